@@ -90,7 +90,8 @@ _STABLE_C_PREFIXES = ("aoti_torch_", "torch_")
 
 _TORCH_LIB_RE = re.compile(r"^lib(?:torch|c10)(?:[_.\-]|$)")
 # Libraries whose soname major equals the CUDA major version.
-_CUDA_SONAME_RE = re.compile(r"^lib(?:cudart|cublas|cublasLt|nvrtc|nvJitLink)\.so\.(\d+)")
+# auditwheel renames vendored copies to libcudart.<hash>.so.13 / libcudart-<hash>.so.13.
+_CUDA_SONAME_RE = re.compile(r"^lib(?:cudart|cublas|cublasLt|nvrtc|nvJitLink)(?:[.\-][0-9a-f]{8})?\.so\.(\d+)")
 
 _FATBIN_SECTIONS = (".nv_fatbin", "__nv_relfatbin")
 _FATBIN_MAGIC = 0xBA55ED50
@@ -131,6 +132,12 @@ class ElfAbi:
         return [n for n in self.needed if _TORCH_LIB_RE.match(n)]
 
     @property
+    def vendored(self) -> bool:
+        """Whether this is a third-party library that auditwheel copied in (``<pkg>.libs/``)."""
+        top = self.path_in_wheel.split("/", 1)[0]
+        return "/" in self.path_in_wheel and top.endswith(".libs")
+
+    @property
     def cuda_majors(self) -> list[int]:
         """CUDA major versions implied by ``DT_NEEDED`` sonames (libcudart.so.13 -> 13)."""
         found = {int(m.group(1)) for n in self.needed if (m := _CUDA_SONAME_RE.match(n))}
@@ -159,11 +166,13 @@ class WheelAbi:
 
     @property
     def cubin_archs(self) -> list[str]:
-        return _sorted_archs({a for e in self.elf_files for a in e.cubin_archs})
+        """Cubin architectures of the wheel's own ELF files (vendored libraries left out)."""
+        return _sorted_archs({a for e in self.elf_files if not e.vendored for a in e.cubin_archs})
 
     @property
     def ptx_archs(self) -> list[str]:
-        return _sorted_archs({a for e in self.elf_files for a in e.ptx_archs})
+        """PTX architectures of the wheel's own ELF files (vendored libraries left out)."""
+        return _sorted_archs({a for e in self.elf_files if not e.vendored for a in e.ptx_archs})
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -592,7 +601,9 @@ def provenance_mismatches(wheel: WheelAbi, declared: dict) -> list[str]:
     ``arch_list`` (["9.0", "10.0"], TORCH_CUDA_ARCH_LIST spellings such as
     "9.0a" or "10.0+PTX" accepted). Each key is compared only with the
     evidence the wheel has: its local version label, its torch requirement,
-    the CUDA sonames it needs and the cubins in its fatbins. Returns one human
+    the CUDA sonames it needs and the cubins in its own fatbins (libraries
+    that auditwheel vendored under ``<pkg>.libs/`` are not compared with the
+    arch list: they were not built by this build). Returns one human
     sentence per disagreement; an empty list means nothing disagreed.
     """
     out: list[str] = []
