@@ -1,0 +1,78 @@
+# Front door. `make image CUDA=13` builds the cu130 image; `make test` runs every test.
+# Everything a target needs (venv, Docker engine, buildx, registry, shellcheck) it installs itself.
+SHELL := /bin/bash
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+CUDA ?= 13
+TORCH ?=
+PKG ?=
+IMAGE ?=
+PYTEST_ARGS ?=
+
+.PHONY: help deps engine registry tools render check-render report lock image smoke publish bump base e2e test bench clean
+
+help:
+	@echo "make image CUDA=13     build the CUDA 13 image (installs the engine if needed)"
+	@echo "make test              run all tests (unit, local index, real engine, registry)"
+	@echo "make report            explain the package set and its conflicts"
+	@echo "make lock              regenerate hashed locks under images/"
+	@echo "make render            regenerate images/*/Dockerfile"
+	@echo "make bump TORCH=2.14.1 what breaks if torch is bumped"
+	@echo "make smoke | publish | e2e | bench"
+
+$(VENV)/.deps: pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip==25.3
+	$(PY) -m pip install -q -e '.[test]'
+	touch $@
+
+deps: $(VENV)/.deps
+
+engine:
+	scripts/engine-up
+
+registry:
+	scripts/registry-up
+
+tools:
+	@command -v shellcheck >/dev/null || { apt-get update -qq && apt-get install -y -qq shellcheck >/dev/null; }
+
+render: deps
+	$(PY) build.py render
+
+check-render: deps
+	$(PY) build.py render --check
+
+report: deps
+	$(PY) build.py report --cuda $(CUDA)
+
+lock: deps
+	$(PY) build.py lock
+
+base: deps engine
+	$(PY) build.py base --cuda $(CUDA)
+
+image: deps engine
+	$(PY) build.py build --cuda $(CUDA)
+
+smoke: deps engine
+	$(PY) build.py smoke --cuda $(CUDA) $(if $(IMAGE),--image $(IMAGE),)
+
+publish: deps engine registry
+	$(PY) build.py publish --cuda $(CUDA)
+
+bump: deps
+	$(PY) build.py bump $(if $(TORCH),torch==$(TORCH),$(PKG)) --cuda $(CUDA)
+
+e2e: deps engine registry tools
+	$(PY) -m pytest -m e2e tests/e2e $(PYTEST_ARGS)
+
+test: deps engine registry tools
+	$(PY) -m pytest $(PYTEST_ARGS)
+
+bench: deps engine
+	$(PY) bench/run.py
+
+clean:
+	rm -rf $(VENV) .pytest_cache

@@ -1,0 +1,184 @@
+"""The Plan: the typed value every stage after the manifest works from.
+
+A Plan is one variant of one image, fully decided: the target environment,
+the ordered install steps with their packages and gates, and (once resolved)
+every requirement edge with its verdict. Render, build, smoke, publish and the
+reports read it; none of them reaches back into the manifest.
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Literal
+
+from .manifest import Gate, LocalWheel, Manifest, Package, Variant, pinned_version
+
+Verdict = Literal["satisfied", "violated", "suppressed", "unchecked", "marker-excluded", "extra-only"]
+Source = Literal["index", "local"]
+
+
+@dataclass(frozen=True)
+class Target:
+    """Where the image runs: markers and wheel tags are evaluated for this, not the host."""
+
+    python: str
+    platform: str
+    cuda: str
+
+    def platforms(self) -> list[str]:
+        """The platform tags the target's pip accepts, most specific first."""
+        m = re.fullmatch(r"(manylinux|musllinux)_(\d+)_(\d+)_(\w+)", self.platform)
+        if not m:
+            return [self.platform]
+        family, major, minor, arch = m[1], int(m[2]), int(m[3]), m[4]
+        tags = [f"{family}_{major}_{n}_{arch}" for n in range(minor, -1 if family == "musllinux" else 16, -1)]
+        if family == "manylinux":
+            # The legacy aliases of glibc 2.17, 2.12 and 2.5.
+            tags += [f"manylinux2014_{arch}"] if minor >= 17 else []
+            tags += [f"manylinux_2_12_{arch}", f"manylinux2010_{arch}"] if minor >= 12 else []
+            tags += [f"manylinux_2_5_{arch}", f"manylinux1_{arch}"] if minor >= 5 else []
+        return tags + [f"linux_{arch}"]
+
+    def marker_environment(self) -> dict[str, str]:
+        major_minor = self.python
+        arch = self.platform.rsplit("_", 1)[-1] if not self.platform.endswith("x86_64") else "x86_64"
+        return {
+            "implementation_name": "cpython",
+            "implementation_version": f"{major_minor}.0",
+            "os_name": "posix",
+            "platform_machine": arch,
+            "platform_python_implementation": "CPython",
+            "platform_release": "",
+            "platform_system": "Linux",
+            "platform_version": "",
+            "python_full_version": f"{major_minor}.0",
+            "python_version": major_minor,
+            "sys_platform": "linux",
+        }
+
+
+@dataclass(frozen=True)
+class PlannedPackage:
+    name: str
+    requirement: str
+    version: str | None
+    no_deps: bool
+    why: str | None
+    gate: str | None
+    local: LocalWheel | None
+    fallback: "PlannedPackage | None"
+    active: bool  # False when its gate (or its wheel set's) is off for this variant
+
+    @property
+    def pinned(self) -> str:
+        return f"{self.name}=={self.version}" if self.version else self.requirement
+
+
+@dataclass(frozen=True)
+class Step:
+    index: int
+    name: str
+    why: str
+    gate: str | None
+    packages: tuple[PlannedPackage, ...]
+    active: bool
+
+    @property
+    def lock_file(self) -> str:
+        return f"{self.index:02d}-{self.name}.txt"
+
+
+@dataclass(frozen=True)
+class Edge:
+    """One requirement of one installed package, judged for the target."""
+
+    parent: str
+    parent_version: str
+    requirement: str
+    name: str
+    verdict: Verdict
+    found: str | None
+    detail: str
+    extra: str | None = None
+
+
+@dataclass(frozen=True)
+class Hazard:
+    """A later install step that changes what an earlier one installed."""
+
+    step: str
+    package: str
+    before: str
+    after: str
+    earlier_step: str
+    cause: str
+
+
+@dataclass(frozen=True)
+class Plan:
+    image: str
+    repository: str
+    title: str
+    venv: str
+    manifest_path: str
+    manifest_sha256: str
+    variant: Variant
+    target: Target
+    gates: tuple[Gate, ...]
+    build_args: dict[str, str]
+    steps: tuple[Step, ...]
+    shared_pins: dict[str, str]
+    installed: dict[str, str] = field(default_factory=dict)
+    edges: tuple[Edge, ...] = ()
+    hazards: tuple[Hazard, ...] = ()
+    lock_sha256: str | None = None
+
+    def packages(self, active_only: bool = True) -> list[PlannedPackage]:
+        return [p for s in self.steps for p in s.packages if p.active or not active_only]
+
+    def manifest_pins(self) -> dict[str, str]:
+        """Every exact version the manifest demands for this variant."""
+        pins = dict(self.shared_pins)
+        for p in self.packages():
+            if p.version and not p.local:
+                pins[p.name] = p.version
+        return pins
+
+
+def plan_variant(manifest: Manifest, variant_name: str) -> Plan:
+    """The unresolved Plan: steps, gates and pins, before any metadata is read."""
+    variant = manifest.variant(variant_name)
+    gate_on = {name: g.holds(variant) for name, g in manifest.gates.items()}
+    steps = []
+    for i, ws in enumerate(manifest.wheel_sets, start=1):
+        step_on = gate_on[ws.gate] if ws.gate else True
+        pkgs = tuple(_planned(p, step_on and (gate_on[p.gate] if p.gate else True)) for p in ws.packages)
+        steps.append(Step(i, ws.name, ws.why, ws.gate, pkgs, step_on))
+    return Plan(
+        image=manifest.image.name,
+        repository=manifest.image.repository,
+        title=manifest.image.title,
+        venv=manifest.image.venv,
+        manifest_path=manifest.path.name,
+        manifest_sha256=manifest.sha256,
+        variant=variant,
+        target=Target(variant.python, variant.platform, variant.cuda),
+        gates=tuple(manifest.gates.values()),
+        build_args={"VARIANT": variant.name, **{k: "1" if v else "0" for k, v in gate_on.items()}},
+        steps=tuple(steps),
+        shared_pins={p.name: p.version for p in manifest.shared_pins},
+    )
+
+
+def _planned(p: Package, active: bool) -> PlannedPackage:
+    return PlannedPackage(
+        name=p.name,
+        requirement=str(p.requirement),
+        version=pinned_version(p.requirement),
+        no_deps=p.no_deps,
+        why=p.why,
+        gate=p.gate,
+        local=p.local,
+        fallback=_planned(p.fallback, active) if p.fallback else None,
+        active=active,
+    )
