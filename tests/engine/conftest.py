@@ -1,0 +1,91 @@
+"""Fixtures for tests against a real container engine and a real registry.
+
+Without an engine these tests are skipped, with the reason; when ``CI`` is
+set they fail instead, because CI is expected to provide one
+(``scripts/engine-up``).
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import urllib.request
+from pathlib import Path
+from typing import Iterator
+
+import pytest
+
+from pinwheel.base import BaseImageError, base_ref, ensure_base
+from pinwheel.engine import Engine
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+BASE_SUITE = "bookworm"
+BASE_PYTHON = "3.11"
+REGISTRY_ADDR = os.environ.get("PINWHEEL_TEST_REGISTRY_ADDR", "127.0.0.1:5000")
+
+
+def _unavailable(reason: str) -> None:
+    if os.environ.get("CI"):
+        pytest.fail(f"engine tests need a working engine in CI: {reason}", pytrace=False)
+    pytest.skip(f"SKIPPED (no engine): {reason}")
+
+
+@pytest.fixture(scope="session")
+def engine() -> Engine:
+    eng = Engine()
+    reason = eng.unavailable_reason()
+    if reason is not None:
+        _unavailable(reason)
+    return eng
+
+
+@pytest.fixture(scope="session")
+def base_image(engine: Engine) -> str:
+    """The local bootstrap base (created with debootstrap when missing)."""
+    ref = base_ref(BASE_SUITE, BASE_PYTHON)
+    try:
+        ensure_base(ref, BASE_PYTHON, engine, suite=BASE_SUITE, cache_dir=REPO_ROOT / ".cache" / "base")
+    except BaseImageError as exc:
+        _unavailable(f"cannot make the bootstrap base {ref}: {exc}")
+    return ref
+
+
+def _registry_answers(addr: str) -> bool:
+    try:
+        with urllib.request.urlopen(f"http://{addr}/v2/", timeout=2) as resp:
+            return resp.status == 200
+    except OSError:
+        return False
+
+
+@pytest.fixture(scope="session")
+def registry(engine: Engine, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """``host:port`` of a registry started with scripts/registry-up.
+
+    One that already answers is reused (tests use fresh repository names);
+    one this fixture started, on fresh storage, is stopped afterwards.
+    """
+    if _registry_answers(REGISTRY_ADDR):
+        yield REGISTRY_ADDR
+        return
+    state = tmp_path_factory.mktemp("registry-state")
+    storage = tmp_path_factory.mktemp("registry-storage")
+    env = dict(os.environ, TMPDIR=str(state), PINWHEEL_REGISTRY_ADDR=REGISTRY_ADDR)
+    proc = subprocess.run(
+        [str(REPO_ROOT / "scripts" / "registry-up"), str(storage)],
+        env=env,
+        capture_output=True,
+        text=True,
+    )
+    if proc.returncode != 0:
+        _unavailable(f"scripts/registry-up failed (exit {proc.returncode}): {proc.stderr.strip()}")
+    pid_file = state / f"pinwheel-registry-{REGISTRY_ADDR.rsplit(':', 1)[1]}" / "registry.pid"
+    try:
+        yield REGISTRY_ADDR
+    finally:
+        if pid_file.is_file():
+            try:
+                os.kill(int(pid_file.read_text().strip()), signal.SIGTERM)
+            except (ProcessLookupError, ValueError):
+                pass
