@@ -409,7 +409,8 @@ def _classify_stream(stream: IO[bytes], path_in_wheel: str) -> ElfAbi:
             elif tie == "stable":
                 stable += 1
         entries = _fatbin_entries(elf)
-    except (ELFError, struct.error, ValueError, OSError) as exc:
+    except (ELFError, struct.error, ValueError, OSError, UnicodeError, AttributeError, KeyError) as exc:
+        # A damaged member must not sink the report of the whole image.
         return ElfAbi(path_in_wheel, "none", error=f"{type(exc).__name__}: {exc}")
     abi_class: AbiClass = "unstable" if unstable else "stable" if stable else "none"
     return ElfAbi(
