@@ -74,7 +74,10 @@ __all__ = [
     "PackageNotFound",
     "ca_bundle",
     "default_index_url",
+    "expand_platforms",
+    "local_metadata",
     "parse_metadata",
+    "target_environment",
     "target_tags",
 ]
 
@@ -92,6 +95,17 @@ MIN_RANGE = 16 * 1024
 # Whole-wheel downloads stay in memory up to this size, then spill to disk.
 SPOOL_BYTES = 32 * 1024 * 1024
 RETRY_STATUS = frozenset({429}) | frozenset(range(500, 600))
+
+
+def _redact(url: str | None) -> str:
+    """The URL without a password, for messages."""
+    if not url:
+        return ""
+    parts = urlsplit(url)
+    if parts.password is None:
+        return url
+    netloc = f"{parts.username}:****@{parts.hostname}" + (f":{parts.port}" if parts.port else "")
+    return parts._replace(netloc=netloc).geturl()
 
 
 # --------------------------------------------------------------------------
@@ -117,7 +131,7 @@ class PackageNotFound(IndexClientError):
     def __init__(self, name: str, url: str | None = None):
         msg = f"package {name!r} not found on the index"
         if url:
-            msg += f" ({url})"
+            msg += f" ({_redact(url)})"
         super().__init__(msg)
         self.name = name
         self.url = url
@@ -144,7 +158,7 @@ class HashMismatch(IndexClientError):
     """Downloaded bytes do not match the hash the index (or RECORD) gives."""
 
     def __init__(self, what: str, url: str, expected: str, actual: str):
-        super().__init__(f"hash mismatch for {what} ({url}): expected sha256 {expected}, got {actual}")
+        super().__init__(f"hash mismatch for {what} ({_redact(url)}): expected sha256 {expected}, got {actual}")
         self.url = url
         self.expected = expected
         self.actual = actual
@@ -198,13 +212,19 @@ def _pip_default_index_url() -> str:
 
 
 def default_index_url() -> str:
-    """The index pip would use: ``PIP_INDEX_URL``, pip's ``global.index-url``, pip's default."""
+    """The index ``pip install`` would use.
+
+    ``PIP_INDEX_URL``, else pip's configuration (``install.index-url``, which
+    pip lets override ``global.index-url`` for installs), else pip's default.
+    """
     env = os.environ.get("PIP_INDEX_URL", "").strip()
     if env:
         return env.split()[0]
-    configured = _pip_config(sys.executable).get("global.index-url", "").strip()
-    if configured:
-        return configured.split()[0]
+    config = _pip_config(sys.executable)
+    for key in ("install.index-url", "global.index-url"):
+        configured = config.get(key, "").strip()
+        if configured:
+            return configured.split()[0]
     return _pip_default_index_url()
 
 
@@ -313,6 +333,40 @@ def target_tags(python_version: str | Sequence[int], platforms: Iterable[str]) -
             seen.add(tag)
             tags.append(tag)
     return tags
+
+
+def target_environment(python_version: str | Sequence[int], platform: str) -> dict[str, str]:
+    """PEP 508 marker environment of a CPython target given by a platform tag.
+
+    ``target_environment("3.12", "manylinux_2_28_x86_64")`` gives Linux/x86_64
+    values, whatever the host is.  Pass it to :meth:`DistMetadata.requirements`.
+    """
+    major, minor = _py_tuple(python_version)
+    full = python_version if isinstance(python_version, str) and python_version.count(".") == 2 else f"{major}.{minor}.0"
+    m = re.fullmatch(r"(manylinux\d*(?:_\d+_\d+)?|musllinux_\d+_\d+|linux|macosx_\d+_\d+|win)_?(.*)", platform)
+    family, machine = (m.group(1), m.group(2)) if m else (platform, "")
+    if family.startswith(("manylinux", "musllinux", "linux")):
+        system, sys_platform, os_name = "Linux", "linux", "posix"
+    elif family.startswith("macosx"):
+        system, sys_platform, os_name = "Darwin", "darwin", "posix"
+    elif family == "win" or platform.startswith("win"):
+        system, sys_platform, os_name = "Windows", "win32", "nt"
+        machine = {"amd64": "AMD64", "arm64": "ARM64", "32": "x86"}.get(machine, machine or "AMD64")
+    else:
+        system, sys_platform, os_name = "", platform, ""
+    return {
+        "implementation_name": "cpython",
+        "implementation_version": full,
+        "os_name": os_name,
+        "platform_machine": machine,
+        "platform_python_implementation": "CPython",
+        "platform_release": "",
+        "platform_system": system,
+        "platform_version": "",
+        "python_full_version": full,
+        "python_version": f"{major}.{minor}",
+        "sys_platform": sys_platform,
+    }
 
 
 # --------------------------------------------------------------------------
@@ -824,7 +878,7 @@ class IndexClient:
     ) -> requests.Response:
         """GET with retries on 5xx/429, connection errors and timeouts."""
         if self.offline:
-            raise CacheMiss(f"offline: {what} is not in the cache ({url})", name=name)
+            raise CacheMiss(f"offline: {what} is not in the cache ({_redact(url)})", name=name)
         ok = set(ok_status)
         last = ""
         attempts = self.retries + 1
@@ -851,7 +905,7 @@ class IndexClient:
                 continue
             return resp
         raise IndexUnavailable(
-            f"{what}: {url} unavailable after {attempts} attempt{'s' if attempts != 1 else ''} ({last})",
+            f"{what}: {_redact(url)} unavailable after {attempts} attempt{'s' if attempts != 1 else ''} ({last})",
             name=name,
             url=url,
         )
@@ -916,7 +970,7 @@ class IndexClient:
                 raise PackageNotFound(cname, url)
             if resp.status_code != 200:
                 raise IndexUnavailable(
-                    f"index page of package {cname!r}: {url} answered HTTP {resp.status_code}",
+                    f"index page of package {cname!r}: {_redact(url)} answered HTTP {resp.status_code}",
                     name=cname,
                     url=url,
                 )
@@ -927,7 +981,7 @@ class IndexClient:
                     files = parse_json_page(resp.json(), page_url)
                 except ValueError as exc:
                     raise IndexUnavailable(
-                        f"index page of package {cname!r}: {url} returned invalid JSON ({exc})",
+                        f"index page of package {cname!r}: {_redact(url)} returned invalid JSON ({exc})",
                         name=cname,
                         url=url,
                     ) from None
@@ -937,8 +991,8 @@ class IndexClient:
                 fmt = "html"
             record = {
                 "name": cname,
-                "index_url": self.index_url,
-                "url": page_url,
+                "index_url": _redact(self.index_url),
+                "url": _redact(page_url),
                 "format": fmt,
                 "fetched": time.time(),
                 "etag": resp.headers.get("ETag"),
@@ -1107,7 +1161,7 @@ class IndexClient:
         resp = self._request(f.url, what=what, name=f.name, headers={"Range": f"bytes=-{TAIL_BYTES}"}, stream=True)
         with resp:
             if resp.status_code == 404:
-                raise MetadataUnavailable(f"{what}: {f.url} answered 404", name=f.name, version=str(f.version))
+                raise MetadataUnavailable(f"{what}: {_redact(f.url)} answered 404", name=f.name, version=str(f.version))
             if resp.status_code == 206:
                 total = self._content_range_total(resp)
                 if total is not None:
@@ -1117,12 +1171,12 @@ class IndexClient:
             elif resp.status_code == 200:
                 return self._metadata_download(f, resp), "download"
             else:
-                raise IndexUnavailable(f"{what}: {f.url} answered HTTP {resp.status_code}", name=f.name, url=f.url)
+                raise IndexUnavailable(f"{what}: {_redact(f.url)} answered HTTP {resp.status_code}", name=f.name, url=f.url)
         # 206 without a usable Content-Range: download the whole wheel
         resp = self._request(f.url, what=what, name=f.name, stream=True)
         with resp:
             if resp.status_code != 200:
-                raise IndexUnavailable(f"{what}: {f.url} answered HTTP {resp.status_code}", name=f.name, url=f.url)
+                raise IndexUnavailable(f"{what}: {_redact(f.url)} answered HTTP {resp.status_code}", name=f.name, url=f.url)
             return self._metadata_download(f, resp), "download"
 
     @staticmethod
@@ -1144,10 +1198,10 @@ class IndexClient:
                 elif r.status_code == 200:  # server stopped honouring Range: slice the body
                     data = r.content[start : end + 1]
                 else:
-                    raise IndexUnavailable(f"{what}: {f.url} answered HTTP {r.status_code}", name=f.name, url=f.url)
+                    raise IndexUnavailable(f"{what}: {_redact(f.url)} answered HTTP {r.status_code}", name=f.name, url=f.url)
             if len(data) != end - start + 1:
                 raise IndexUnavailable(
-                    f"{what}: {f.url} returned {len(data)} bytes for range {start}-{end}", name=f.name, url=f.url
+                    f"{what}: {_redact(f.url)} returned {len(data)} bytes for range {start}-{end}", name=f.name, url=f.url
                 )
             return data
 
@@ -1156,7 +1210,7 @@ class IndexClient:
             with zipfile.ZipFile(rf) as zf:  # type: ignore[arg-type]
                 return _read_metadata_from_zip(zf, f.name, f.url)
         except zipfile.BadZipFile as exc:
-            raise MetadataUnavailable(f"{what}: {f.url} is not a readable zip ({exc})", name=f.name) from None
+            raise MetadataUnavailable(f"{what}: {_redact(f.url)} is not a readable zip ({exc})", name=f.name) from None
 
     def _metadata_download(self, f: IndexFile, resp: requests.Response) -> bytes:
         what = f"wheel of package {f.name!r} {f.version}"
@@ -1168,7 +1222,7 @@ class IndexClient:
                     digest.update(chunk)
                     tmp.write(chunk)
             except (requests.ConnectionError, requests.Timeout) as exc:
-                raise IndexUnavailable(f"{what}: download of {f.url} failed ({exc})", name=f.name, url=f.url) from None
+                raise IndexUnavailable(f"{what}: download of {_redact(f.url)} failed ({exc})", name=f.name, url=f.url) from None
             if f.sha256 and digest.hexdigest() != f.sha256.lower():
                 raise HashMismatch(f.filename, f.url, f.sha256, digest.hexdigest())
             tmp.seek(0)
@@ -1176,7 +1230,7 @@ class IndexClient:
                 with zipfile.ZipFile(tmp) as zf:  # type: ignore[arg-type]
                     return _read_metadata_from_zip(zf, f.name, f.url)
             except zipfile.BadZipFile as exc:
-                raise MetadataUnavailable(f"{what}: {f.url} is not a readable zip ({exc})", name=f.name) from None
+                raise MetadataUnavailable(f"{what}: {_redact(f.url)} is not a readable zip ({exc})", name=f.name) from None
 
     # -- local files -------------------------------------------------------
 

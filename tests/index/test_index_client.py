@@ -22,6 +22,7 @@ from pinwheel.index import (
     expand_platforms,
     local_metadata,
     parse_metadata,
+    target_environment,
     target_tags,
 )
 
@@ -425,3 +426,19 @@ def test_lenient_parse_keeps_what_it_can():
     assert [str(r) for r in meta.requires_dist] == ["good>=1"]
     assert meta.invalid_requires == ("this is not a requirement !!",)
     assert meta.provides_extra == ("fancy-extra",)
+
+
+def test_target_environment_for_markers():
+    env = target_environment("3.12", "manylinux_2_28_x86_64")
+    assert env["python_version"] == "3.12" and env["python_full_version"] == "3.12.0"
+    assert (env["platform_system"], env["sys_platform"], env["platform_machine"]) == ("Linux", "linux", "x86_64")
+    assert target_environment("3.12.4", "macosx_14_0_arm64")["python_full_version"] == "3.12.4"
+    assert target_environment("3.12", "macosx_14_0_arm64")["platform_system"] == "Darwin"
+    assert target_environment("3.12", "win_amd64")["sys_platform"] == "win32"
+    meta = parse_metadata(
+        "Metadata-Version: 2.1\nName: t\nVersion: 1\n"
+        'Requires-Dist: cuda-bindings<14,>=13.0.3; platform_system == "Linux" and python_version < "3.15"\n\n'
+    )
+    assert [r.name for r in meta.requirements(environment=env)] == ["cuda-bindings"]
+    assert meta.requirements(environment=target_environment("3.12", "macosx_14_0_arm64")) == []
+    assert meta.requirements(environment=target_environment("3.15", "manylinux_2_28_x86_64")) == []
