@@ -46,6 +46,58 @@ def plans_for(m: Manifest, variant: str | None) -> list[Plan]:
     return [plan_variant(m, n) for n in names]
 
 
+def select_variant(m: Manifest, args: argparse.Namespace) -> str:
+    """--variant NAME, or --cuda MAJOR (the variant whose CUDA major matches), or the first."""
+    if getattr(args, "variant", None):
+        m.variant(args.variant)
+        return args.variant
+    cuda = getattr(args, "cuda", None)
+    if cuda:
+        try:
+            major = int(str(cuda).split(".")[0])
+        except ValueError:
+            raise UsageError(f"--cuda {cuda!r}: expected a CUDA major version like 13") from None
+        hits = [v.name for v in m.variants.values() if v.cuda_major == major]
+        if len(hits) != 1:
+            known = ", ".join(f"{v.name} (CUDA {v.cuda})" for v in m.variants.values())
+            raise UsageError(f"--cuda {cuda}: {'no' if not hits else 'more than one'} variant matches; variants: {known}")
+        return hits[0]
+    return next(iter(m.variants))
+
+
+def add_variant_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--variant", help="variant name from the manifest (e.g. cu130)")
+    p.add_argument("--cuda", help="pick the variant by CUDA major version (e.g. 13)")
+
+
+def index_client(args: argparse.Namespace, m: Manifest):
+    from .index import IndexClient
+
+    cache = m.path.parent / ".cache" / "index"
+    return IndexClient(index_url=getattr(args, "index_url", None), cache_dir=cache, offline=getattr(args, "offline", False))
+
+
+def cmd_report(args: argparse.Namespace) -> int:
+    from .index import IndexClientError
+    from .report import needed_by, print_report, to_json
+    from .resolve import ResolveError, read_lock_slices, resolve
+
+    m = manifest_mod.load(args.manifest)
+    plan = plan_variant(m, select_variant(m, args))
+    lock_dir = image_dir(m) / "lock" / plan.variant.name
+    locked = None if args.no_lock else read_lock_slices(plan, lock_dir)
+    try:
+        resolved = resolve(plan, index_client(args, m), m.path.parent / "wheels", locked)
+    except (ResolveError, IndexClientError) as exc:
+        raise UsageError(str(exc)) from None
+    if args.json:
+        data = to_json(resolved, needed_by(m))
+        sys.stdout.write(json.dumps(data, indent=2, sort_keys=False) + "\n")
+    else:
+        data = print_report(resolved, needed_by(m), out(), verbose=args.verbose)
+    return EXIT_OK if data["summary"]["clean"] else EXIT_PROBLEM
+
+
 # --------------------------------------------------------------- commands
 
 
@@ -113,8 +165,24 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--stdout", action="store_true", help="print instead of writing")
     r.set_defaults(func=cmd_render)
 
+    rp = sub.add_parser(
+        "report", help="explain the resolved package set and its conflicts",
+        description=("Evaluate a variant as it will be installed (from its lock when there is one, else one plain\n"
+                     "pip install per wheel set) for the target Python and platform, and judge every requirement:\n"
+                     "satisfied, violated, suppressed by --no-deps (with what pip would have done), unchecked,\n"
+                     "extra-only or marker-excluded. Also: shared pins and who excludes them, and install-order\n"
+                     "hazards (a later wheel set changing what an earlier one installed).\n"
+                     "Exit 0 clean, 1 conflicts, 2 bad input."),
+        formatter_class=argparse.RawDescriptionHelpFormatter)
+    add_variant_args(rp)
+    rp.add_argument("--json", action="store_true", help="print the report as JSON (schema pinwheel.report/1)")
+    rp.add_argument("--offline", action="store_true", help="use cached index metadata only")
+    rp.add_argument("--no-lock", action="store_true", help="ignore the lock: show what plain pip per wheel set does")
+    rp.add_argument("--verbose", "-v", action="store_true", help="list transitive packages too")
+    rp.add_argument("--index-url", help="index to read metadata from (default: pip's configuration)")
+    rp.set_defaults(func=cmd_report)
+
     for name, helptext in (
-        ("report", "explain the resolved package set and its conflicts"),
         ("lock", "write hashed locks per variant"),
         ("build", "build an image variant on the BuildKit engine"),
         ("smoke", "run the smoke checks against a built image"),

@@ -8,7 +8,7 @@ reports read it; none of them reaches back into the manifest.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Literal
 
 from .manifest import Gate, LocalWheel, Manifest, Package, Variant, pinned_version
@@ -27,21 +27,14 @@ class Target:
 
     def platforms(self) -> list[str]:
         """The platform tags the target's pip accepts, most specific first."""
-        m = re.fullmatch(r"(manylinux|musllinux)_(\d+)_(\d+)_(\w+)", self.platform)
-        if not m:
-            return [self.platform]
-        family, major, minor, arch = m[1], int(m[2]), int(m[3]), m[4]
-        tags = [f"{family}_{major}_{n}_{arch}" for n in range(minor, -1 if family == "musllinux" else 16, -1)]
-        if family == "manylinux":
-            # The legacy aliases of glibc 2.17, 2.12 and 2.5.
-            tags += [f"manylinux2014_{arch}"] if minor >= 17 else []
-            tags += [f"manylinux_2_12_{arch}", f"manylinux2010_{arch}"] if minor >= 12 else []
-            tags += [f"manylinux_2_5_{arch}", f"manylinux1_{arch}"] if minor >= 5 else []
-        return tags + [f"linux_{arch}"]
+        from .index import expand_platforms
+
+        arch = self.platform.split("_", 3)[-1] if self.platform.startswith("manylinux_") else ""
+        return expand_platforms([self.platform]) + ([f"linux_{arch}"] if arch else [])
 
     def marker_environment(self) -> dict[str, str]:
         major_minor = self.python
-        arch = self.platform.rsplit("_", 1)[-1] if not self.platform.endswith("x86_64") else "x86_64"
+        arch = "x86_64" if self.platform.endswith("x86_64") else self.platform.rsplit("_", 1)[-1]
         return {
             "implementation_name": "cpython",
             "implementation_version": f"{major_minor}.0",
@@ -103,6 +96,19 @@ class Edge:
 
 
 @dataclass(frozen=True)
+class Installed:
+    """One distribution in the finished image, and the step that put it there."""
+
+    name: str
+    version: str
+    step: str
+    source: str  # index | local | fallback
+    no_deps: bool
+    extras: tuple[str, ...]
+    why: str | None
+
+
+@dataclass(frozen=True)
 class Hazard:
     """A later install step that changes what an earlier one installed."""
 
@@ -128,9 +134,13 @@ class Plan:
     build_args: dict[str, str]
     steps: tuple[Step, ...]
     shared_pins: dict[str, str]
-    installed: dict[str, str] = field(default_factory=dict)
+    # Filled by resolve(): the image as it will be installed.
+    installed: tuple[Installed, ...] = ()
     edges: tuple[Edge, ...] = ()
     hazards: tuple[Hazard, ...] = ()
+    # The churn one plain `pip install` per wheel set would cause; a lock removes it.
+    unlocked_hazards: tuple[Hazard, ...] = ()
+    locked: bool = False
     lock_sha256: str | None = None
 
     def packages(self, active_only: bool = True) -> list[PlannedPackage]:
