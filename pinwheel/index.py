@@ -171,6 +171,15 @@ class HashMismatch(IndexClientError):
 @functools.lru_cache(maxsize=None)
 def _pip_config(python: str) -> dict[str, str]:
     """``pip config list`` of the given interpreter, as a dict (cached per process)."""
+    if python == sys.executable:
+        try:  # in-process: the same files and variables pip reads, without a subprocess
+            from pip._internal.configuration import Configuration  # noqa: PLC0415
+
+            config = Configuration(isolated=False)
+            config.load()
+            return {key: str(value) for key, value in config.items()}
+        except Exception as exc:  # pip internals moved: fall back to the CLI
+            log.debug("in-process pip configuration failed: %s", exc)
     try:
         proc = subprocess.run(
             [python, "-m", "pip", "config", "list"],
@@ -320,6 +329,12 @@ def expand_platforms(platforms: Iterable[str]) -> list[str]:
 
 def target_tags(python_version: str | Sequence[int], platforms: Iterable[str]) -> list[Tag]:
     """Supported tags of a CPython target, most preferred first (independent of the host)."""
+    return list(_target_tags(str(python_version) if isinstance(python_version, str) else tuple(python_version),
+                             tuple(platforms)))
+
+
+@functools.lru_cache(maxsize=64)
+def _target_tags(python_version, platforms: tuple[str, ...]) -> tuple[Tag, ...]:
     major, minor = _py_tuple(python_version)
     plats = expand_platforms(platforms)
     interp = f"cp{major}{minor}"
@@ -332,7 +347,7 @@ def target_tags(python_version: str | Sequence[int], platforms: Iterable[str]) -
         if tag not in seen:
             seen.add(tag)
             tags.append(tag)
-    return tags
+    return tuple(tags)
 
 
 def target_environment(python_version: str | Sequence[int], platform: str) -> dict[str, str]:
@@ -385,21 +400,32 @@ class IndexFile:
     has_metadata: bool  # PEP 658/714 advertised
     metadata_sha256: str | None = None
     size: int | None = None
-    name: NormalizedName = field(init=False)
-    version: Version = field(init=False)
-    tags: frozenset[Tag] = field(init=False)
-    build: tuple = field(init=False)
 
-    def __post_init__(self) -> None:
+    # Parsed on first use: an index page of a big project lists tens of thousands
+    # of files, and most of them are never looked at.
+    @functools.cached_property
+    def _parsed(self) -> tuple[NormalizedName, Version, tuple, frozenset[Tag]]:
         if self.filename.endswith(".whl"):
             name, version, build, tags = parse_wheel_filename(self.filename)
-        else:
-            name, version = parse_sdist_filename(self.filename)
-            build, tags = (), frozenset()
-        object.__setattr__(self, "name", name)
-        object.__setattr__(self, "version", version)
-        object.__setattr__(self, "tags", frozenset(tags))
-        object.__setattr__(self, "build", tuple(build))
+            return name, version, tuple(build), frozenset(tags)
+        name, version = parse_sdist_filename(self.filename)
+        return name, version, (), frozenset()
+
+    @property
+    def name(self) -> NormalizedName:
+        return self._parsed[0]
+
+    @property
+    def version(self) -> Version:
+        return self._parsed[1]
+
+    @property
+    def build(self) -> tuple:
+        return self._parsed[2]
+
+    @property
+    def tags(self) -> frozenset[Tag]:
+        return self._parsed[3]
 
     @property
     def is_wheel(self) -> bool:
@@ -804,11 +830,15 @@ def _atomic_write(path: Path, data: bytes) -> None:
 class IndexClient:
     """Reads a Simple API index, with retries and an on-disk cache.
 
-    ``retries`` is the number of *additional* attempts after the first one;
-    waits grow as ``backoff * 2**attempt`` seconds.  ``max_age`` (seconds), when
-    set, lets a cached project page be used without asking the index; by default
-    pages are refreshed once per client when online (conditional requests, so an
-    unchanged page costs little).  ``offline=True`` never touches the network.
+    ``retries`` is the number of *additional* attempts after the first one; the
+    waits before them are ``backoff``, ``2*backoff``, ``4*backoff``... seconds.
+    ``max_age`` (seconds), when set, lets a cached project page be used without
+    asking the index; by default each page is refreshed once per client when
+    online (with If-None-Match/If-Modified-Since where the server gave an ETag or
+    Last-Modified).  ``offline=True`` never touches the network and raises
+    :class:`CacheMiss` for anything the cache lacks.  ``verify`` defaults to
+    :func:`ca_bundle`.  ``probe_metadata`` asks for ``<wheel>.metadata`` even when
+    the page does not advertise it.
     """
 
     def __init__(
@@ -874,18 +904,16 @@ class IndexClient:
         name: str | None,
         headers: Mapping[str, str] | None = None,
         stream: bool = False,
-        ok_status: Iterable[int] = (),
     ) -> requests.Response:
         """GET with retries on 5xx/429, connection errors and timeouts."""
         if self.offline:
             raise CacheMiss(f"offline: {what} is not in the cache ({_redact(url)})", name=name)
-        ok = set(ok_status)
         last = ""
         attempts = self.retries + 1
         for attempt in range(attempts):
             if attempt:
                 delay = self.backoff * (2 ** (attempt - 1))
-                log.debug("retrying %s in %.2fs (%s)", url, delay, last)
+                log.debug("retrying %s in %.2fs (%s)", _redact(url), delay, last)
                 if delay > 0:
                     time.sleep(delay)
             try:
@@ -896,10 +924,10 @@ class IndexClient:
                     timeout=self.timeout,
                     verify=self.verify,
                 )
-            except (requests.ConnectionError, requests.Timeout) as exc:
+            except (requests.ConnectionError, requests.Timeout, requests.exceptions.ChunkedEncodingError) as exc:
                 last = f"{type(exc).__name__}: {exc}"
                 continue
-            if resp.status_code in RETRY_STATUS and resp.status_code not in ok:
+            if resp.status_code in RETRY_STATUS:
                 last = f"HTTP {resp.status_code}"
                 resp.close()
                 continue
@@ -1139,7 +1167,7 @@ class IndexClient:
         what = f"metadata of package {f.name!r} {f.version}"
         if f.has_metadata or self.probe_metadata:
             self.stats["metadata_requests"] += 1
-            resp = self._request(f.url + ".metadata", what=what, name=f.name, ok_status=())
+            resp = self._request(f.url + ".metadata", what=what, name=f.name)
             with resp:
                 if resp.status_code == 200:
                     data = resp.content
@@ -1147,11 +1175,14 @@ class IndexClient:
                         actual = hashlib.sha256(data).hexdigest()
                         if actual != f.metadata_sha256.lower():
                             raise HashMismatch(f"{f.filename}.metadata", f.url + ".metadata", f.metadata_sha256, actual)
-                    return data, "pep658"
-                if resp.status_code not in (404, 403, 410):
-                    log.debug("%s.metadata answered HTTP %s; reading the wheel", f.url, resp.status_code)
+                    if f.has_metadata or data.lstrip()[:17].lower() == b"metadata-version:":
+                        return data, "pep658"
+                    # an unadvertised probe that answered with something else (an error page)
+                    log.debug("%s.metadata is not a METADATA document; reading the wheel", _redact(f.url))
                 elif f.has_metadata:
-                    log.debug("%s.metadata advertised but answered %s", f.url, resp.status_code)
+                    log.debug("%s.metadata advertised but answered %s", _redact(f.url), resp.status_code)
+                else:
+                    log.debug("%s.metadata answered HTTP %s; reading the wheel", _redact(f.url), resp.status_code)
         return self._metadata_from_wheel(f)
 
     def _metadata_from_wheel(self, f: IndexFile) -> tuple[bytes, str]:
@@ -1221,7 +1252,7 @@ class IndexClient:
                 for chunk in resp.iter_content(chunk_size=1 << 20):
                     digest.update(chunk)
                     tmp.write(chunk)
-            except (requests.ConnectionError, requests.Timeout) as exc:
+            except (requests.ConnectionError, requests.Timeout, requests.exceptions.ChunkedEncodingError) as exc:
                 raise IndexUnavailable(f"{what}: download of {_redact(f.url)} failed ({exc})", name=f.name, url=f.url) from None
             if f.sha256 and digest.hexdigest() != f.sha256.lower():
                 raise HashMismatch(f.filename, f.url, f.sha256, digest.hexdigest())

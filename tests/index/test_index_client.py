@@ -150,6 +150,14 @@ def test_advertised_metadata_that_answers_404_falls_back(local_index, tmp_path):
     assert [str(r) for r in meta.requires_dist] == ["dep>=2"]
 
 
+def test_unadvertised_probe_answering_junk_falls_back(local_index, tmp_path):
+    wheel = local_index.add("pkg", "1.0", requires=["dep>=2"], metadata_file=False)
+    wheel.with_name(wheel.name + ".metadata").write_text("<html>soft 404</html>\n")
+    c = client(local_index.serve(), tmp_path / "cache")
+    meta = c.metadata("pkg", "1.0")
+    assert meta.source == "range" and [str(r) for r in meta.requires_dist] == ["dep>=2"]
+
+
 def test_probe_can_be_turned_off(local_index, tmp_path):
     local_index.add("pkg", "1.0", requires=["dep>=2"], metadata_file=False)
     c = client(local_index.serve(), tmp_path / "cache", probe_metadata=False)
