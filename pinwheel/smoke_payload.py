@@ -1,0 +1,1049 @@
+#!/usr/bin/env python3
+"""pinwheel smoke payload: checks a built image from the inside.
+
+This file is copied into images and run there, on any host:
+
+    python smoke_payload.py --expect expect.json --level gpu --json out.json
+
+It is standalone on purpose: only the standard library is imported at module
+level; torch and the kernel packages are imported inside functions, and nothing
+from pinwheel is imported at all.
+
+Levels are cumulative (``--level gpu`` runs static, import and gpu):
+
+static  any host. Every pin in expect.json is installed at exactly that
+        version (importlib.metadata, names normalised per PEP 503). For each
+        package installed with --no-deps, its dropped requirements are listed
+        with what is installed in their place.
+import  needs an NVIDIA driver. ``torch``, ``from cudnn import DSA`` (and the
+        two DSA wrappers it is used for), ``import flashinfer``,
+        ``import flash_mla``; each with its version and import time.
+gpu     needs a Hopper (SM90) or Blackwell (SM100) GPU. One DeepSeek sparse
+        attention forward: lightning indexer -> top-k -> sparse MLA, each stage
+        checked against a float32 PyTorch reference and timed against it.
+
+Without a driver or a suitable GPU the levels above static are SKIPPED, never
+passed. Exit status: 0 when no requested level failed (skips allowed unless
+``--require LEVEL`` names them), 1 on any failure or required skip, 2 on a
+usage error.
+
+Test-only hooks (recorded in the JSON under "hooks"):
+  PINWHEEL_SMOKE_CORRUPT=indexer|topk|mla  perturb that stage's kernel output
+      before its check, to show the failure path on real hardware.
+  PINWHEEL_SMOKE_ASSUME_DRIVER=1  run the import level even where no driver
+      is found, so that import failures can be shown on a host without a GPU.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ctypes
+import importlib
+import importlib.metadata
+import json
+import math
+import os
+import platform
+import re
+import site
+import statistics
+import sys
+import time
+import traceback
+
+SCHEMA = 1
+LEVELS = ("static", "import", "gpu")
+GPU_STAGES = ("indexer", "topk", "mla")
+CORRUPT_ENV = "PINWHEEL_SMOKE_CORRUPT"
+ASSUME_DRIVER_ENV = "PINWHEEL_SMOKE_ASSUME_DRIVER"
+
+# ---------------------------------------------------------------------------
+# Tolerances. Each one is stated with the reasoning that sets it.
+#
+# indexer: the kernel and the reference use the same bf16 inputs and both
+#   accumulate in fp32 (WGMMA accumulators / cuBLAS sgemm with TF32 off); they
+#   differ only in summation order over 128 dims x 64 heads, a few fp32 ulps of
+#   the largest term (~1e-7 relative). 1e-4 (max |kernel - ref| over the
+#   unmasked scores, divided by max |ref|) leaves a 100x margin yet sits 40x
+#   below one bf16 rounding (unit roundoff 2^-8 ~ 3.9e-3), so a bf16 output, a
+#   missing head, a wrong weight or a wrong scale all fail. The causal mask (-inf
+#   pattern) must match exactly.
+INDEXER_REL_TOL = 1e-4
+# topk: a selection computes nothing, so the values it picks must equal
+#   torch.topk's values on the same input exactly (sorted; ties may pick other
+#   indices but never other values). Against the float32 reference scores a
+#   selected column may sit below the reference's k-th score by at most
+#   2*e, e = max |kernel scores - reference scores| (every reference top-k
+#   column scores >= ref_kth - e in the kernel's scores, so kernel_kth >=
+#   ref_kth - e, and a selected x has ref(x) >= kernel(x) - e >= ref_kth - 2e).
+TOPK_VALUE_TOL = 0.0
+# mla: out = sum_j p_j v_j. The kernel rounds the attention weights p to bf16
+#   before the P.V product (error <= u * sum_j p_j |v_j|) and rounds the output
+#   to bf16 (error <= u * |out|), u = 2^-8 the bf16 unit roundoff; everything
+#   else (fp32 logits, exp2, rescaling) is orders of magnitude smaller.
+#   Elementwise the error must stay within 4x that first-order bound:
+#       |out - ref| <= 2^-6 * (|ref| + sum_j p_j |v_j|)
+#   checked on query rows with at least one valid index (a row with none has
+#   no defined output).
+MLA_BOUND_FACTOR = 2.0 ** -6
+
+# Problem size of the gpu level: one sequence of 4096 queries, indexer with 64
+# heads of 128 and a 4:1 compressed KV (1024 keys), top-512 (a multiple of 128,
+# as the SM90 FlashMLA kernel needs), MLA with 64 heads, d_qk 576, d_v 512.
+GPU_SHAPE = {
+    "batch": 1,
+    "seq_q": 4096,
+    "index_heads": 64,
+    "index_dim": 128,
+    "ratio": 4,
+    "topk": 512,
+    "mla_heads": 64,
+    "mla_d_qk": 576,
+    "mla_d_v": 512,
+}
+
+# Distributions whose versions are worth reporting whenever they are present.
+REPORTED_DISTS = (
+    "torch",
+    "nvidia-cudnn-frontend",
+    "nvidia-cudnn-cu13",
+    "nvidia-cudnn-cu12",
+    "nvidia-cutlass-dsl",
+    "nvidia-cutlass-dsl-libs-base",
+    "nvidia-cutlass-dsl-libs-core",
+    "nvidia-cutlass-dsl-libs-cu13",
+    "nvidia-cutlass-dsl-libs-cu12",
+    "apache-tvm-ffi",
+    "torch-c-dlpack-ext",
+    "flashinfer-python",
+    "sgl-flash-mla",
+    "cuda-bindings",
+    "cuda-python",
+)
+
+
+# The gpu level's torch device. Only a development harness changes it (to run
+# the stage plumbing with stand-in kernels on a CPU); the payload never does.
+_DEVICE = "cuda"
+
+
+class UsageError(Exception):
+    pass
+
+
+# ---------------------------------------------------------------------------
+# Names, versions and requirement strings, without `packaging`.
+
+def normalize(name: str) -> str:
+    """PEP 503 normalised project name."""
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+_REQ_RE = re.compile(
+    r"^\s*(?P<name>[A-Za-z0-9](?:[A-Za-z0-9._-]*[A-Za-z0-9])?)\s*"
+    r"(?:\[(?P<extras>[^\]]*)\])?\s*(?P<rest>.*)$"
+)
+
+
+def parse_requirement(text: str) -> dict:
+    """Split a PEP 508 string into name, extras, specifier and marker.
+
+    Only splits; it does not validate. A URL requirement keeps its URL in
+    `specifier`.
+    """
+    req, _, marker = text.partition(";")
+    m = _REQ_RE.match(req)
+    if not m:
+        raise ValueError(f"not a requirement: {text!r}")
+    spec = m.group("rest").strip()
+    if spec.startswith("(") and spec.endswith(")"):
+        spec = spec[1:-1].strip()
+    extras = [e.strip() for e in (m.group("extras") or "").split(",") if e.strip()]
+    return {
+        "name": m.group("name"),
+        "normalized": normalize(m.group("name")),
+        "extras": extras,
+        "specifier": spec,
+        "marker": marker.strip() or None,
+    }
+
+
+_SIMPLE_VERSION = re.compile(r"^v?(\d+(?:\.\d+)*)(?:\+([a-z0-9]+(?:[._-][a-z0-9]+)*))?$", re.I)
+_SIMPLE_CLAUSE = re.compile(r"^(~=|==|!=|<=|>=|<|>)\s*(\d+(?:\.\d+)*)$")
+
+
+def _release(text: str):
+    m = _SIMPLE_VERSION.match(text.strip())
+    if not m:
+        return None, None
+    return tuple(int(p) for p in m.group(1).split(".")), m.group(2)
+
+
+def _cmp(a: tuple, b: tuple) -> int:
+    n = max(len(a), len(b))
+    a = a + (0,) * (n - len(a))
+    b = b + (0,) * (n - len(b))
+    return (a > b) - (a < b)
+
+
+def specifier_satisfied(version: str, specifier: str):
+    """True/False where both sides are plain release versions, else None.
+
+    Handles ==, !=, <=, >=, <, >, ~= on release-only versions (a local label on
+    the installed version is ignored, as PEP 440 does for specifiers without
+    one). Anything else (pre/post/dev releases, wildcards, ===, URLs) is not
+    evaluated: the caller reports what is installed instead of a verdict.
+    """
+    rel, _local = _release(version)
+    if rel is None:
+        return None
+    clauses = [c.strip() for c in specifier.split(",") if c.strip()]
+    if not clauses:
+        return True
+    for clause in clauses:
+        m = _SIMPLE_CLAUSE.match(clause)
+        if not m:
+            return None
+        op, want = m.group(1), tuple(int(p) for p in m.group(2).split("."))
+        c = _cmp(rel, want)
+        if op == "==":
+            ok = c == 0
+        elif op == "!=":
+            ok = c != 0
+        elif op == "<=":
+            ok = c <= 0
+        elif op == ">=":
+            ok = c >= 0
+        elif op == "<":
+            ok = c < 0
+        elif op == ">":
+            ok = c > 0
+        else:  # ~=X.Y[.Z]: >= X.Y.Z and same prefix minus the last part
+            if len(want) < 2:
+                return None
+            prefix = want[:-1]
+            ok = c >= 0 and tuple(rel[: len(prefix)]) + (0,) * max(0, len(prefix) - len(rel)) == prefix
+        if not ok:
+            return False
+    return True
+
+
+def pin_matches(installed: str, pinned: str):
+    """(matches, note). Exact string, or equal release versions; a pin without a
+    local label accepts an installed local label (PEP 440 `==`)."""
+    if installed.strip().lower() == pinned.strip().lower():
+        return True, None
+    irel, ilocal = _release(installed)
+    prel, plocal = _release(pinned)
+    if irel is None or prel is None:
+        return False, None
+    if _cmp(irel, prel) != 0:
+        return False, None
+    if plocal is None:
+        return True, (f"local label +{ilocal}" if ilocal else None)
+    return (ilocal or "").lower() == plocal.lower(), None
+
+
+def installed_distributions() -> dict:
+    """normalised name -> [{"name", "version", "location"}], in sys.path order."""
+    found: dict = {}
+    for dist in importlib.metadata.distributions():
+        name = dist.metadata["Name"]
+        if not name:
+            continue
+        try:
+            location = str(dist.locate_file(""))
+        except Exception:  # pragma: no cover - exotic finders
+            location = None
+        found.setdefault(normalize(name), []).append(
+            {"name": name, "version": dist.version, "location": location}
+        )
+    return found
+
+
+def load_expect(path: str) -> dict:
+    try:
+        with open(path, encoding="utf-8") as fh:
+            data = json.load(fh)
+    except (OSError, ValueError) as exc:
+        raise UsageError(f"cannot read --expect {path}: {exc}") from exc
+    pins = data.get("pins") if isinstance(data, dict) else None
+    if not isinstance(pins, dict) or not all(
+        isinstance(k, str) and isinstance(v, str) for k, v in pins.items()
+    ):
+        raise UsageError(f"{path}: 'pins' must be an object of name -> version strings")
+    suppressed = data.get("suppressed", {})
+    if not isinstance(suppressed, dict) or not all(
+        isinstance(k, str) and isinstance(v, list) and all(isinstance(r, str) for r in v)
+        for k, v in suppressed.items()
+    ):
+        raise UsageError(f"{path}: 'suppressed' must be an object of name -> list of requirement strings")
+    return {"pins": pins, "suppressed": suppressed}
+
+
+# ---------------------------------------------------------------------------
+# Stage records
+
+def _stage(level: str, name: str, status: str, **fields) -> dict:
+    rec = {"level": level, "name": name, "status": status}
+    rec.update(fields)
+    return rec
+
+
+def _exc_text(exc: BaseException) -> str:
+    return f"{type(exc).__name__}: {exc}"
+
+
+def _exc_tail(limit: int = 6) -> list:
+    return traceback.format_exc().strip().splitlines()[-limit:]
+
+
+# ---------------------------------------------------------------------------
+# static level
+
+def run_static(expect: dict) -> list:
+    dists = installed_distributions()
+    pins = []
+    problems = []
+    for name, want in sorted(expect["pins"].items()):
+        copies = dists.get(normalize(name), [])
+        rec = {"name": name, "expected": want}
+        if not copies:
+            rec.update(found=None, ok=False)
+            problems.append(f"{name}: expected {want}, found not installed")
+        else:
+            first = copies[0]
+            ok, note = pin_matches(first["version"], want)
+            rec.update(found=first["version"], location=first["location"], ok=ok)
+            if note:
+                rec["note"] = note
+            if len(copies) > 1:
+                rec["shadowed"] = [{"version": c["version"], "location": c["location"]} for c in copies[1:]]
+            if not ok:
+                problems.append(f"{name}: expected {want}, found {first['version']} (at {first['location']})")
+        pins.append(rec)
+    stages = [
+        _stage(
+            "static",
+            "pins",
+            "failed" if problems else "passed",
+            checked=len(pins),
+            packages=pins,
+            **({"error": "; ".join(problems)} if problems else {}),
+        )
+    ]
+
+    nodeps = {}
+    n_dropped = n_present = 0
+    for pkg, reqs in sorted(expect["suppressed"].items()):
+        items = []
+        for text in reqs:
+            try:
+                req = parse_requirement(text)
+            except ValueError as exc:
+                items.append({"requirement": text, "error": str(exc)})
+                continue
+            copies = dists.get(req["normalized"], [])
+            item = {
+                "requirement": text,
+                "name": req["name"],
+                "specifier": req["specifier"] or None,
+                "extras": req["extras"],
+                "marker": req["marker"],
+                "present": bool(copies),
+                "installed": copies[0]["version"] if copies else None,
+            }
+            if copies:
+                sat = specifier_satisfied(copies[0]["version"], req["specifier"]) if req["specifier"] else True
+                item["satisfies"] = sat
+                state = f"present {copies[0]['version']}"
+                if req["specifier"]:
+                    state += {True: " (satisfies {})", False: " (does not satisfy {})",
+                              None: " (specifier {} not evaluated)"}[sat].format(req["specifier"])
+                if req["extras"]:
+                    state += f"; extras [{','.join(req['extras'])}] not checked"
+                n_present += 1
+            else:
+                item["satisfies"] = None
+                state = "absent"
+            if req["marker"]:
+                state += f"; only where {req['marker']}"
+            item["state"] = state
+            n_dropped += 1
+            items.append(item)
+        nodeps[pkg] = {
+            "installed": (dists.get(normalize(pkg)) or [{"version": None}])[0]["version"],
+            "dropped": items,
+        }
+    stages.append(
+        _stage(
+            "static",
+            "no-deps",
+            "info",
+            note="requirements dropped by --no-deps installs; informational, never a failure",
+            dropped=n_dropped,
+            present=n_present,
+            packages=nodeps,
+        )
+    )
+    return stages
+
+
+# ---------------------------------------------------------------------------
+# driver probe (ctypes only: no third-party import)
+
+def probe_driver() -> dict:
+    if os.environ.get(ASSUME_DRIVER_ENV) == "1":
+        return {"present": True, "assumed": True, "reason": f"{ASSUME_DRIVER_ENV}=1 (test hook)"}
+    for lib in ("libcuda.so.1", "libcuda.so"):
+        try:
+            cuda = ctypes.CDLL(lib)
+        except OSError:
+            continue
+        info = {"library": lib}
+        try:
+            rc = cuda.cuInit(0)
+            ver = ctypes.c_int(0)
+            cuda.cuDriverGetVersion(ctypes.byref(ver))
+            info["cuda_driver_api"] = f"{ver.value // 1000}.{(ver.value % 1000) // 10}"
+            count = ctypes.c_int(0)
+            if rc == 0:
+                cuda.cuDeviceGetCount(ctypes.byref(count))
+            info.update(cu_init=rc, device_count=count.value, present=(rc == 0))
+            if rc != 0:
+                info["reason"] = f"cuInit returned {rc} (driver present but unusable)"
+        except Exception as exc:  # pragma: no cover - broken driver installs
+            info.update(present=False, reason=f"driver API call failed: {_exc_text(exc)}")
+        return info
+    return {"present": False, "reason": "libcuda.so.1 cannot be loaded: no NVIDIA driver on this host"}
+
+
+# ---------------------------------------------------------------------------
+# import level
+
+def _dist_version(*names):
+    for n in names:
+        try:
+            return importlib.metadata.version(n)
+        except importlib.metadata.PackageNotFoundError:
+            continue
+    return None
+
+
+def _timed_import(level, name, body) -> dict:
+    t0 = time.perf_counter()
+    try:
+        fields = body()
+        return _stage(level, name, "passed", seconds=round(time.perf_counter() - t0, 3), **fields)
+    except _StageFailure as exc:
+        return _stage(level, name, "failed", seconds=round(time.perf_counter() - t0, 3), error=str(exc), **exc.fields)
+    except BaseException as exc:  # noqa: BLE001 - any import error is a finding
+        if isinstance(exc, KeyboardInterrupt):
+            raise
+        return _stage(
+            level, name, "failed", seconds=round(time.perf_counter() - t0, 3),
+            error=_exc_text(exc), traceback=_exc_tail(),
+        )
+
+
+class _StageFailure(Exception):
+    def __init__(self, message, **fields):
+        super().__init__(message)
+        self.fields = fields
+
+
+def _import_torch():
+    import torch
+
+    return {
+        "version": torch.__version__,
+        "cuda": torch.version.cuda,
+        "cuda_available": bool(torch.cuda.is_available()),
+    }
+
+
+def _import_cudnn_dsa():
+    import cudnn
+
+    version = getattr(cudnn, "__version__", None) or _dist_version("nvidia-cudnn-frontend")
+    where = os.path.dirname(getattr(cudnn, "__file__", "") or "") or "?"
+    try:
+        from cudnn import DSA  # noqa: F401
+    except ImportError as exc:
+        raise _StageFailure(
+            f"cudnn.DSA is missing: the cudnn module ({where}, nvidia-cudnn-frontend {version or 'unknown'}) "
+            f"does not provide DSA, so the DeepSeek sparse attention kernels cannot run "
+            f"(an nvidia-cudnn-frontend that ships cudnn.DSA is needed). {_exc_text(exc)}",
+            version=version,
+            location=where,
+        ) from exc
+    loaded = []
+    for attr in ("indexer_forward_wrapper", "indexer_top_k_wrapper"):
+        try:
+            getattr(DSA, attr)
+        except Exception as exc:  # noqa: BLE001
+            raise _StageFailure(
+                f"cudnn.DSA.{attr} failed to load (nvidia-cudnn-frontend {version}; the DSA kernels need the "
+                f"CuTe DSL: nvidia-cutlass-dsl, cuda-bindings, apache-tvm-ffi): {_exc_text(exc)}",
+                version=version,
+                location=where,
+            ) from exc
+        loaded.append(attr)
+    return {
+        "version": version,
+        "location": where,
+        "loaded": loaded,
+        "cutlass_dsl": _dist_version("nvidia-cutlass-dsl"),
+    }
+
+
+def _import_flashinfer():
+    import flashinfer
+
+    return {"version": getattr(flashinfer, "__version__", None) or _dist_version("flashinfer-python")}
+
+
+def _import_flash_mla():
+    import flash_mla
+
+    if not hasattr(flash_mla, "flash_mla_sparse_fwd"):
+        raise _StageFailure("flash_mla has no flash_mla_sparse_fwd")
+    legacy = None
+    try:
+        from flash_mla import _loader
+
+        legacy = bool(_loader.has_legacy())
+    except Exception:  # noqa: BLE001 - older builds have no loader
+        pass
+    return {
+        "version": getattr(flash_mla, "__version__", None) or _dist_version("sgl-flash-mla", "flash-mla"),
+        "legacy_kernels": legacy,
+    }
+
+
+def run_import() -> list:
+    return [
+        _timed_import("import", "torch", _import_torch),
+        _timed_import("import", "cudnn.DSA", _import_cudnn_dsa),
+        _timed_import("import", "flashinfer", _import_flashinfer),
+        _timed_import("import", "flash_mla", _import_flash_mla),
+    ]
+
+
+# ---------------------------------------------------------------------------
+# gpu level: verdicts are plain Python over metrics, so they can be tested
+# without torch; metrics are computed with torch on the GPU.
+
+def judge_indexer(m: dict) -> tuple:
+    """(ok, message) for indexer metrics {max_rel_err, mask_mismatch, nonfinite_valid}."""
+    rel = m.get("max_rel_err")
+    bad = []
+    if m.get("mask_mismatch", 0):
+        bad.append(f"{m['mask_mismatch']} scores disagree with the causal mask (-inf pattern)")
+    if rel is None or not math.isfinite(rel) or rel > INDEXER_REL_TOL:
+        bad.append(f"max relative error {rel:.3g} > tolerance {INDEXER_REL_TOL:g}" if rel is not None
+                   else "no relative error computed")
+    if bad:
+        return False, "indexer: " + "; ".join(bad)
+    return True, f"indexer: max relative error {rel:.3g} <= {INDEXER_REL_TOL:g}, mask exact"
+
+
+def judge_topk(m: dict) -> tuple:
+    """(ok, message) for top-k metrics."""
+    bad = []
+    for key, what in (
+        ("count_mismatch_rows", "rows with a wrong number of valid indices"),
+        ("out_of_range", "indices outside the row's valid length"),
+        ("duplicate_rows", "rows with a repeated index"),
+        ("value_mismatch_rows", "rows whose selected scores differ from torch.topk"),
+        ("returned_value_mismatch", "returned values that differ from the scores at their indices"),
+        ("reference_violation_rows", "rows selecting a column below the reference k-th score - 2e"),
+    ):
+        if m.get(key, 0):
+            bad.append(f"{m[key]} {what}")
+    if bad:
+        return False, "topk: " + "; ".join(bad)
+    return True, (
+        f"topk: selections equal torch.topk on {m.get('rows', '?')} rows "
+        f"(overlap with reference top-k {m.get('reference_overlap', float('nan')):.4f})"
+    )
+
+
+def judge_mla(m: dict) -> tuple:
+    """(ok, message) for MLA metrics {max_abs_err, max_err_over_bound, rows_checked, nonfinite}."""
+    ratio = m.get("max_err_over_bound")
+    bad = []
+    if not m.get("rows_checked"):
+        bad.append("no query row had a valid index")
+    if m.get("nonfinite", 0):
+        bad.append(f"{m['nonfinite']} non-finite outputs in checked rows")
+    if ratio is None or not math.isfinite(ratio) or ratio > 1.0:
+        bad.append(
+            f"error exceeds the bound 2^-6*(|ref|+sum p|v|) by {ratio:.3g}x (max abs error {m.get('max_abs_err', float('nan')):.3g})"
+            if ratio is not None else "no error computed"
+        )
+    if bad:
+        return False, "mla: " + "; ".join(bad)
+    return True, (
+        f"mla: max abs error {m['max_abs_err']:.3g}, at most {ratio:.3f} of the elementwise bound"
+    )
+
+
+def _time_cuda(torch, fn, warmup: int, reps: int) -> dict:
+    for _ in range(warmup):
+        fn()
+    torch.cuda.synchronize()
+    times = []
+    for _ in range(reps):
+        start = torch.cuda.Event(enable_timing=True)
+        end = torch.cuda.Event(enable_timing=True)
+        start.record()
+        fn()
+        end.record()
+        end.synchronize()
+        times.append(start.elapsed_time(end))
+    return {"median_ms": round(statistics.median(times), 4), "min_ms": round(min(times), 4), "reps": reps, "warmup": warmup}
+
+
+def _first_call(torch, fn):
+    torch.cuda.synchronize()
+    t0 = time.perf_counter()
+    out = fn()
+    torch.cuda.synchronize()
+    return out, round(time.perf_counter() - t0, 3)
+
+
+def indexer_reference(torch, q, k, w, ratio: int, sm_scale: float):
+    """float32 scores (B, S_q, S_k): sm_scale * sum_h relu(q_h . k) * w_h, -inf
+    where key t >= (s + 1) // ratio (the kernel's ratio causal mask)."""
+    qf = q.float()
+    kf = k.float()[:, :, 0, :]
+    logits = torch.einsum("bshd,btd->bsht", qf, kf)
+    scores = (logits.relu_() * w.float().unsqueeze(-1)).sum(dim=2) * sm_scale
+    return scores.masked_fill(~causal_mask(torch, q.shape[1], k.shape[1], ratio, q.device), float("-inf"))
+
+
+def causal_mask(torch, s_q: int, s_k: int, ratio: int, device):
+    limit = (torch.arange(s_q, device=device) + 1) // ratio
+    return torch.arange(s_k, device=device)[None, :] < limit[:, None]
+
+
+def mla_reference(torch, q, kv, indices, sm_scale: float, d_v: int, with_bound: bool = False):
+    """float32 sparse MLA: out[s, h] = softmax_j(q[s,h].kv[idx[s,j]] * sm_scale) . v[idx[s,j]];
+    indices < 0 or >= s_kv are invalid. Optionally also sum_j p_j |v_j| for the bound."""
+    s_kv = kv.shape[0]
+    idx = indices[:, 0, :].long()
+    invalid = (idx < 0) | (idx >= s_kv)
+    gathered = kv[:, 0, :].float()[idx.clamp(0, s_kv - 1)]  # (S_q, topk, d_qk)
+    logits = torch.bmm(q.float(), gathered.transpose(1, 2)) * sm_scale  # (S_q, H, topk)
+    logits.masked_fill_(invalid[:, None, :], float("-inf"))
+    p = torch.softmax(logits, dim=-1)
+    v = gathered[..., :d_v]
+    out = torch.bmm(p, v)
+    if with_bound:
+        return out, torch.bmm(p, v.abs())
+    return out
+
+
+def run_gpu(args, corrupt) -> tuple:
+    """Returns (stages, device_info)."""
+    import torch
+
+    torch.backends.cuda.matmul.allow_tf32 = False
+    torch.backends.cudnn.allow_tf32 = False
+    torch.set_float32_matmul_precision("highest")
+
+    from cudnn import DSA
+    import flash_mla
+
+    dev = torch.device(_DEVICE)
+    cap = torch.cuda.get_device_capability()
+    props = torch.cuda.get_device_properties(dev)
+    shape = dict(GPU_SHAPE)
+    shape["seq_q"] = args.seq_q
+    shape["topk"] = args.topk
+    B, S, H, D = shape["batch"], shape["seq_q"], shape["index_heads"], shape["index_dim"]
+    ratio, topk = shape["ratio"], shape["topk"]
+    T = S // ratio
+    device = {
+        "name": torch.cuda.get_device_name(dev),
+        "capability": f"{cap[0]}.{cap[1]}",
+        "multiprocessors": props.multi_processor_count,
+        "memory_gib": round(props.total_memory / 2 ** 30, 1),
+        "torch": torch.__version__,
+        "torch_cuda": torch.version.cuda,
+    }
+    warm, reps = args.warmup, args.reps
+    stages = []
+
+    gen = torch.Generator(device=dev)
+    gen.manual_seed(args.seed)
+
+    def randn(*size, scale=1.0):
+        return (torch.randn(*size, generator=gen, device=dev) * scale).to(torch.bfloat16)
+
+    # ---- stage 1: lightning indexer
+    sm_scale_idx = D ** -0.5
+    q = randn(B, S, H, D)
+    k = randn(B, T, 1, D)
+    w = randn(B, S, H, scale=H ** -0.5)
+    cfg1 = {"q": [B, S, H, D], "k": [B, T, 1, D], "w": [B, S, H], "ratio": ratio, "sm_scale": sm_scale_idx}
+    scores = ref_scores = None
+    try:
+        def kern1():
+            return DSA.indexer_forward_wrapper(q, k, w, ratio=ratio, sm_scale=sm_scale_idx)["scores"]
+
+        scores, first_s = _first_call(torch, kern1)
+        t_kernel = _time_cuda(torch, kern1, warm, reps)
+        ref_scores = indexer_reference(torch, q, k, w, ratio, sm_scale_idx)
+        t_ref = _time_cuda(torch, lambda: indexer_reference(torch, q, k, w, ratio, sm_scale_idx), warm, reps)
+        scores = scores[..., :T].contiguous()  # SM100 pads S_k for TMA
+        if corrupt == "indexer":
+            scores = scores * (1.0 + 1e-3)
+        valid = causal_mask(torch, S, T, ratio, dev).expand(B, S, T)
+        finite = torch.isfinite(scores)
+        mask_mismatch = int((finite != valid).sum())
+        diff = torch.nan_to_num((scores - ref_scores).abs()[valid], nan=float("inf"))
+        max_abs = float(diff.max())
+        ref_max = float(ref_scores[valid].abs().max())
+        metrics = {
+            "max_abs_err": max_abs,
+            "ref_max_abs": ref_max,
+            "max_rel_err": max_abs / ref_max if ref_max > 0 else float("inf"),
+            "mask_mismatch": mask_mismatch,
+            "tolerance_rel": INDEXER_REL_TOL,
+        }
+        ok, msg = judge_indexer(metrics)
+        stages.append(_stage("gpu", "indexer", "passed" if ok else "failed", message=msg, metrics=metrics,
+                             config=cfg1, first_call_s=first_s, kernel=t_kernel, reference=t_ref,
+                             corrupted=corrupt == "indexer"))
+    except Exception as exc:  # noqa: BLE001
+        stages.append(_stage("gpu", "indexer", "failed", error=_exc_text(exc), traceback=_exc_tail(), config=cfg1))
+        scores = None
+
+    # ---- stage 2: top-k over the kernel's scores
+    idx = None
+    if scores is None:
+        stages.append(_stage("gpu", "topk", "skipped", reason="not run: the indexer stage raised"))
+    else:
+        cfg2 = {"rows": B * S, "cols": T, "topk": topk}
+        try:
+            scores2d = scores.reshape(B * S, T).contiguous()
+            ref2d = ref_scores.reshape(B * S, T)
+            lens = causal_mask(torch, S, T, ratio, dev).sum(-1).to(torch.int32).repeat(B).contiguous()
+
+            def kern2():
+                return DSA.indexer_top_k_wrapper(scores2d, lens, topk)
+
+            res, first_s = _first_call(torch, kern2)
+            t_kernel = _time_cuda(torch, kern2, warm, reps)
+            t_ref = _time_cuda(torch, lambda: torch.topk(scores2d, topk, dim=1), warm, reps)
+            idx, vals = res["indices"], res["values"]
+            long_rows = lens > topk
+            if corrupt == "topk":
+                idx = idx.clone()
+                low = scores2d.masked_fill(~torch.isfinite(scores2d), float("inf")).argmin(dim=1).to(idx.dtype)
+                idx[:, 0] = torch.where(long_rows, low, idx[:, 0])
+            sel = idx >= 0
+            idx_l = idx.long().clamp(min=0)
+            want_n = lens.clamp(max=topk)
+            count_bad = int((sel.sum(-1) != want_n).sum())
+            out_of_range = int((sel & (idx.long() >= lens[:, None].long())).sum())
+            marked = torch.where(sel, idx_l, -1 - torch.arange(topk, device=dev)[None, :])
+            srt = torch.sort(marked, dim=1).values
+            dup_rows = int((srt[:, 1:] == srt[:, :-1]).any(dim=1).sum())
+            got = torch.gather(scores2d, 1, idx_l).masked_fill(~sel, float("-inf"))
+            got_sorted = torch.sort(got, dim=1, descending=True).values
+            ref_top = torch.topk(scores2d, topk, dim=1).values
+            value_bad_rows = int((got_sorted != ref_top).any(dim=1).sum())
+            returned_bad = int(((vals != got) & sel).sum()) if vals is not None else 0
+            # against the float32 reference scores
+            valid2d = causal_mask(torch, S, T, ratio, dev).repeat(B, 1)
+            e = float(torch.nan_to_num((scores2d - ref2d).abs()[valid2d], nan=float("inf")).max())
+            ref_topk = torch.topk(ref2d, topk, dim=1)
+            kth_ref = ref_topk.values[:, -1]
+            sel_ref_min = torch.gather(ref2d, 1, idx_l).masked_fill(~sel, float("inf")).min(dim=1).values
+            viol = int(((sel_ref_min < kth_ref - 2 * e) & long_rows).sum())
+            in_ref = torch.zeros_like(scores2d, dtype=torch.bool).scatter_(1, ref_topk.indices, True)
+            overlap_rows = torch.gather(in_ref, 1, idx_l) & sel
+            n_long = int(long_rows.sum())
+            overlap = float(overlap_rows[long_rows].sum()) / (n_long * topk) if n_long else 1.0
+            metrics = {
+                "rows": B * S,
+                "rows_longer_than_topk": n_long,
+                "count_mismatch_rows": count_bad,
+                "out_of_range": out_of_range,
+                "duplicate_rows": dup_rows,
+                "value_mismatch_rows": value_bad_rows,
+                "returned_value_mismatch": returned_bad,
+                "reference_violation_rows": viol,
+                "reference_eps": 2 * e,
+                "reference_overlap": overlap,
+                "tolerance_value": TOPK_VALUE_TOL,
+            }
+            ok, msg = judge_topk(metrics)
+            stages.append(_stage("gpu", "topk", "passed" if ok else "failed", message=msg, metrics=metrics,
+                                 config=cfg2, first_call_s=first_s, kernel=t_kernel,
+                                 reference=dict(t_ref, what="torch.topk on the same scores"),
+                                 corrupted=corrupt == "topk"))
+        except Exception as exc:  # noqa: BLE001
+            stages.append(_stage("gpu", "topk", "failed", error=_exc_text(exc), traceback=_exc_tail(), config=cfg2))
+            idx = None
+    del ref_scores
+
+    # ---- stage 3: sparse MLA over the selected indices
+    if idx is None:
+        stages.append(_stage("gpu", "mla", "skipped", reason="not run: an earlier stage raised"))
+        return stages, device
+    Hm, dqk, dv = shape["mla_heads"], shape["mla_d_qk"], shape["mla_d_v"]
+    sm_scale_mla = dqk ** -0.5
+    cfg3 = {"q": [S, Hm, dqk], "kv": [T, 1, dqk], "indices": [S, 1, topk], "d_v": dv,
+            "sm_scale": sm_scale_mla, "use_legacy": True}
+    try:
+        worst = {"max_abs_err": 0.0, "max_err_over_bound": 0.0, "rows_checked": 0, "nonfinite": 0}
+        timing = None
+        for b in range(B):
+            qm = randn(S, Hm, dqk)
+            kv = randn(T, 1, dqk)
+            ind = idx.view(B, S, topk)[b].unsqueeze(1).contiguous()
+
+            def kern3():
+                return flash_mla.flash_mla_sparse_fwd(qm, kv, ind, sm_scale_mla, d_v=dv, use_legacy=True)
+
+            res, first_s = _first_call(torch, kern3)
+            if b == 0:
+                timing = (first_s, _time_cuda(torch, kern3, warm, reps),
+                          _time_cuda(torch, lambda: mla_reference(torch, qm, kv, ind, sm_scale_mla, dv), warm, reps))
+            out = res[0]
+            if corrupt == "mla":
+                out = out + 0.1
+            ref, absbound = mla_reference(torch, qm, kv, ind, sm_scale_mla, dv, with_bound=True)
+            rows = (ind[:, 0, :] >= 0).any(dim=-1)
+            err = (out.float() - ref).abs()[rows]
+            nonfinite = int((~torch.isfinite(err)).sum())
+            err = torch.nan_to_num(err, nan=float("inf"))
+            bound = MLA_BOUND_FACTOR * (ref.abs() + absbound)[rows]
+            worst["max_abs_err"] = max(worst["max_abs_err"], float(err.max()))
+            worst["max_err_over_bound"] = max(worst["max_err_over_bound"], float((err / bound).max()))
+            worst["rows_checked"] += int(rows.sum())
+            worst["nonfinite"] += nonfinite
+            worst["ref_max_abs"] = max(worst.get("ref_max_abs", 0.0), float(ref[rows].abs().max()))
+            worst["bound_min"] = min(worst.get("bound_min", float("inf")), float(bound.min()))
+            worst["bound_max"] = max(worst.get("bound_max", 0.0), float(bound.max()))
+            del ref, absbound, err, bound
+        worst["rows_total"] = B * S
+        worst["bound_factor"] = MLA_BOUND_FACTOR
+        ok, msg = judge_mla(worst)
+        stages.append(_stage("gpu", "mla", "passed" if ok else "failed", message=msg, metrics=worst, config=cfg3,
+                             first_call_s=timing[0], kernel=timing[1], reference=timing[2],
+                             corrupted=corrupt == "mla"))
+    except Exception as exc:  # noqa: BLE001
+        stages.append(_stage("gpu", "mla", "failed", error=_exc_text(exc), traceback=_exc_tail(), config=cfg3))
+    return stages, device
+
+
+# ---------------------------------------------------------------------------
+# driver of the levels
+
+def _level_status(stages: list) -> str:
+    sts = [s["status"] for s in stages]
+    if any(s == "failed" for s in sts):
+        return "failed"
+    if sts and all(s == "skipped" for s in sts):
+        return "skipped"
+    return "passed"
+
+
+def collect_versions(expect: dict) -> dict:
+    names = list(REPORTED_DISTS) + sorted(expect["pins"])
+    out = {}
+    for n in names:
+        v = _dist_version(n)
+        if v is not None:
+            out[normalize(n)] = v
+    out["python"] = platform.python_version()
+    return out
+
+
+def run(args, corrupt) -> dict:
+    requested = LEVELS[: LEVELS.index(args.level) + 1]
+    required = LEVELS[: LEVELS.index(args.require) + 1] if args.require else ()
+    expect = load_expect(args.expect)
+    doc = {
+        "schema": SCHEMA,
+        "requested": args.level,
+        "required": args.require,
+        "levels": {},
+        "stages": [],
+        "versions": {},
+        "device": None,
+        "host": {"python": sys.version.split()[0], "platform": platform.platform(), "sites": list(args.site)},
+        "hooks": {"corrupt": corrupt, "assume_driver": os.environ.get(ASSUME_DRIVER_ENV) == "1"},
+        "ok": False,
+    }
+
+    def record(level, stages, reason=None):
+        doc["stages"].extend(stages)
+        entry = {"status": _level_status(stages) if stages else "skipped"}
+        if reason:
+            entry["reason"] = reason
+        doc["levels"][level] = entry
+        return entry["status"]
+
+    t0 = time.perf_counter()
+    record("static", run_static(expect))
+
+    if "import" in requested:
+        driver = probe_driver()
+        doc["host"]["driver"] = driver
+        if not driver.get("present"):
+            reason = f"no usable NVIDIA driver: {driver.get('reason')}"
+            record("import", [_stage("import", "imports", "skipped", reason=reason)], reason)
+            if "gpu" in requested:
+                record("gpu", [_stage("gpu", "dsa-forward", "skipped", reason=reason)], reason)
+        else:
+            imp = record("import", run_import())
+            if "gpu" in requested:
+                reason = None
+                if imp != "passed":
+                    reason = "the import level failed"
+                else:
+                    import torch
+
+                    if not torch.cuda.is_available():
+                        reason = "torch sees no CUDA device"
+                    else:
+                        cap = torch.cuda.get_device_capability()
+                        if cap[0] not in (9, 10):
+                            reason = (f"the DSA kernels are built for SM90 and SM100; this GPU is "
+                                      f"sm_{cap[0]}{cap[1]}")
+                if reason:
+                    record("gpu", [_stage("gpu", "dsa-forward", "skipped", reason=reason)], reason)
+                else:
+                    stages, device = run_gpu(args, corrupt)
+                    doc["device"] = device
+                    record("gpu", stages)
+
+    doc["versions"] = collect_versions(expect)
+    doc["seconds"] = round(time.perf_counter() - t0, 2)
+    failed = [lv for lv in requested if doc["levels"][lv]["status"] == "failed"]
+    skipped_required = [lv for lv in required if doc["levels"].get(lv, {}).get("status") == "skipped"]
+    doc["failed_levels"] = failed
+    doc["skipped_levels"] = [lv for lv in requested if doc["levels"][lv]["status"] == "skipped"]
+    doc["ok"] = not failed and not skipped_required
+    if skipped_required:
+        doc["error"] = f"--require {args.require}: level(s) {', '.join(skipped_required)} were skipped"
+    return doc
+
+
+def _fmt_ms(t):
+    return f"{t['median_ms']:.3f} ms" if t else "?"
+
+
+def summary(doc: dict) -> str:
+    lines = [f"pinwheel smoke (schema {doc['schema']}), requested level: {doc['requested']}"]
+    d = doc.get("device")
+    if d:
+        lines.append(f"device: {d['name']} (sm {d['capability']}), torch {d['torch']} (CUDA {d['torch_cuda']})")
+    else:
+        drv = doc["host"].get("driver")
+        lines.append("device: none" + (f" ({drv.get('reason')})" if drv and not drv.get("present") else ""))
+    for s in doc["stages"]:
+        tag = {"passed": "PASS", "failed": "FAIL", "skipped": "SKIPPED", "info": "info"}[s["status"]]
+        name = f"{s['level']}/{s['name']}"
+        if s["name"] == "pins":
+            text = (f"{s['checked']} pins checked" if s["status"] == "passed" else s.get("error", ""))
+        elif s["name"] == "no-deps":
+            parts = []
+            for pkg, info in s["packages"].items():
+                dropped = ", ".join(f"{i.get('name', i['requirement'])}: {i.get('state', i.get('error'))}"
+                                    for i in info["dropped"])
+                parts.append(f"{pkg} drops [{dropped}]")
+            text = "; ".join(parts) if parts else "no --no-deps packages declared"
+        elif s["status"] == "skipped":
+            text = s.get("reason", "")
+        elif "error" in s:
+            text = s["error"]
+        elif "message" in s:
+            text = s["message"]
+            if s.get("kernel") and s.get("reference"):
+                text += f" | kernel {_fmt_ms(s['kernel'])} vs reference {_fmt_ms(s['reference'])}"
+        else:
+            text = f"{s.get('version') or ''} ({s.get('seconds', 0):.2f} s)".strip()
+        lines.append(f"[{tag:>7}] {name}: {text}")
+    if doc.get("skipped_levels"):
+        lines.append(
+            f"!!! SKIPPED: level(s) {', '.join(doc['skipped_levels'])} did not run. A skip is NOT a pass"
+            + ("." if doc.get("required") else "; use --require gpu to make it an error.")
+        )
+    if doc.get("error"):
+        lines.append(f"error: {doc['error']}")
+    if doc["failed_levels"]:
+        failed = [f"{s['level']}/{s['name']}" for s in doc["stages"] if s["status"] == "failed"]
+        lines.append(f"RESULT: FAILED ({', '.join(failed)})")
+    elif not doc["ok"]:
+        lines.append("RESULT: FAILED (required level skipped)")
+    else:
+        lines.append("RESULT: OK" + (" (with skips)" if doc.get("skipped_levels") else ""))
+    return "\n".join(lines)
+
+
+def _json_safe(obj):
+    """Strict JSON: non-finite floats become the strings "inf", "-inf", "nan"."""
+    if isinstance(obj, float) and not math.isfinite(obj):
+        return "nan" if math.isnan(obj) else ("inf" if obj > 0 else "-inf")
+    if isinstance(obj, dict):
+        return {str(k): _json_safe(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_json_safe(v) for v in obj]
+    if obj is None or isinstance(obj, (str, int, float, bool)):
+        return obj
+    return str(obj)
+
+
+def parse_args(argv):
+    p = argparse.ArgumentParser(description="pinwheel smoke payload (runs inside an image)")
+    p.add_argument("--expect", required=True, help="expect.json: {pins: {name: version}, suppressed: {name: [req, ...]}}")
+    p.add_argument("--level", choices=LEVELS, default="static", help="highest level to run (cumulative)")
+    p.add_argument("--require", choices=LEVELS, help="treat a skip at or below this level as a failure")
+    p.add_argument("--json", help="write the JSON result here")
+    p.add_argument("--site", action="append", default=[], metavar="DIR",
+                   help="site.addsitedir(DIR) before anything is imported (repeatable; .pth files are honoured)")
+    p.add_argument("--seq-q", dest="seq_q", type=int, default=GPU_SHAPE["seq_q"], help="gpu level: query tokens")
+    p.add_argument("--topk", type=int, default=GPU_SHAPE["topk"], help="gpu level: top-k (a multiple of 128)")
+    p.add_argument("--warmup", type=int, default=3)
+    p.add_argument("--reps", type=int, default=10)
+    p.add_argument("--seed", type=int, default=0)
+    args = p.parse_args(argv)
+    if args.require and LEVELS.index(args.require) > LEVELS.index(args.level):
+        p.error(f"--require {args.require} is above --level {args.level}")
+    if args.topk % 128 or args.topk <= 0:
+        p.error("--topk must be a positive multiple of 128")
+    if args.seq_q % (GPU_SHAPE["ratio"] * 128) or args.seq_q <= 0:
+        p.error(f"--seq-q must be a positive multiple of {GPU_SHAPE['ratio'] * 128}")
+    return args
+
+
+def main(argv=None) -> int:
+    args = parse_args(sys.argv[1:] if argv is None else argv)
+    corrupt = os.environ.get(CORRUPT_ENV) or None
+    if corrupt is not None and corrupt not in GPU_STAGES:
+        print(f"error: {CORRUPT_ENV}={corrupt!r}: expected one of {', '.join(GPU_STAGES)}", file=sys.stderr)
+        return 2
+    for d in args.site:
+        site.addsitedir(os.path.abspath(d))
+    try:
+        doc = run(args, corrupt)
+    except UsageError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    text = json.dumps(_json_safe(doc), indent=2, allow_nan=False)
+    if args.json:
+        with open(args.json, "w", encoding="utf-8") as fh:
+            fh.write(text + "\n")
+    print(summary(doc))
+    return 0 if doc["ok"] else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
