@@ -177,7 +177,11 @@ def _pip_config(python: str) -> dict[str, str]:
 
             config = Configuration(isolated=False)
             config.load()
-            return {key: str(value) for key, value in config.items()}
+            merged: dict[str, str] = {}
+            for key, value in config.items():
+                # pip >= 24 yields (file, {key: value}) in load order; older pips yield (key, value).
+                merged.update({k: str(v) for k, v in value.items()} if isinstance(value, dict) else {key: str(value)})
+            return merged
         except Exception as exc:  # pip internals moved: fall back to the CLI
             log.debug("in-process pip configuration failed: %s", exc)
     try:
@@ -388,6 +392,18 @@ def target_environment(python_version: str | Sequence[int], platform: str) -> di
 # data
 
 
+def _file_or_none(data: Mapping[str, Any]) -> "IndexFile | None":
+    try:
+        return IndexFile.from_json(data)
+    except (InvalidWheelFilename, InvalidSdistFilename, InvalidVersion):
+        return None
+
+
+@functools.lru_cache(maxsize=4096)
+def _parse_version(text: str) -> Version:
+    return Version(text)
+
+
 @dataclass(frozen=True)
 class IndexFile:
     """One file listed on a project page."""
@@ -400,6 +416,15 @@ class IndexFile:
     has_metadata: bool  # PEP 658/714 advertised
     metadata_sha256: str | None = None
     size: int | None = None
+
+    def __post_init__(self) -> None:
+        # Reject malformed names now (cheaply); the tags are parsed on first use.
+        if self.filename.endswith(".whl"):
+            if self.filename.count("-") not in (4, 5):
+                raise InvalidWheelFilename(f"invalid wheel filename: {self.filename!r}")
+            self.version  # noqa: B018 - parses, raising InvalidVersion
+        else:
+            self._parsed  # noqa: B018 - sdists are few; parse fully
 
     # Parsed on first use: an index page of a big project lists tens of thousands
     # of files, and most of them are never looked at.
@@ -415,8 +440,12 @@ class IndexFile:
     def name(self) -> NormalizedName:
         return self._parsed[0]
 
-    @property
+    @functools.cached_property
     def version(self) -> Version:
+        if self.filename.endswith(".whl"):
+            # A wheel name's second dash-separated field is its version (the name
+            # field has no dashes); far cheaper than parsing every tag.
+            return _parse_version(self.filename.split("-", 2)[1])
         return self._parsed[1]
 
     @property
@@ -977,10 +1006,10 @@ class IndexClient:
                     f"({self._page_cache_path(cname)})",
                     name=cname,
                 )
-            return [IndexFile.from_json(f) for f in cached["files"]]
+            return [f for f in map(_file_or_none, cached["files"]) if f is not None]
         if cached is not None and self.max_age is not None:
             if time.time() - float(cached.get("fetched", 0)) <= self.max_age:
-                return [IndexFile.from_json(f) for f in cached["files"]]
+                return [f for f in map(_file_or_none, cached["files"]) if f is not None]
         headers = {"Accept": ACCEPT}
         if cached is not None:
             if cached.get("etag"):
@@ -993,7 +1022,7 @@ class IndexClient:
             if resp.status_code == 304 and cached is not None:
                 cached["fetched"] = time.time()
                 _atomic_write(self._page_cache_path(cname), json.dumps(cached).encode())
-                return [IndexFile.from_json(f) for f in cached["files"]]
+                return [f for f in map(_file_or_none, cached["files"]) if f is not None]
             if resp.status_code == 404:
                 raise PackageNotFound(cname, url)
             if resp.status_code != 200:
