@@ -126,6 +126,116 @@ def cmd_render(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def engine_or_fail():
+    from .engine import Engine
+
+    engine = Engine()
+    reason = engine.unavailable_reason()
+    if reason:
+        raise UsageError(f"no Docker engine with buildx: {reason}. Run `scripts/engine-up` (or `make engine`).")
+    return engine
+
+
+def ensure_variant_base(plan: Plan, engine, progress: bool = True) -> None:
+    from .base import BaseImageError, ensure_base, suite_for_python
+
+    base = plan.variant.base
+    if engine.image_exists(base):
+        return
+    if not base.startswith("pinwheel/base:"):
+        raise UsageError(f"base image {base} is not in the engine; pull it first (`docker pull {base}`)")
+    try:
+        ensure_base(base, plan.variant.python, engine, suite=suite_for_python(plan.variant.python), progress=progress)
+    except BaseImageError as exc:
+        raise UsageError(str(exc)) from None
+
+
+def cmd_base(args: argparse.Namespace) -> int:
+    m = manifest_mod.load(args.manifest)
+    plan = plan_variant(m, select_variant(m, args))
+    ensure_variant_base(plan, engine_or_fail())
+    out().print(f"base image {plan.variant.base} is ready")
+    return EXIT_OK
+
+
+def cmd_build(args: argparse.Namespace) -> int:
+    from .build import BuildError, build_image
+    from .engine import BuildFailed
+
+    m = manifest_mod.load(args.manifest)
+    plan = plan_variant(m, select_variant(m, args))
+    engine = engine_or_fail()
+    ensure_variant_base(plan, engine)
+    try:
+        built = build_image(plans_for(m, None), plan, m.path.parent, engine, target=args.target, progress=not args.quiet)
+    except BuildError as exc:
+        raise UsageError(str(exc)) from None
+    except BuildFailed as exc:
+        err().print(f"[red]build failed:[/red] {escape(str(exc))}")
+        return EXIT_PROBLEM
+    if args.json:
+        sys.stdout.write(json.dumps({"image_id": built.image_id, "tags": list(built.tags), "labels": built.labels}, indent=2) + "\n")
+    else:
+        out().print(f"[green]built[/green] {built.image_id[:19]}")
+        for t in built.tags:
+            out().print(f"  {escape(t)}")
+    return EXIT_OK
+
+
+def cmd_smoke(args: argparse.Namespace) -> int:
+    from .build import BuildError, build_image
+    from .engine import BuildFailed
+    from .smoke import record, run_smoke
+
+    m = manifest_mod.load(args.manifest)
+    engine = engine_or_fail()
+    image = args.image
+    if not image:
+        plan = plan_variant(m, select_variant(m, args))
+        try:
+            built = build_image(plans_for(m, None), plan, m.path.parent, engine, target="image", progress=not args.quiet)
+        except BuildError as exc:
+            raise UsageError(str(exc)) from None
+        except BuildFailed as exc:
+            err().print(f"[red]build failed:[/red] {escape(str(exc))}")
+            return EXIT_PROBLEM
+        image = built.tags[0]
+    elif not engine.image_exists(image):
+        raise UsageError(f"image {image} is not in the engine")
+    gpus = {"auto": None, "yes": True, "no": False}[args.gpus]
+    result = run_smoke(engine, image, gpus=gpus, level=args.level)
+    path = record(result, m.path.parent)
+    sys.stdout.write(result.output)
+    for level, status in result.levels.items():
+        colour = {"passed": "green", "failed": "red"}.get(status, "yellow")
+        out().print(f"  {level}: [{colour}]{status.upper()}[/{colour}]")
+    out().print(f"smoke {'[green]passed[/green]' if result.ok else '[red]FAILED[/red]'} for {image} "
+                f"({result.image_id[:19]}); recorded in {path.relative_to(m.path.parent)}")
+    return EXIT_OK if result.ok else EXIT_PROBLEM
+
+
+def cmd_publish(args: argparse.Namespace) -> int:
+    from .build import dir_sha256, tags_for
+    from .publish import PublishRefused, publish
+
+    m = manifest_mod.load(args.manifest)
+    plan = plan_variant(m, select_variant(m, args))
+    engine = engine_or_fail()
+    lock_dir = image_dir(m) / "lock" / plan.variant.name
+    tags = list(args.tag) or list(tags_for(plan, dir_sha256(lock_dir)))
+    missing = [t for t in tags if not engine.image_exists(t)]
+    if missing:
+        raise UsageError(f"not built: {', '.join(missing)}; run `build.py build` and `build.py smoke` first")
+    try:
+        result = publish(engine, tags, args.registry, m.path.parent, require_gpu=args.require_gpu)
+    except PublishRefused as exc:
+        err().print(f"[red]not published:[/red] {escape(str(exc))}")
+        return EXIT_PROBLEM
+    for ref in result.refs:
+        out().print(f"[green]pushed[/green] {escape(ref)} {result.digests[ref]}")
+    return EXIT_OK
+
+
 def not_yet(name: str) -> Callable[[argparse.Namespace], int]:
     def run(_: argparse.Namespace) -> int:
         err().print(f"[red]`{name}` is not implemented yet[/red]")
@@ -182,13 +292,43 @@ def build_parser() -> argparse.ArgumentParser:
     rp.add_argument("--index-url", help="index to read metadata from (default: pip's configuration)")
     rp.set_defaults(func=cmd_report)
 
+    b = sub.add_parser("build", help="build an image variant on the BuildKit engine",
+                       description="Build a variant from the rendered Dockerfile and its lock. Creates a local bootstrap "
+                                   "base when the manifest names one that is missing. Tags: the dated tag from the "
+                                   "manifest and an immutable one from the manifest and lock hashes.")
+    add_variant_args(b)
+    b.add_argument("--target", default="image", help="Dockerfile target (image or smoke)")
+    b.add_argument("--quiet", action="store_true", help="do not stream the build log")
+    b.add_argument("--json", action="store_true", help="print image id, tags and labels as JSON")
+    b.set_defaults(func=cmd_build)
+
+    ba = sub.add_parser("base", help="create the local bootstrap base image (debootstrap + import)")
+    add_variant_args(ba)
+    ba.set_defaults(func=cmd_base)
+
+    sm = sub.add_parser("smoke", help="run the smoke checks in a built image",
+                        description="Run the smoke payload in the image: static (pins, --no-deps drops, pip check) "
+                                    "everywhere; imports and the DSA forward where a GPU is present, else SKIPPED. "
+                                    "The result is recorded per image id for `publish`.")
+    add_variant_args(sm)
+    sm.add_argument("--image", help="image reference (default: build the variant, then smoke it)")
+    sm.add_argument("--level", default="gpu", choices=["static", "import", "gpu"])
+    sm.add_argument("--gpus", default="auto", choices=["auto", "yes", "no"], help="pass the GPUs in (auto: when nvidia-smi exists)")
+    sm.add_argument("--quiet", action="store_true")
+    sm.set_defaults(func=cmd_smoke)
+
+    pb = sub.add_parser("publish", help="push an image's tags, only if its smoke passed",
+                        description="Push the variant's tags (or --tag ...) to --registry, only when the smoke recorded "
+                                    "for that image id passed. Re-running pushes the same digests again.")
+    add_variant_args(pb)
+    pb.add_argument("--registry", default="127.0.0.1:5000", help="registry host[:port] (default: 127.0.0.1:5000)")
+    pb.add_argument("--tag", action="append", default=[], help="a local tag to publish (repeatable)")
+    pb.add_argument("--require-gpu", action="store_true", help="refuse unless the GPU level passed")
+    pb.set_defaults(func=cmd_publish)
+
     for name, helptext in (
         ("lock", "write hashed locks per variant"),
-        ("build", "build an image variant on the BuildKit engine"),
-        ("smoke", "run the smoke checks against a built image"),
-        ("publish", "push an image's tags after its smoke passed"),
         ("bump", "compare the Plan before and after bumping a package"),
-        ("base", "create the local bootstrap base image"),
     ):
         s = sub.add_parser(name, help=helptext, description=helptext)
         s.add_argument("rest", nargs=argparse.REMAINDER)

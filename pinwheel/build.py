@@ -1,0 +1,172 @@
+"""Build a Plan's image on the BuildKit engine: context, secrets, labels, tags.
+
+The build context holds only what the Dockerfile reads (the rendered file,
+the variant's lock, the smoke payload, the local wheels that match the
+manifest's globs), so nothing else in the checkout can leak into a layer or
+invalidate the cache. Secrets travel as BuildKit secrets and live in a
+temporary directory outside the context.
+"""
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+import json
+import shutil
+import subprocess
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+from .engine import Engine
+from .plan import Plan
+from .render import render_dockerfile
+
+PAYLOAD = Path(__file__).resolve().parent / "smoke_payload.py"
+LABEL_PREFIX = "io.pinwheel"
+
+
+class BuildError(Exception):
+    """The build cannot start or did not succeed; the message says what to do."""
+
+
+@dataclass(frozen=True)
+class BuildInputs:
+    """Where the parts of one variant's build live, relative to the manifest."""
+
+    root: Path  # the manifest's directory
+    image_dir: Path  # images/<image>
+    lock_dir: Path  # images/<image>/lock/<variant>
+    wheels_dir: Path  # wheels/
+
+    @classmethod
+    def for_plan(cls, plan: Plan, root: Path) -> "BuildInputs":
+        image_dir = root / "images" / plan.image
+        return cls(root, image_dir, image_dir / "lock" / plan.variant.name, root / "wheels")
+
+
+@dataclass(frozen=True)
+class BuiltImage:
+    image_id: str
+    tags: tuple[str, ...]
+    labels: dict[str, str]
+    variant: str
+
+
+def dir_sha256(path: Path) -> str:
+    """A digest over every file under `path`, names and bytes, in sorted order."""
+    digest = hashlib.sha256()
+    for f in sorted(p for p in path.rglob("*") if p.is_file()):
+        digest.update(f.relative_to(path).as_posix().encode() + b"\0")
+        digest.update(hashlib.sha256(f.read_bytes()).digest())
+    return digest.hexdigest()
+
+
+def tags_for(plan: Plan, lock_sha256: str, today: dt.date | None = None) -> tuple[str, str]:
+    """The dated tag from the manifest's pattern, and an immutable one from the inputs."""
+    today = today or dt.datetime.now(dt.timezone.utc).date()
+    v = plan.variant
+    dated = v.tag.format(date=today.strftime("%Y%m%d"), variant=v.name, cuda=v.cuda.replace(".", ""),
+                         torch=v.torch.replace(".", ""), python=v.python.replace(".", ""))
+    inputs = hashlib.sha256(f"{plan.manifest_sha256}\n{lock_sha256}".encode()).hexdigest()[:12]
+    return f"{plan.repository}:{dated}", f"{plan.repository}:{v.name}-{inputs}"
+
+
+def labels_for(plan: Plan, lock_sha256: str, versions: dict[str, str], dated_tag: str, revision: str | None) -> dict[str, str]:
+    labels = {
+        "org.opencontainers.image.title": plan.title or plan.image,
+        "org.opencontainers.image.version": dated_tag.split(":", 1)[1],
+        "org.opencontainers.image.created": dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        "org.opencontainers.image.base.name": plan.variant.base,
+        f"{LABEL_PREFIX}.image": plan.image,
+        f"{LABEL_PREFIX}.variant": plan.variant.name,
+        f"{LABEL_PREFIX}.cuda": plan.variant.cuda,
+        f"{LABEL_PREFIX}.torch": plan.variant.torch,
+        f"{LABEL_PREFIX}.manifest.sha256": plan.manifest_sha256,
+        f"{LABEL_PREFIX}.lock.sha256": lock_sha256,
+        f"{LABEL_PREFIX}.versions": json.dumps(versions, sort_keys=True, separators=(",", ":")),
+    }
+    if revision:
+        labels["org.opencontainers.image.revision"] = revision
+    return labels
+
+
+def git_revision(root: Path) -> str | None:
+    try:
+        proc = subprocess.run(["git", "rev-parse", "HEAD"], cwd=root, capture_output=True, text=True, timeout=10)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return proc.stdout.strip() if proc.returncode == 0 else None
+
+
+def locked_versions(lock_dir: Path) -> dict[str, str]:
+    expect = lock_dir / "expect.json"
+    if not expect.exists():
+        return {}
+    return dict(json.loads(expect.read_text()).get("pins", {}))
+
+
+def check_inputs(plans: list[Plan], plan: Plan, inputs: BuildInputs) -> None:
+    """Refuse to build from a stale Dockerfile or without a lock."""
+    dockerfile = inputs.image_dir / "Dockerfile"
+    if not dockerfile.exists() or dockerfile.read_text() != render_dockerfile(plans):
+        raise BuildError(f"{dockerfile.relative_to(inputs.root)} is missing or out of date: run `make render`")
+    if not (inputs.lock_dir / "requirements.txt").exists():
+        raise BuildError(f"variant {plan.variant.name} has no lock in {inputs.lock_dir.relative_to(inputs.root)}: "
+                         "run `make lock`")
+
+
+def assemble_context(plan: Plan, inputs: BuildInputs, context: Path) -> None:
+    shutil.copy2(inputs.image_dir / "Dockerfile", context / "Dockerfile")
+    shutil.copytree(inputs.lock_dir, context / "lock" / plan.variant.name)
+    shutil.copy2(PAYLOAD, context / "smoke_payload.py")
+    wheels = context / "wheels"
+    wheels.mkdir()
+    for pkg in plan.packages():
+        if pkg.local and inputs.wheels_dir.is_dir():
+            for wheel in sorted(inputs.wheels_dir.glob(pkg.local.glob)):
+                shutil.copy2(wheel, wheels / wheel.name)
+
+
+def write_secrets(plan: Plan, secrets_dir: Path) -> dict[str, Path]:
+    """The CA bundle and pip's index configuration, as files for BuildKit secrets."""
+    from .index import ca_bundle, default_index_url
+
+    secrets: dict[str, Path] = {}
+    ca = ca_bundle()
+    if ca and Path(ca).is_file():
+        secrets["ca"] = Path(ca)
+    lines = ["[global]", f"index-url = {default_index_url()}"]
+    if plan.variant.torch_index_env:
+        import os
+
+        extra = os.environ.get(plan.variant.torch_index_env, "").strip()
+        if not extra:
+            raise BuildError(f"variant {plan.variant.name} takes torch from the index in "
+                             f"${plan.variant.torch_index_env}, which is not set")
+        lines.append(f"extra-index-url = {extra}")
+    pipconf = secrets_dir / "pip.conf"
+    pipconf.write_text("\n".join(lines) + "\n")
+    pipconf.chmod(0o600)
+    secrets["pipconf"] = pipconf
+    return secrets
+
+
+def build_image(plans: list[Plan], plan: Plan, root: Path, engine: Engine, target: str = "image",
+                progress: bool = True, extra_tags: tuple[str, ...] = ()) -> BuiltImage:
+    inputs = BuildInputs.for_plan(plan, root)
+    check_inputs(plans, plan, inputs)
+    lock_sha = dir_sha256(inputs.lock_dir)
+    dated, immutable = tags_for(plan, lock_sha)
+    tags = (dated, immutable) if target == "image" else (f"{plan.repository}:{immutable.split(':', 1)[1]}-{target}",)
+    labels = labels_for(plan, lock_sha, locked_versions(inputs.lock_dir), dated, git_revision(root))
+    with tempfile.TemporaryDirectory(prefix="pinwheel-context-") as ctx, \
+            tempfile.TemporaryDirectory(prefix="pinwheel-secrets-") as sec:
+        context = Path(ctx)
+        assemble_context(plan, inputs, context)
+        secrets = write_secrets(plan, Path(sec))
+        image_id = engine.build(
+            context, context / "Dockerfile", tags=list(tags + extra_tags), labels=labels,
+            build_args={"BASE": plan.variant.base, **plan.build_args}, secrets=secrets,
+            target=target, progress=progress,
+        )
+    return BuiltImage(image_id, tags + extra_tags, labels, plan.variant.name)
