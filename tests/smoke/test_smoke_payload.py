@@ -1,0 +1,402 @@
+"""The in-image smoke payload, run as a subprocess the way an image runs it.
+
+Everything here runs on a host without a GPU and without torch, except the one
+test marked `gpu`, which is skipped (reported as SKIPPED) where no GPU is found.
+"""
+
+from __future__ import annotations
+
+import ast
+import ctypes
+import importlib.metadata
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+PAYLOAD = ROOT / "pinwheel" / "smoke_payload.py"
+DOCS = ROOT / "docs"
+REQUESTS_VERSION = importlib.metadata.version("requests")
+
+
+def _load_module():
+    spec = importlib.util.spec_from_file_location("smoke_payload_under_test", PAYLOAD)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+sp = _load_module()
+
+
+def _has_driver() -> bool:
+    for lib in ("libcuda.so.1", "libcuda.so"):
+        try:
+            ctypes.CDLL(lib)
+            return True
+        except OSError:
+            continue
+    return False
+
+
+def _strict_json(text: str):
+    def bad(token):
+        raise ValueError(f"non-standard JSON constant {token}")
+
+    return json.loads(text, parse_constant=bad)
+
+
+def run_payload(tmp_path, expect, *args, env_extra=None, python=None):
+    expect_path = tmp_path / "expect.json"
+    expect_path.write_text(json.dumps(expect))
+    out = tmp_path / "out.json"
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PINWHEEL_SMOKE_")}
+    env.update(env_extra or {})
+    proc = subprocess.run(
+        [python or sys.executable, str(PAYLOAD), "--expect", str(expect_path), "--json", str(out), *args],
+        capture_output=True, text=True, env=env, timeout=600,
+    )
+    doc = _strict_json(out.read_text()) if out.exists() else None
+    return proc, doc
+
+
+def stage(doc, level, name):
+    matches = [s for s in doc["stages"] if s["level"] == level and s["name"] == name]
+    assert len(matches) == 1, [f"{s['level']}/{s['name']}" for s in doc["stages"]]
+    return matches[0]
+
+
+# ---------------------------------------------------------------------------
+# standalone
+
+def test_payload_imports_only_the_standard_library_at_module_level():
+    tree = ast.parse(PAYLOAD.read_text())
+    top = set()
+    for node in tree.body:
+        if isinstance(node, ast.Import):
+            top.update(a.name.split(".")[0] for a in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            top.add((node.module or "").split(".")[0])
+    top.discard("__future__")
+    assert top <= set(sys.stdlib_module_names), top - set(sys.stdlib_module_names)
+    anywhere = {(n.module or "").split(".")[0] for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)}
+    anywhere |= {a.name.split(".")[0] for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
+    assert "pinwheel" not in anywhere and "packaging" not in anywhere
+
+
+# ---------------------------------------------------------------------------
+# static level
+
+def test_static_passes_on_real_installed_versions(tmp_path):
+    proc, doc = run_payload(tmp_path, {"pins": {"requests": REQUESTS_VERSION, "PyYAML": "6.0.3"}})
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert doc["schema"] == 1 and doc["ok"] is True
+    assert doc["levels"] == {"static": {"status": "passed"}}
+    pins = stage(doc, "static", "pins")
+    assert {p["name"]: p["found"] for p in pins["packages"]} == {"requests": REQUESTS_VERSION, "PyYAML": "6.0.3"}
+    assert "RESULT: OK" in proc.stdout
+
+
+def test_static_fails_on_version_mismatch_naming_package_expected_found(tmp_path):
+    proc, doc = run_payload(tmp_path, {"pins": {"requests": "0.0.1"}})
+    assert proc.returncode == 1
+    assert doc["ok"] is False and doc["levels"]["static"]["status"] == "failed"
+    msg = stage(doc, "static", "pins")["error"]
+    assert f"requests: expected 0.0.1, found {REQUESTS_VERSION}" in msg
+    assert f"requests: expected 0.0.1, found {REQUESTS_VERSION}" in proc.stdout
+    assert "RESULT: FAILED (static/pins)" in proc.stdout
+
+
+def test_static_fails_on_missing_package(tmp_path):
+    proc, doc = run_payload(tmp_path, {"pins": {"no-such-dist-for-pinwheel": "1.0"}})
+    assert proc.returncode == 1
+    assert "no-such-dist-for-pinwheel: expected 1.0, found not installed" in stage(doc, "static", "pins")["error"]
+
+
+def test_static_normalizes_names(tmp_path):
+    proc, doc = run_payload(tmp_path, {"pins": {"PyYaml": "6.0.3", "Requests": REQUESTS_VERSION}})
+    assert proc.returncode == 0, proc.stdout
+
+
+def test_no_deps_drops_are_listed_with_what_is_present(tmp_path):
+    expect = {
+        "pins": {},
+        "suppressed": {
+            "requests": [
+                "urllib3<3,>=1.21.1",
+                "idna<1",
+                "no-such-dist-for-pinwheel[cu13]==4.5.0; extra == \"cutedsl\"",
+            ]
+        },
+    }
+    proc, doc = run_payload(tmp_path, expect)
+    assert proc.returncode == 0, proc.stdout  # informational, never a failure
+    nd = stage(doc, "static", "no-deps")
+    assert nd["status"] == "info" and nd["dropped"] == 3 and nd["present"] == 2
+    items = {i["name"]: i for i in nd["packages"]["requests"]["dropped"]}
+    urllib3 = importlib.metadata.version("urllib3")
+    assert items["urllib3"]["installed"] == urllib3 and items["urllib3"]["satisfies"] is True
+    assert items["urllib3"]["state"].startswith(f"present {urllib3}")
+    assert items["idna"]["satisfies"] is False and "does not satisfy <1" in items["idna"]["state"]
+    missing = items["no-such-dist-for-pinwheel"]
+    assert missing["present"] is False and missing["extras"] == ["cu13"] and missing["marker"] == 'extra == "cutedsl"'
+    assert missing["state"].startswith("absent")
+
+
+def test_bad_expect_is_a_usage_error(tmp_path):
+    proc, _ = run_payload(tmp_path, {"pins": ["requests"]})
+    assert proc.returncode == 2 and "pins" in proc.stderr
+
+
+# ---------------------------------------------------------------------------
+# levels that need a driver / GPU, on a host without one
+
+no_driver = pytest.mark.skipif(_has_driver(), reason="this host has an NVIDIA driver: the skip path cannot be shown")
+
+
+@no_driver
+def test_gpu_level_without_gpu_is_skipped_not_passed(tmp_path):
+    proc, doc = run_payload(tmp_path, {"pins": {"requests": REQUESTS_VERSION}}, "--level", "gpu")
+    assert proc.returncode == 0, proc.stdout
+    assert doc["levels"]["static"]["status"] == "passed"
+    for level in ("import", "gpu"):
+        assert doc["levels"][level]["status"] == "skipped"
+        assert "no usable NVIDIA driver" in doc["levels"][level]["reason"]
+    assert doc["skipped_levels"] == ["import", "gpu"]
+    assert not [s for s in doc["stages"] if s["level"] != "static" and s["status"] == "passed"]
+    assert "SKIPPED" in proc.stdout and "NOT a pass" in proc.stdout
+    assert "RESULT: OK (with skips)" in proc.stdout
+
+
+@no_driver
+def test_require_gpu_turns_the_skip_into_a_failure(tmp_path):
+    proc, doc = run_payload(tmp_path, {"pins": {}}, "--level", "gpu", "--require", "gpu")
+    assert proc.returncode == 1
+    assert doc["ok"] is False and doc["levels"]["gpu"]["status"] == "skipped"
+    assert "--require gpu" in doc["error"]
+    assert "RESULT: FAILED (required level skipped)" in proc.stdout
+
+
+def test_require_above_level_is_rejected(tmp_path):
+    proc, _ = run_payload(tmp_path, {"pins": {}}, "--level", "static", "--require", "gpu")
+    assert proc.returncode == 2
+
+
+def _fake_site(tmp_path, body: str) -> Path:
+    site_dir = tmp_path / "site"
+    (site_dir / "cudnn").mkdir(parents=True)
+    (site_dir / "cudnn" / "__init__.py").write_text(body)
+    return site_dir
+
+
+def test_cudnn_without_dsa_fails_the_import_level_clearly(tmp_path):
+    site_dir = _fake_site(tmp_path, '__version__ = "1.12.0"\n')
+    proc, doc = run_payload(
+        tmp_path, {"pins": {}}, "--level", "import", "--site", str(site_dir),
+        env_extra={"PINWHEEL_SMOKE_ASSUME_DRIVER": "1"},
+    )
+    assert proc.returncode == 1
+    assert doc["levels"]["import"]["status"] == "failed"
+    assert doc["hooks"]["assume_driver"] is True
+    dsa = stage(doc, "import", "cudnn.DSA")
+    assert dsa["status"] == "failed"
+    assert "cudnn.DSA is missing" in dsa["error"]
+    assert "nvidia-cudnn-frontend 1.12.0" in dsa["error"] and "does not provide DSA" in dsa["error"]
+    assert "cannot import name 'DSA'" in dsa["error"]
+    assert "import/cudnn.DSA" in proc.stdout and "cudnn.DSA is missing" in proc.stdout
+
+
+def test_dsa_whose_kernels_cannot_load_fails_naming_the_wrapper(tmp_path):
+    body = (
+        '__version__ = "1.26.0"\n'
+        "class _NS:\n"
+        "    def __getattr__(self, name):\n"
+        "        raise ImportError(\"No module named 'cutlass'\")\n"
+        "DSA = _NS()\n"
+    )
+    site_dir = _fake_site(tmp_path, body)
+    proc, doc = run_payload(
+        tmp_path, {"pins": {}}, "--level", "import", "--site", str(site_dir),
+        env_extra={"PINWHEEL_SMOKE_ASSUME_DRIVER": "1"},
+    )
+    assert proc.returncode == 1
+    err = stage(doc, "import", "cudnn.DSA")["error"]
+    assert "cudnn.DSA.indexer_forward_wrapper failed to load" in err and "cutlass" in err
+
+
+def test_site_dirs_honour_pth_files(tmp_path):
+    """--site uses site.addsitedir, so a .pth file there (how the CuTe DSL finds its package) works."""
+    site_dir = tmp_path / "site"
+    pkgs = tmp_path / "elsewhere"
+    (pkgs / "cudnn").mkdir(parents=True)
+    (pkgs / "cudnn" / "__init__.py").write_text('__version__ = "9.9.9"\n')
+    site_dir.mkdir()
+    (site_dir / "extra.pth").write_text(str(pkgs) + "\n")
+    proc, doc = run_payload(
+        tmp_path, {"pins": {}}, "--level", "import", "--site", str(site_dir),
+        env_extra={"PINWHEEL_SMOKE_ASSUME_DRIVER": "1"},
+    )
+    assert "nvidia-cudnn-frontend 9.9.9" in stage(doc, "import", "cudnn.DSA")["error"]
+
+
+# ---------------------------------------------------------------------------
+# the corrupt hook
+
+def test_corrupt_hook_rejects_unknown_stage(tmp_path):
+    proc, doc = run_payload(tmp_path, {"pins": {}}, env_extra={"PINWHEEL_SMOKE_CORRUPT": "softmax"})
+    assert proc.returncode == 2 and doc is None
+    assert "PINWHEEL_SMOKE_CORRUPT" in proc.stderr and "indexer, topk, mla" in proc.stderr
+
+
+@pytest.mark.parametrize("stage_name", ["indexer", "topk", "mla"])
+def test_corrupt_hook_is_recorded_and_never_turns_a_skip_into_a_pass(tmp_path, stage_name):
+    proc, doc = run_payload(tmp_path, {"pins": {}}, "--level", "gpu",
+                            env_extra={"PINWHEEL_SMOKE_CORRUPT": stage_name})
+    assert doc["hooks"]["corrupt"] == stage_name
+    if doc["levels"]["gpu"]["status"] == "skipped":
+        assert proc.returncode == 0
+    else:  # a GPU host with the kernels: the corrupted stage must fail
+        assert proc.returncode == 1 and stage(doc, "gpu", stage_name)["status"] == "failed"
+
+
+# ---------------------------------------------------------------------------
+# plain-python pieces: verdicts, requirement strings, versions
+
+def test_judge_indexer():
+    ok, msg = sp.judge_indexer({"max_rel_err": 2.7e-7, "mask_mismatch": 0})
+    assert ok and "2.7e-07" in msg
+    assert not sp.judge_indexer({"max_rel_err": 1e-3, "mask_mismatch": 0})[0]
+    ok, msg = sp.judge_indexer({"max_rel_err": 0.0, "mask_mismatch": 5})
+    assert not ok and "causal mask" in msg
+    assert not sp.judge_indexer({"max_rel_err": float("nan"), "mask_mismatch": 0})[0]
+    assert not sp.judge_indexer({"max_rel_err": float("inf"), "mask_mismatch": 0})[0]
+
+
+def test_judge_topk():
+    clean = {k: 0 for k in ("count_mismatch_rows", "out_of_range", "duplicate_rows", "value_mismatch_rows",
+                            "returned_value_mismatch", "reference_violation_rows")}
+    assert sp.judge_topk(dict(clean, rows=4096, reference_overlap=1.0))[0]
+    for key in clean:
+        ok, msg = sp.judge_topk(dict(clean, **{key: 3}))
+        assert not ok and msg.startswith("topk: 3 ")
+
+
+def test_judge_mla():
+    good = {"max_abs_err": 0.01, "max_err_over_bound": 0.2, "rows_checked": 4093, "nonfinite": 0}
+    assert sp.judge_mla(good)[0]
+    assert not sp.judge_mla(dict(good, max_err_over_bound=1.01))[0]
+    assert not sp.judge_mla(dict(good, max_err_over_bound=float("nan")))[0]
+    assert not sp.judge_mla(dict(good, nonfinite=1))[0]
+    assert not sp.judge_mla(dict(good, rows_checked=0))[0]
+
+
+def test_tolerances_are_the_documented_ones():
+    assert sp.INDEXER_REL_TOL == 1e-4
+    assert sp.TOPK_VALUE_TOL == 0.0
+    assert sp.MLA_BOUND_FACTOR == 2.0 ** -6
+
+
+def test_parse_requirement():
+    r = sp.parse_requirement('nvidia-cutlass-dsl[cu13]==4.5.0; extra == "cutedsl"')
+    assert r == {"name": "nvidia-cutlass-dsl", "normalized": "nvidia-cutlass-dsl", "extras": ["cu13"],
+                 "specifier": "==4.5.0", "marker": 'extra == "cutedsl"'}
+    assert sp.parse_requirement("Foo_Bar.baz (>=1.0)")["specifier"] == ">=1.0"
+    assert sp.parse_requirement("Foo_Bar.baz")["normalized"] == "foo-bar-baz"
+
+
+@pytest.mark.parametrize("version,spec,want", [
+    ("2.11.0+cu130", ">=2.14.1", False),
+    ("2.14.1", ">=2.14.1", True),
+    ("4.6.2", "==4.5.0", False),
+    ("0.1.11", "<0.2,>=0.1.6", True),
+    ("13.4.4", "~=13.4.4", True),
+    ("13.5.0", "~=13.4.4", False),
+    ("1.0", "==1.0.0", True),
+    ("2.11.0+cu130", ">2.11.0", False),
+    ("0.1.11", "!=0.1.8,!=0.1.8.post0,<0.2", None),  # post release: not evaluated
+    ("0.6.15.post1", ">=0.6", None),
+    ("1.0", "==1.*", None),
+])
+def test_specifier_satisfied(version, spec, want):
+    assert sp.specifier_satisfied(version, spec) is want
+
+
+@pytest.mark.parametrize("installed,pinned,want", [
+    ("2.11.0+cu130", "2.11.0", True),
+    ("2.11.0+cu130", "2.11.0+cu130", True),
+    ("2.11.0+cu129", "2.11.0+cu130", False),
+    ("1.26.0", "1.32.0", False),
+    ("0.6.15.post1", "0.6.15.post1", True),
+    ("0.6.15.post1", "0.6.15", False),
+])
+def test_pin_matches(installed, pinned, want):
+    assert sp.pin_matches(installed, pinned)[0] is want
+
+
+# ---------------------------------------------------------------------------
+# the committed H200 results
+
+def test_committed_h200_pass_is_a_real_gpu_pass():
+    doc = json.loads((DOCS / "smoke-h200.json").read_text())
+    assert doc["schema"] == 1 and doc["ok"] is True and doc["requested"] == "gpu" and doc["required"] == "gpu"
+    assert {lv: v["status"] for lv, v in doc["levels"].items()} == {
+        "static": "passed", "import": "passed", "gpu": "passed"}
+    assert doc["device"]["name"] == "NVIDIA H200" and doc["device"]["capability"] == "9.0"
+    assert doc["hooks"]["corrupt"] is None
+    gpu = {s["name"]: s for s in doc["stages"] if s["level"] == "gpu"}
+    assert set(gpu) == {"indexer", "topk", "mla"}
+    assert sp.judge_indexer(gpu["indexer"]["metrics"])[0]
+    assert sp.judge_topk(gpu["topk"]["metrics"])[0]
+    assert sp.judge_mla(gpu["mla"]["metrics"])[0]
+    for s in gpu.values():
+        assert s["corrupted"] is False
+        assert s["kernel"]["median_ms"] > 0 and s["reference"]["median_ms"] > 0
+
+
+def test_committed_h200_failure_demos_fail_where_they_should():
+    runs = {r["name"]: r for r in json.loads((DOCS / "smoke-h200-failures.json").read_text())["runs"]}
+    for st in ("indexer", "topk", "mla"):
+        r = runs[f"corrupt-{st}"]
+        assert r["exit_code"] == 1 and r["failed_stages"] == [f"gpu/{st}"]
+        assert r["result"]["hooks"]["corrupt"] == st
+        others = [s for s in r["result"]["stages"] if s["level"] == "gpu" and s["name"] != st]
+        assert others and all(s["status"] == "passed" for s in others)
+    r = runs["static-mismatch"]
+    assert r["exit_code"] == 1 and r["failed_stages"] == ["static/pins"]
+    assert "nvidia-cudnn-frontend: expected 1.32.0, found 1.26.0" in r["result"]["stages"][0]["error"]
+    r = runs["no-dsa"]
+    assert r["exit_code"] == 1 and r["failed_stages"] == ["import/cudnn.DSA"]
+    assert r["result"]["levels"]["static"]["status"] == "passed"
+    err = [s for s in r["result"]["stages"] if s["name"] == "cudnn.DSA"][0]["error"]
+    assert "cudnn.DSA is missing" in err and "1.12.0" in err
+
+
+# ---------------------------------------------------------------------------
+# on a GPU host: the whole thing
+
+def _gpu_python():
+    py = os.environ.get("PINWHEEL_SMOKE_PYTHON", sys.executable)
+    if not _has_driver():
+        return None, "no NVIDIA driver on this host"
+    probe = subprocess.run([py, "-c", "import torch,sys; sys.exit(0 if torch.cuda.is_available() else 3)"],
+                           capture_output=True)
+    if probe.returncode != 0:
+        return None, f"{py} has no CUDA-enabled torch (set PINWHEEL_SMOKE_PYTHON)"
+    return py, None
+
+
+@pytest.mark.gpu
+def test_gpu_level_passes_on_a_gpu_host(tmp_path):
+    py, why = _gpu_python()
+    if py is None:
+        pytest.skip(why)
+    sites = [a for d in filter(None, os.environ.get("PINWHEEL_SMOKE_SITE", "").split(os.pathsep))
+             for a in ("--site", d)]
+    proc, doc = run_payload(tmp_path, {"pins": {}}, "--level", "gpu", "--require", "gpu", *sites, python=py)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert doc["levels"]["gpu"]["status"] == "passed"
