@@ -80,14 +80,15 @@ def index_client(args: argparse.Namespace, m: Manifest):
 def cmd_report(args: argparse.Namespace) -> int:
     from .index import IndexClientError
     from .report import needed_by, print_report, to_json
-    from .resolve import ResolveError, read_lock_slices, resolve
+    from .resolve import ResolveError, read_lock_slices, resolve_memoized
 
     m = manifest_mod.load(args.manifest)
     plan = plan_variant(m, select_variant(m, args))
     lock_dir = image_dir(m) / "lock" / plan.variant.name
     locked = None if args.no_lock else read_lock_slices(plan, lock_dir)
     try:
-        resolved = resolve(plan, index_client(args, m), m.path.parent / "wheels", locked)
+        client = index_client(args, m)
+        resolved = resolve_memoized(plan, client, client.cache_dir, m.path.parent / "wheels", locked)
     except (ResolveError, IndexClientError) as exc:
         raise UsageError(str(exc)) from None
     if args.json:
@@ -236,6 +237,26 @@ def cmd_publish(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def cmd_bump(args: argparse.Namespace) -> int:
+    from .bump import PAGE_MAX_AGE, BumpInputError, bump, print_bump
+    from .index import IndexClientError
+
+    m = manifest_mod.load(args.manifest)
+    variant = select_variant(m, args)
+    client = index_client(args, m)
+    if not args.refresh:
+        client.max_age = PAGE_MAX_AGE  # a bump check does not need pages newer than an hour
+    try:
+        report = bump(m, variant, args.requirements, client, offline=args.offline, list_all=args.all)
+    except (BumpInputError, IndexClientError) as exc:
+        raise UsageError(str(exc)) from None
+    if args.json:
+        sys.stdout.write(json.dumps(report.to_json(), indent=2) + "\n")
+    else:
+        print_bump(report, out(), show_all=args.all)
+    return EXIT_PROBLEM if report.blocked else EXIT_OK
+
+
 def not_yet(name: str) -> Callable[[argparse.Namespace], int]:
     def run(_: argparse.Namespace) -> int:
         err().print(f"[red]`{name}` is not implemented yet[/red]")
@@ -326,9 +347,26 @@ def build_parser() -> argparse.ArgumentParser:
     pb.add_argument("--require-gpu", action="store_true", help="refuse unless the GPU level passed")
     pb.set_defaults(func=cmd_publish)
 
+    bp = sub.add_parser(
+        "bump", help="what breaks if a package is bumped, before any image is built",
+        description=("Compare today's image of a variant (its lock, else one plain pip install per wheel set) with\n"
+                     "the image after bumping NAME==VERSION: ABI coupling of compiled wheels to torch (rebuild /\n"
+                     "stable ABI), requirements in the image that exclude the new version (with the nearest release\n"
+                     "that accepts it) and those it unblocks, what the bumped package's own pins move along, and\n"
+                     "shared pins that become unsatisfiable. Verdicts: ok, upgrade/downgrade/add, rebuild, blocked.\n"
+                     "Exit 0 nothing blocks, 1 something is blocked, 2 bad input. JSON schema: docs/bump.md."),
+        formatter_class=argparse.RawDescriptionHelpFormatter)
+    bp.add_argument("requirements", nargs="+", metavar="NAME==VERSION", help="the bump(s), e.g. torch==2.14.1")
+    add_variant_args(bp)
+    bp.add_argument("--json", action="store_true", help="print the comparison as JSON (schema pinwheel.bump/1)")
+    bp.add_argument("--offline", action="store_true", help="use cached index metadata and ABI results only")
+    bp.add_argument("--refresh", action="store_true", help="re-read index pages even when the cached ones are fresh")
+    bp.add_argument("--all", action="store_true", help="list every package, not only those the bump touches")
+    bp.add_argument("--index-url", help="index to read metadata from (default: pip's configuration)")
+    bp.set_defaults(func=cmd_bump)
+
     for name, helptext in (
         ("lock", "write hashed locks per variant"),
-        ("bump", "compare the Plan before and after bumping a package"),
     ):
         s = sub.add_parser(name, help=helptext, description=helptext)
         s.add_argument("rest", nargs=argparse.REMAINDER)

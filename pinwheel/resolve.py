@@ -321,3 +321,60 @@ def read_lock_slices(plan: Plan, lock_dir: Path) -> dict[str, dict[str, str]] | 
                     versions[canonicalize_name(m[1])] = m[2]
         out[step.name] = versions
     return out
+
+
+def _cache_state(cache_dir: Path) -> str:
+    """A digest of every cached index page and metadata file: any change invalidates memos."""
+    import hashlib
+    import os
+
+    digest = hashlib.sha256()
+    for sub in ("pages", "metadata"):
+        for dirpath, _, files in sorted(os.walk(cache_dir / sub)):
+            for f in sorted(files):
+                st = os.stat(os.path.join(dirpath, f))
+                digest.update(f"{dirpath}/{f}:{st.st_size}:{st.st_mtime_ns}\n".encode())
+    return digest.hexdigest()
+
+
+def _wheels_state(plan: Plan, wheels_dir: Path | None) -> list[tuple[str, int, int]]:
+    if not wheels_dir or not wheels_dir.is_dir():
+        return []
+    out = []
+    for p in plan.packages(active_only=False):
+        if p.local:
+            for w in sorted(wheels_dir.glob(p.local.glob)):
+                st = w.stat()
+                out.append((w.name, st.st_size, st.st_mtime_ns))
+    return out
+
+
+def resolve_memoized(plan: Plan, source, cache_dir: Path, wheels_dir: Path | None = None,
+                     locked: dict[str, dict[str, str]] | None = None) -> Plan:
+    """resolve(), remembered on disk for identical inputs and an unchanged metadata cache.
+
+    The key covers the Plan, the lock, the local wheels and the index URL; the
+    stored state of the whole metadata cache must match too, so a refreshed
+    page or new metadata always re-resolves.
+    """
+    import hashlib
+    import pickle
+
+    key_material = repr((plan, sorted((locked or {}).items()), _wheels_state(plan, wheels_dir),
+                         getattr(source, "index_url", None), 1)).encode()
+    key = hashlib.sha256(key_material).hexdigest()
+    memo = cache_dir / "resolve" / f"{key}.pickle"
+    state = _cache_state(cache_dir)
+    if memo.exists():
+        try:
+            stored_state, resolved = pickle.loads(memo.read_bytes())
+            if stored_state == state:
+                return resolved
+        except Exception:  # a memo from another version of pinwheel: recompute
+            pass
+    resolved = resolve(plan, source, wheels_dir, locked)
+    memo.parent.mkdir(parents=True, exist_ok=True)
+    tmp = memo.with_suffix(".tmp")
+    tmp.write_bytes(pickle.dumps((_cache_state(cache_dir), resolved)))
+    tmp.replace(memo)
+    return resolved
