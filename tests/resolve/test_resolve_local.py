@@ -1,0 +1,149 @@
+"""Every verdict of the resolver, reproduced on a local HTTP index with generated wheels."""
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from pinwheel import cli, manifest
+from pinwheel.index import IndexClient
+from pinwheel.plan import plan_variant
+from pinwheel.resolve import ResolveError, resolve
+
+MANIFEST = """\
+manifest_version: 1
+image: {name: demo, repository: pinwheel/demo}
+shared_pins:
+  - {requirement: "shared-dsl==1.5", needed_by: [app], why: "one DSL for everyone"}
+variants:
+  t: {cuda: "13.0", torch: "2.13.0", python: "3.11", platform: manylinux_2_28_x86_64,
+      base: "pinwheel/base:bookworm-py311", tag: "t-{date}"}
+wheel_sets:
+  - name: one
+    why: "the app"
+    packages:
+      - {requirement: "app==1.0"}
+      - {requirement: "shared-dsl==1.5"}
+  - name: two
+    why: "pins an older base-lib"
+    packages:
+      - {requirement: "pinner==1.0"}
+  - name: three
+    why: "no-deps installs"
+    packages:
+      - {requirement: "frontend==1.0", no_deps: true, why: "its dsl extra pins shared-dsl==1.0"}
+      - {requirement: "mystery==1.0", no_deps: true, why: "sdist only"}
+  - name: four
+    why: "moves base-lib back up"
+    packages:
+      - {requirement: "base-lib==2.0", no_deps: true, why: "needs the new base-lib"}
+"""
+
+
+@pytest.fixture
+def demo(local_index, tmp_path):
+    local_index.add("base-lib", "1.0")
+    local_index.add("base-lib", "2.0")
+    local_index.add("shared-dsl", "1.0")
+    local_index.add("shared-dsl", "1.5")
+    local_index.add("shared-dsl", "2.0")
+    local_index.add("helper", "1.0")
+    local_index.add("speedup", "1.0")
+    local_index.add("app", "1.0", requires=["base-lib>=1.0", "shared-dsl>=1.0", 'pywin-thing; sys_platform == "win32"'],
+                    extras={"fast": ["speedup"]})
+    local_index.add("pinner", "1.0", requires=["base-lib==1.0"])
+    local_index.add("frontend", "1.0", requires=["helper>=1"], extras={"dsl": ["shared-dsl==1.0"]})
+    local_index.add_sdist("mystery", "1.0")
+    url = local_index.serve()
+    path = tmp_path / "wheels_manifest.yaml"
+    path.write_text(MANIFEST)
+    client = IndexClient(index_url=url, cache_dir=tmp_path / "cache", retries=0)
+    return manifest.load(path), client, url
+
+
+def edge(plan, parent, dep):
+    hits = [e for e in plan.edges if e.parent == parent and e.name == dep]
+    assert len(hits) == 1, (parent, dep, plan.edges)
+    return hits[0]
+
+
+def test_every_verdict(demo):
+    m, client, _ = demo
+    plan = resolve(plan_variant(m, "t"), client)
+    versions = {i.name: i.version for i in plan.installed}
+    assert versions == {"app": "1.0", "shared-dsl": "1.5", "base-lib": "2.0", "pinner": "1.0",
+                        "frontend": "1.0", "mystery": "1.0"}
+
+    assert edge(plan, "app", "base-lib").verdict == "satisfied"
+    assert edge(plan, "app", "pywin-thing").verdict == "marker-excluded"
+    assert edge(plan, "app", "speedup").verdict == "extra-only"
+
+    violated = edge(plan, "pinner", "base-lib")
+    assert (violated.verdict, violated.found) == ("violated", "2.0")
+
+    base = edge(plan, "frontend", "helper")
+    assert (base.verdict, base.detail) == ("suppressed", "would install helper 1.0")
+    dsl = edge(plan, "frontend", "shared-dsl")
+    assert (dsl.verdict, dsl.extra, dsl.detail) == ("suppressed", "dsl", "would downgrade shared-dsl 1.5 → 1.0")
+
+    unknown = [e for e in plan.edges if e.parent == "mystery"]
+    assert [e.verdict for e in unknown] == ["unchecked"]
+    assert "sdist" in unknown[0].detail
+
+    hazards = [(h.step, h.package, h.before, h.after, h.earlier_step) for h in plan.hazards]
+    assert hazards == [("two", "base-lib", "2.0", "1.0", "one"), ("four", "base-lib", "1.0", "2.0", "two")]
+    assert plan.hazards[0].cause == "pinner 1.0"
+
+
+def test_lock_removes_order_hazards_but_remembers_them(demo):
+    m, client, _ = demo
+    locked = {"one": {"app": "1.0", "shared-dsl": "1.5", "base-lib": "2.0"}, "two": {"pinner": "1.0"},
+              "three": {}, "four": {}}
+    plan = resolve(plan_variant(m, "t"), client, locked=locked)
+    assert plan.locked and plan.hazards == ()
+    assert [h.package for h in plan.unlocked_hazards] == ["base-lib", "base-lib"]
+
+
+def test_a_package_in_two_slices_is_a_hazard(demo):
+    m, client, _ = demo
+    locked = {"one": {"app": "1.0", "shared-dsl": "1.5", "base-lib": "2.0"}, "two": {"pinner": "1.0", "base-lib": "1.0"},
+              "three": {}, "four": {}}
+    plan = resolve(plan_variant(m, "t"), client, locked=locked)
+    assert [(h.package, h.before, h.after) for h in plan.hazards][0] == ("base-lib", "2.0", "1.0")
+
+
+def test_report_json_and_exit_code(demo, capsys, monkeypatch, tmp_path):
+    m, _, url = demo
+    monkeypatch.chdir(tmp_path)
+    rc = cli.main(["--manifest", str(m.path), "report", "--variant", "t", "--json", "--index-url", url])
+    data = json.loads(capsys.readouterr().out)
+    assert rc == 1
+    assert data["schema"] == "pinwheel.report/1"
+    assert data["summary"]["edges"]["violated"] == 1
+    assert data["summary"]["hazards"] == 2
+    (pin,) = data["shared_pins"]
+    assert pin["name"] == "shared-dsl" and pin["installed"] == "1.5"
+    assert [(x["parent"], x["verdict"], x["extra"]) for x in pin["excluded_by"]] == [("frontend", "suppressed", "dsl")]
+    features = {(f["package"], f["extra"]): f for f in data["no_deps_features"]}
+    assert features[("frontend", None)]["missing"] == ["helper>=1"]
+    assert features[("frontend", "dsl")]["provided"] is False
+
+
+def test_report_offline_from_cache(demo, capsys, tmp_path):
+    m, _, url = demo
+    assert cli.main(["--manifest", str(m.path), "report", "--variant", "t", "--json", "--index-url", url]) == 1
+    first = capsys.readouterr().out
+    assert cli.main(["--manifest", str(m.path), "report", "--variant", "t", "--json", "--index-url", url,
+                     "--offline"]) == 1
+    assert capsys.readouterr().out == first
+
+
+def test_nothing_satisfies_is_a_clear_error(local_index, tmp_path, capsys):
+    local_index.add("app", "1.0", requires=["missing-dep>=1"])
+    local_index.add("missing-dep", "0.5")
+    url = local_index.serve()
+    path = tmp_path / "wheels_manifest.yaml"
+    path.write_text(MANIFEST.split("  - name: two")[0].replace('      - {requirement: "shared-dsl==1.5"}\n', ""))
+    rc = cli.main(["--manifest", str(path), "report", "--variant", "t", "--index-url", url])
+    assert rc == 2
+    assert "no version of missing-dep satisfies missing-dep>=1 (from app 1.0)" in capsys.readouterr().err.replace("\n", "")
