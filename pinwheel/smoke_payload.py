@@ -47,6 +47,7 @@ import platform
 import re
 import site
 import statistics
+import subprocess
 import sys
 import time
 import traceback
@@ -865,6 +866,43 @@ def collect_versions(expect: dict) -> dict:
     return out
 
 
+_PIP_CHECK_LINE = re.compile(
+    r"^(?P<pkg>\S+) (?P<ver>\S+) (?:has requirement (?P<req>.+?), but you have (?P<have>.+)"
+    r"|requires (?P<missing>\S+), which is not installed)\.$"
+)
+
+
+def run_pip_check(expect: dict) -> dict:
+    """`pip check`, allowing exactly the requirements the --no-deps installs drop on purpose.
+
+    pip check ignores extras, so it only ever reports the base requirements of a
+    --no-deps package; each one it reports must be in expect.json's "suppressed".
+    """
+    proc = subprocess.run([sys.executable, "-m", "pip", "check"], capture_output=True, text=True)
+    allowed = {normalize(pkg): {parse_requirement(r)["normalized"] for r in reqs}
+               for pkg, reqs in expect["suppressed"].items()}
+    accepted, unexpected = [], []
+    for line in proc.stdout.splitlines():
+        line = line.strip()
+        if not line or line == "No broken requirements found.":
+            continue
+        m = _PIP_CHECK_LINE.match(line)
+        if m:
+            dep = m["missing"] or m["req"]
+            dep_name = normalize(re.split(r"[\s\[<>=!~;]", dep, maxsplit=1)[0])
+            if dep_name in allowed.get(normalize(m["pkg"]), set()):
+                accepted.append(line)
+                continue
+        unexpected.append(line)
+    if proc.returncode not in (0, 1) and not unexpected:
+        unexpected.append(f"pip check exited {proc.returncode}: {proc.stderr.strip()[-500:]}")
+    status = "failed" if unexpected else "passed"
+    fields = {"accepted_suppressed": accepted, "unexpected": unexpected}
+    if unexpected:
+        fields["error"] = "pip check: " + "; ".join(unexpected)
+    return _stage("static", "pip-check", status, **fields)
+
+
 def run(args, corrupt) -> dict:
     requested = LEVELS[: LEVELS.index(args.level) + 1]
     required = LEVELS[: LEVELS.index(args.require) + 1] if args.require else ()
@@ -891,7 +929,7 @@ def run(args, corrupt) -> dict:
         return entry["status"]
 
     t0 = time.perf_counter()
-    record("static", run_static(expect))
+    record("static", run_static(expect) + ([run_pip_check(expect)] if args.check_pip else []))
 
     if "import" in requested:
         driver = probe_driver()
@@ -1007,6 +1045,8 @@ def parse_args(argv):
     p.add_argument("--level", choices=LEVELS, default="static", help="highest level to run (cumulative)")
     p.add_argument("--require", choices=LEVELS, help="treat a skip at or below this level as a failure")
     p.add_argument("--json", help="write the JSON result here")
+    p.add_argument("--check-pip", action="store_true",
+                   help="static level: also run `pip check`, allowing only the requirements --no-deps drops")
     p.add_argument("--site", action="append", default=[], metavar="DIR",
                    help="site.addsitedir(DIR) before anything is imported (repeatable; .pth files are honoured)")
     p.add_argument("--seq-q", dest="seq_q", type=int, default=GPU_SHAPE["seq_q"], help="gpu level: query tokens")

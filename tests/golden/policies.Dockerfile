@@ -81,11 +81,12 @@ RUN --mount=type=cache,target=/root/.cache/pip,sharing=locked \
       pip install --no-deps --require-hashes -r /tmp/pinwheel/lock/03-local.fallback-demo-fallback.txt; \
     fi
 
-# Invariants: every pin is still what the lock says after all steps; the build
-# fails naming the package, the expected and the found version.
+# Invariants: every pin is still what the lock says after all steps (the build
+# fails naming the package, the expected and the found version), and `pip check`
+# finds nothing beyond the requirements --no-deps drops on purpose.
 COPY lock/${VARIANT}/expect.json /opt/pinwheel/expect.json
 COPY smoke_payload.py /opt/pinwheel/smoke_payload.py
-RUN python /opt/pinwheel/smoke_payload.py --expect /opt/pinwheel/expect.json --level static
+RUN python /opt/pinwheel/smoke_payload.py --expect /opt/pinwheel/expect.json --level static --check-pip
 
 FROM image AS smoke
 CMD ["python", "/opt/pinwheel/smoke_payload.py", "--expect", "/opt/pinwheel/expect.json", "--level", "gpu", "--json", "/dev/stdout"]

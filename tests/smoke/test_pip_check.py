@@ -1,0 +1,53 @@
+"""The invariant step's `pip check`: only the requirements --no-deps drops on purpose may be broken."""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import venv
+from pathlib import Path
+
+import pytest
+
+PAYLOAD = Path(__file__).resolve().parents[2] / "pinwheel" / "smoke_payload.py"
+
+
+@pytest.fixture(scope="module")
+def broken_env(tmp_path_factory):
+    """A venv where `frontend` is installed --no-deps and its `helper>=1` is missing."""
+    root = tmp_path_factory.mktemp("pipcheck")
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+    from localindex import build_wheel
+
+    wheel = build_wheel(root, "frontend", "1.0", requires=["helper>=1"])
+    env = root / "venv"
+    venv.EnvBuilder(with_pip=True).create(env)
+    python = env / "bin" / "python"
+    subprocess.run([str(python), "-m", "pip", "install", "-q", "--no-index", "--no-deps", str(wheel)], check=True)
+    return python, root
+
+
+def run(python: Path, root: Path, suppressed: dict) -> tuple[int, dict]:
+    expect = root / "expect.json"
+    expect.write_text(json.dumps({"pins": {"frontend": "1.0"}, "suppressed": suppressed}))
+    out = root / "out.json"
+    proc = subprocess.run([str(python), str(PAYLOAD), "--expect", str(expect), "--level", "static", "--check-pip",
+                           "--json", str(out)], capture_output=True, text=True)
+    doc = json.loads(out.read_text())
+    return proc.returncode, next(s for s in doc["stages"] if s["name"] == "pip-check")
+
+
+def test_suppressed_requirement_is_accepted(broken_env):
+    python, root = broken_env
+    rc, stage = run(python, root, {"frontend": ["helper>=1"]})
+    assert rc == 0
+    assert stage["status"] == "passed"
+    assert stage["accepted_suppressed"] == ["frontend 1.0 requires helper, which is not installed."]
+
+
+def test_unexpected_broken_requirement_fails_the_build_step(broken_env):
+    python, root = broken_env
+    rc, stage = run(python, root, {})
+    assert rc == 1
+    assert stage["status"] == "failed"
+    assert "frontend 1.0 requires helper, which is not installed." in stage["error"]
