@@ -57,7 +57,7 @@ image: deps engine
 	$(PY) build.py build --cuda $(CUDA)
 
 smoke: deps engine
-	$(PY) build.py smoke --cuda $(CUDA) $(if $(IMAGE),--image $(IMAGE),)
+	$(PY) build.py smoke --cuda $(CUDA) $(IMAGE)
 
 publish: deps engine registry
 	$(PY) build.py publish --cuda $(CUDA)

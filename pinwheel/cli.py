@@ -190,7 +190,7 @@ def cmd_smoke(args: argparse.Namespace) -> int:
 
     m = manifest_mod.load(args.manifest)
     engine = engine_or_fail()
-    image = args.image
+    image = args.image or args.image_opt
     if not image:
         plan = plan_variant(m, select_variant(m, args))
         try:
@@ -255,6 +255,65 @@ def cmd_bump(args: argparse.Namespace) -> int:
     else:
         print_bump(report, out(), show_all=args.all)
     return EXIT_PROBLEM if report.blocked else EXIT_OK
+
+
+def select_variants(m: Manifest, args: argparse.Namespace) -> list[str]:
+    """--variant NAME or --cuda MAJOR select one variant (see select_variant); neither: all of them."""
+    if getattr(args, "variant", None) or getattr(args, "cuda", None):
+        return [select_variant(m, args)]
+    return list(m.variants)
+
+
+def cmd_lock(args: argparse.Namespace) -> int:
+    from .lock import DEFAULT_ENGINE, LockError, LockUnavailable, check_lock, lock_variant
+
+    m = manifest_mod.load(args.manifest)
+    root = m.path.parent
+    plans = [plan_variant(m, n) for n in select_variants(m, args)]
+    if args.check:
+        stale = []
+        for plan in plans:
+            c = check_lock(plan, root, args.engine)
+            if c.status == "ok":
+                out().print(f"{c.variant}: {escape(c.detail)}")
+            elif c.status == "missing" and c.needs_env:
+                out().print(f"[yellow]{c.variant}: not locked ({escape(c.detail)}); locking it needs "
+                            f"${c.needs_env} (its extra index)[/yellow]")
+            else:
+                stale.append(c.variant)
+                err().print(f"[red]{c.variant}: {c.status}: {escape(c.detail)}[/red]")
+        if stale:
+            err().print(f"[red]stale lock(s): {', '.join(stale)}: run `make lock`[/red]")
+            return EXIT_PROBLEM
+        return EXIT_OK
+    failed: list[str] = []
+    unavailable: list[str] = []
+    for plan in plans:
+        try:
+            res = lock_variant(plan, root, engine=args.engine or DEFAULT_ENGINE, upgrade=args.upgrade,
+                               log=lambda msg: err().print(escape(msg)))
+        except LockUnavailable as exc:
+            unavailable.append(plan.variant.name)
+            err().print(f"[red]{plan.variant.name}: cannot lock here:[/red] {escape(str(exc))}")
+            continue
+        except LockError as exc:
+            failed.append(plan.variant.name)
+            err().print(f"[red]{plan.variant.name}: lock failed:[/red] {escape(str(exc))}")
+            continue
+        for w in res.warnings:
+            err().print(f"[yellow]{res.variant}: {escape(w)}[/yellow]")
+        rel = res.dir.relative_to(root).as_posix()
+        out().print(f"{res.variant}: locked {res.packages} packages with {res.engine} into {rel} "
+                    f"(resolve {res.compile_seconds:.1f}s, total {res.total_seconds:.1f}s)")
+        for file, names in res.slices.items():
+            out().print(f"  {file}: {len(names)} package(s)")
+    if failed:
+        err().print(f"[red]not locked (resolver failure): {', '.join(failed)}[/red]")
+    if unavailable:
+        err().print(f"[red]not locked (cannot be made here): {', '.join(unavailable)}[/red]")
+    if unavailable:
+        return EXIT_BAD_INPUT
+    return EXIT_PROBLEM if failed else EXIT_OK
 
 
 def not_yet(name: str) -> Callable[[argparse.Namespace], int]:
@@ -332,7 +391,8 @@ def build_parser() -> argparse.ArgumentParser:
                                     "everywhere; imports and the DSA forward where a GPU is present, else SKIPPED. "
                                     "The result is recorded per image id for `publish`.")
     add_variant_args(sm)
-    sm.add_argument("--image", help="image reference (default: build the variant, then smoke it)")
+    sm.add_argument("image", nargs="?", help="image reference (default: build the variant, then smoke it)")
+    sm.add_argument("--image", dest="image_opt", help=argparse.SUPPRESS)
     sm.add_argument("--level", default="gpu", choices=["static", "import", "gpu"])
     sm.add_argument("--gpus", default="auto", choices=["auto", "yes", "no"], help="pass the GPUs in (auto: when nvidia-smi exists)")
     sm.add_argument("--quiet", action="store_true")
@@ -365,12 +425,20 @@ def build_parser() -> argparse.ArgumentParser:
     bp.add_argument("--index-url", help="index to read metadata from (default: pip's configuration)")
     bp.set_defaults(func=cmd_bump)
 
-    for name, helptext in (
-        ("lock", "write hashed locks per variant"),
-    ):
-        s = sub.add_parser(name, help=helptext, description=helptext)
-        s.add_argument("rest", nargs=argparse.REMAINDER)
-        s.set_defaults(func=not_yet(name))
+    lk = sub.add_parser(
+        "lock", help="write hashed locks per variant",
+        description=("Resolve each variant once (pip-compile, or uv for another target Python/platform), with the\n"
+                     "shared, --no-deps and fallback pins as constraints, and write images/<image>/lock/<variant>/:\n"
+                     "requirements.txt (whole lock, hashed), one NN-<set>.txt slice per wheel set, fallback files\n"
+                     "and expect.json. --check compares the inputs digest with the manifest, without the network.\n"
+                     "Exit 0 done/up to date, 1 stale (--check) or resolver failure, 2 a variant cannot be locked here."),
+        formatter_class=argparse.RawDescriptionHelpFormatter)
+    add_variant_args(lk)
+    lk.add_argument("--engine", choices=["pip-compile", "uv"], default=None,
+                    help="resolver (default pip-compile; with --check: the engine each lock was made with)")
+    lk.add_argument("--check", action="store_true", help="exit 1 naming the variants whose lock is stale (no network)")
+    lk.add_argument("--upgrade", action="store_true", help="re-resolve from scratch instead of keeping earlier pins")
+    lk.set_defaults(func=cmd_lock)
     return p
 
 

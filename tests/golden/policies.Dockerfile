@@ -88,5 +88,7 @@ COPY lock/${VARIANT}/expect.json /opt/pinwheel/expect.json
 COPY smoke_payload.py /opt/pinwheel/smoke_payload.py
 RUN python /opt/pinwheel/smoke_payload.py --expect /opt/pinwheel/expect.json --level static --check-pip
 
+# `docker run --gpus all <image>:...-smoke` on a GPU host: imports and the DSA
+# forward, checked against references; a missing GPU fails it rather than passing.
 FROM image AS smoke
-CMD ["python", "/opt/pinwheel/smoke_payload.py", "--expect", "/opt/pinwheel/expect.json", "--level", "gpu", "--json", "/dev/stdout"]
+CMD ["python", "/opt/pinwheel/smoke_payload.py", "--expect", "/opt/pinwheel/expect.json", "--level", "gpu", "--require", "gpu"]
