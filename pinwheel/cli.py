@@ -70,11 +70,23 @@ def add_variant_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--cuda", help="pick the variant by CUDA major version (e.g. 13)")
 
 
-def index_client(args: argparse.Namespace, m: Manifest):
+def index_client(args: argparse.Namespace, m: Manifest, plan: Plan | None = None):
+    """The index metadata comes from; torch from the variant's extra index where it names one."""
+    import os
+
     from .index import IndexClient
+    from .resolve import RoutedSource
 
     cache = m.path.parent / ".cache" / "index"
-    return IndexClient(index_url=getattr(args, "index_url", None), cache_dir=cache, offline=getattr(args, "offline", False))
+    offline = getattr(args, "offline", False)
+    client = IndexClient(index_url=getattr(args, "index_url", None), cache_dir=cache, offline=offline)
+    env = plan.variant.torch_index_env if plan else None
+    if not env:
+        return client
+    url = os.environ.get(env, "").strip()
+    torch_source = (IndexClient(index_url=url, cache_dir=cache, offline=offline) if url else
+                    f"torch for {plan.variant.name} comes from the index in ${env}, which is not set")
+    return RoutedSource(client, {"torch": torch_source})
 
 
 def cmd_report(args: argparse.Namespace) -> int:
@@ -87,8 +99,9 @@ def cmd_report(args: argparse.Namespace) -> int:
     lock_dir = image_dir(m) / "lock" / plan.variant.name
     locked = None if args.no_lock else read_lock_slices(plan, lock_dir)
     try:
-        client = index_client(args, m)
-        resolved = resolve_memoized(plan, client, client.cache_dir, m.path.parent / "wheels", locked)
+        client = index_client(args, m, plan)
+        cache_dir = m.path.parent / ".cache" / "index"
+        resolved = resolve_memoized(plan, client, cache_dir, m.path.parent / "wheels", locked)
     except (ResolveError, IndexClientError) as exc:
         raise UsageError(str(exc)) from None
     if args.json:

@@ -180,7 +180,16 @@ class Resolver:
     def pick(self, plan: Plan, name: str, spec: SpecifierSet, pins: dict[str, str]) -> str | None:
         """Newest version with a wheel for the target whose own requirements keep this step's pins."""
         if name in pins and spec.contains(pins[name], prereleases=True):
-            return pins[name]
+            # `==2.13.0` also matches local builds such as 2.13.0+cu129: take what
+            # the index has, as pip would (the highest match).
+            try:
+                available = self.source.versions(name)
+            except Exception:  # unreadable here: judged as unchecked later
+                return pins[name]
+            exact = SpecifierSet(f"=={pins[name]}")
+            matches = sorted((v for v in available if exact.contains(v, prereleases=True)
+                              and spec.contains(v, prereleases=True)), reverse=True)
+            return str(matches[0]) if matches else pins[name]
         env = plan.target.marker_environment()
         # SpecifierSet.filter applies PEP 440: pre-releases only when nothing final fits.
         candidates = sorted(spec.filter(self.source.versions(name)), reverse=True)
@@ -360,8 +369,8 @@ def resolve_memoized(plan: Plan, source, cache_dir: Path, wheels_dir: Path | Non
     import hashlib
     import pickle
 
-    key_material = repr((plan, sorted((locked or {}).items()), _wheels_state(plan, wheels_dir),
-                         getattr(source, "index_url", None), 1)).encode()
+    source_key = getattr(source, "memo_key", None) or getattr(source, "index_url", None)
+    key_material = repr((plan, sorted((locked or {}).items()), _wheels_state(plan, wheels_dir), source_key, 1)).encode()
     key = hashlib.sha256(key_material).hexdigest()
     memo = cache_dir / "resolve" / f"{key}.pickle"
     state = _cache_state(cache_dir)
@@ -378,3 +387,39 @@ def resolve_memoized(plan: Plan, source, cache_dir: Path, wheels_dir: Path | Non
     tmp.write_bytes(pickle.dumps((_cache_state(cache_dir), resolved)))
     tmp.replace(memo)
     return resolved
+
+
+class RoutedSource:
+    """Reads some packages from another index, or marks them unreadable with a reason.
+
+    A variant whose torch comes from an extra index (a CUDA 12.9 build, say)
+    must not be judged with the default index's torch metadata.
+    """
+
+    def __init__(self, default: MetadataSource, routes: dict[str, "MetadataSource | str"]):
+        self.default = default
+        self.routes = {canonicalize_name(k): v for k, v in routes.items()}
+        self.index_url = getattr(default, "index_url", None)
+
+    @property
+    def memo_key(self) -> tuple:
+        routes = sorted((k, v if isinstance(v, str) else getattr(v, "index_url", repr(v))) for k, v in self.routes.items())
+        return (self.index_url, tuple(routes))
+
+    def _source(self, name: str) -> MetadataSource:
+        route = self.routes.get(canonicalize_name(name))
+        if isinstance(route, str):
+            raise ResolveError(route)
+        return route or self.default
+
+    def versions(self, name):
+        return self._source(name).versions(name)
+
+    def best_wheel(self, name, version, python_version, platforms):
+        return self._source(name).best_wheel(name, version, python_version, platforms)
+
+    def metadata(self, name, version, python_version=None, platforms=None):
+        return self._source(name).metadata(name, version, python_version, platforms)
+
+    def local_metadata(self, path):
+        return self.default.local_metadata(path)

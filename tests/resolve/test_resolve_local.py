@@ -147,3 +147,43 @@ def test_nothing_satisfies_is_a_clear_error(local_index, tmp_path, capsys):
     rc = cli.main(["--manifest", str(path), "report", "--variant", "t", "--index-url", url])
     assert rc == 2
     assert "no version of missing-dep satisfies missing-dep>=1 (from app 1.0)" in capsys.readouterr().err.replace("\n", "")
+
+
+TORCH_FROM_EXTRA = """\
+manifest_version: 1
+image: {name: demo, repository: pinwheel/demo}
+variants:
+  cu129: {cuda: "12.9", torch: "2.13.0", python: "3.11", platform: manylinux_2_28_x86_64,
+          base: "pinwheel/base:bookworm-py311", tag: "t-{date}", torch_index_env: DEMO_TORCH_INDEX}
+wheel_sets:
+  - name: torch
+    why: "torch from the variant's own index"
+    packages:
+      - {requirement: "torch==2.13.0"}
+"""
+
+
+def test_torch_from_the_variants_extra_index(local_index, tmp_path, capsys, monkeypatch):
+    local_index.add("torch", "2.13.0", requires=["nvidia-cudnn-cu13==9.20.0.48"])  # the default index's build
+    default_url = local_index.serve()
+    extra = type(local_index)(tmp_path / "extra-index")
+    try:
+        extra.add("torch", "2.13.0+cu129", requires=["nvidia-cudnn-cu12==9.10.2.21"])
+        extra.add("nvidia-cudnn-cu12", "9.10.2.21")
+        local_index.add("nvidia-cudnn-cu12", "9.10.2.21")
+        path = tmp_path / "wheels_manifest.yaml"
+        path.write_text(TORCH_FROM_EXTRA)
+        monkeypatch.delenv("DEMO_TORCH_INDEX", raising=False)
+        assert cli.main(["--manifest", str(path), "report", "--json", "--index-url", default_url]) == 0
+        data = json.loads(capsys.readouterr().out)
+        (torch_edge,) = [e for e in data["edges"] if e["parent"] == "torch"]
+        assert torch_edge["verdict"] == "unchecked"
+        assert "$DEMO_TORCH_INDEX, which is not set" in torch_edge["detail"]
+
+        monkeypatch.setenv("DEMO_TORCH_INDEX", extra.serve())
+        assert cli.main(["--manifest", str(path), "report", "--json", "--index-url", default_url]) == 0
+        data = json.loads(capsys.readouterr().out)
+        assert {p["name"]: p["version"] for p in data["packages"]} == {"torch": "2.13.0+cu129",
+                                                                       "nvidia-cudnn-cu12": "9.10.2.21"}
+    finally:
+        extra.close()
