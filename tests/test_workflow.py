@@ -1,0 +1,159 @@
+"""The users' image workflow (.github/workflows/images.yml): its structure, read with PyYAML."""
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+import yaml
+
+ROOT = Path(__file__).resolve().parents[1]
+WORKFLOW = ROOT / ".github" / "workflows" / "images.yml"
+GPU_RUNNER = ["self-hosted", "gpu"]
+
+
+@pytest.fixture(scope="module")
+def wf() -> dict:
+    data = yaml.safe_load(WORKFLOW.read_text())
+    assert isinstance(data, dict)
+    return data
+
+
+def triggers(wf: dict) -> dict:
+    # YAML 1.1 reads the bare key `on` as the boolean True.
+    on = wf.get("on", wf.get(True))
+    assert on is not None, "the workflow has no triggers"
+    return on if isinstance(on, dict) else {name: None for name in ([on] if isinstance(on, str) else on)}
+
+
+def needs(job: dict) -> list[str]:
+    value = job.get("needs", [])
+    return [value] if isinstance(value, str) else list(value)
+
+
+def run_text(job: dict) -> str:
+    return "\n".join(step.get("run", "") for step in job["steps"])
+
+
+def variants(job: dict) -> list[tuple[str, str]]:
+    include = job["strategy"]["matrix"]["include"]
+    return [(str(item["variant"]), str(item["cuda"])) for item in include]
+
+
+def test_jobs_and_order(wf: dict) -> None:
+    jobs = wf["jobs"]
+    assert set(jobs) == {"build", "smoke", "publish"}
+    assert needs(jobs["build"]) == []
+    assert needs(jobs["smoke"]) == ["build"]
+    assert "smoke" in needs(jobs["publish"]), "publish must wait for the smoke"
+
+    # The needs graph is acyclic and topologically build -> smoke -> publish.
+    order, seen = [], set()
+
+    def visit(name: str, stack: tuple[str, ...] = ()) -> None:
+        assert name not in stack, f"needs cycle: {' -> '.join(stack + (name,))}"
+        if name in seen:
+            return
+        for dep in needs(jobs[name]):
+            assert dep in jobs, f"{name} needs unknown job {dep}"
+            visit(dep, stack + (name,))
+        seen.add(name)
+        order.append(name)
+
+    for name in jobs:
+        visit(name)
+    assert order.index("build") < order.index("smoke") < order.index("publish")
+
+
+def test_triggers(wf: dict) -> None:
+    on = triggers(wf)
+    assert "workflow_dispatch" in on
+    assert on["push"]["branches"] == ["main"]
+    assert "wheels_manifest.yaml" in on["push"]["paths"]
+
+
+def test_matrix_covers_both_variants(wf: dict) -> None:
+    expected = [("cu130", "13"), ("cu129", "12")]
+    for name in ("build", "smoke"):
+        job = wf["jobs"][name]
+        assert variants(job) == expected, name
+        assert job["strategy"].get("fail-fast") is False, f"{name}: one variant's failure must not hide the other's"
+
+
+def test_build_uses_the_front_door(wf: dict) -> None:
+    job = wf["jobs"]["build"]
+    assert "make image CUDA=${{ matrix.cuda }}" in run_text(job)
+    assert "make check-render" in run_text(job)
+
+
+def test_smoke_runs_on_the_gpu_runner(wf: dict) -> None:
+    job = wf["jobs"]["smoke"]
+    assert job["runs-on"] == GPU_RUNNER
+    text = run_text(job)
+    assert re.search(r"python build\.py smoke --cuda \$\{\{ matrix\.cuda \}\}", text)
+    assert "--gpus yes" in text, "the GPU runner must not silently skip the GPU levels"
+    upload = [s for s in job["steps"] if str(s.get("uses", "")).startswith("actions/upload-artifact@")]
+    assert upload and upload[0]["with"]["path"].startswith(".pinwheel/smoke")
+
+
+def test_publish_only_cu130_after_smoke_with_gpu_required(wf: dict) -> None:
+    job = wf["jobs"]["publish"]
+    assert "strategy" not in job, "publish is for cu130 only, not a matrix"
+    assert job["runs-on"] == GPU_RUNNER, "publish must see the engine the smoke ran on"
+    assert "cu130-torch213" in job["name"]
+    text = run_text(job)
+    commands = [line.strip() for line in text.splitlines() if "build.py publish" in line]
+    assert len(commands) == 1
+    cmd = commands[0]
+    assert "--cuda 13" in cmd
+    assert "--registry ${{ vars.REGISTRY }}" in cmd
+    assert cmd.endswith("--require-gpu") or " --require-gpu" in cmd
+    # publish never runs for pull requests
+    assert "pull_request" in job["if"] and "refs/heads/main" in job["if"]
+    # the smoke record publish checks comes from the cu130 smoke
+    downloads = [s for s in job["steps"] if str(s.get("uses", "")).startswith("actions/download-artifact@")]
+    assert [d["with"]["name"] for d in downloads] == ["smoke-cu130"]
+    assert downloads[0]["with"]["path"] == ".pinwheel/smoke"
+
+
+def test_every_job_is_on_the_gpu_runner_with_a_timeout(wf: dict) -> None:
+    for name, job in wf["jobs"].items():
+        assert job["runs-on"] == GPU_RUNNER, name
+        assert int(job["timeout-minutes"]) > 0, name
+
+
+def test_forks_never_reach_the_self_hosted_runner(wf: dict) -> None:
+    on = triggers(wf)
+    assert "pull_request_target" not in on
+    if "pull_request" in on:
+        cond = wf["jobs"]["build"]["if"]
+        assert "head.repo.full_name == github.repository" in cond
+
+
+def test_no_secret_is_echoed(wf: dict) -> None:
+    text = WORKFLOW.read_text()
+    assert "ACTIONS_STEP_DEBUG" not in text
+    for name, job in wf["jobs"].items():
+        for step in job["steps"]:
+            script = step.get("run", "")
+            # secrets go to actions' inputs only, never into a shell script
+            assert "secrets." not in script, f"{name}: a secret is expanded into a run script"
+            assert not re.search(r"\b(echo|printf|cat)\b[^\n]*\$\{\{\s*secrets", script), name
+            assert "set -x" not in script, f"{name}: set -x would print expanded values"
+        for key in ("env",):
+            for value in (job.get(key) or {}).values():
+                assert "secrets." not in str(value), f"{name}: secret in job env is visible to every step"
+    for value in (wf.get("env") or {}).values():
+        assert "secrets." not in str(value), "secret in workflow env is visible to every step"
+    # the only place secrets appear: docker/login-action's inputs
+    uses_secrets = [
+        (name, step.get("uses"))
+        for name, job in wf["jobs"].items()
+        for step in job["steps"]
+        if "secrets." in yaml.safe_dump(step)
+    ]
+    assert uses_secrets == [("publish", "docker/login-action@v3")]
+
+
+def test_permissions_are_read_only(wf: dict) -> None:
+    assert wf["permissions"] == {"contents": "read"}
