@@ -1,0 +1,83 @@
+"""The committed lock of the shipped manifest: up to date, and sliced consistently (no network)."""
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+from pinwheel import cli, manifest
+from pinwheel.lock import check_lock, lock_sha256, read_lock
+from pinwheel.plan import plan_variant
+from pinwheel.render import StepView
+
+ROOT = Path(__file__).resolve().parents[2]
+MANIFEST = ROOT / "wheels_manifest.yaml"
+CU130 = ROOT / "images" / "train" / "lock" / "cu130"
+
+
+def test_lock_check_exits_0(capsys):
+    assert cli.main(["--manifest", str(MANIFEST), "lock", "--check"]) == 0
+    out = capsys.readouterr().out
+    assert "cu130: up to date" in out
+    assert "PINWHEEL_TORCH_CU129_INDEX" in out  # cu129 cannot be locked without its extra index
+
+
+def test_cu130_lock_is_current():
+    m = manifest.load(MANIFEST)
+    assert check_lock(plan_variant(m, "cu130"), ROOT).status == "ok"
+
+
+def test_every_package_in_exactly_one_slice():
+    lock = read_lock(CU130)
+    files = lock.slices + lock.fallbacks
+    seen: dict[str, str] = {}
+    for s in files:
+        for p in s.packages:
+            assert p.name not in seen, f"{p.name} in {seen.get(p.name)} and {s.file}"
+            seen[p.name] = s.file
+            assert p.hashes == lock.packages[p.name].hashes and p.version == lock.packages[p.name].version
+    assert sorted(seen) == sorted(lock.packages)
+
+
+def test_slices_match_the_dockerfile_and_the_design():
+    m = manifest.load(MANIFEST)
+    plan = plan_variant(m, "cu130")
+    lock = read_lock(CU130)
+    wanted = [s.lock_file for s in plan.steps if StepView(s, (), ()).index_packages]
+    assert [s.file for s in lock.slices] == wanted
+    dockerfile = (ROOT / "images" / "train" / "Dockerfile").read_text()
+    for f in re.findall(r"COPY lock/\$\{VARIANT\}/(\S+) ", dockerfile):
+        assert (CU130 / f).exists(), f
+    assert lock.slice_of("torch").file == "01-torch.txt" and lock.versions["torch"] == "2.13.0"
+    assert lock.slice_of("nvidia-cutlass-dsl").file == "02-kernels.txt"
+    assert lock.versions["nvidia-cutlass-dsl"] == "4.6.2" and lock.versions["apache-tvm-ffi"] == "0.1.11"
+    # the --no-deps step's 1.26.0, not the newer release flashinfer alone would pull
+    assert lock.slice_of("nvidia-cudnn-frontend").names == ["nvidia-cudnn-frontend"]
+    assert lock.versions["nvidia-cudnn-frontend"] == "1.26.0"
+    # one cuda-bindings for torch and cuda-python, installed with torch
+    assert lock.slice_of("cuda-bindings").file == "01-torch.txt" and lock.versions["cuda-bindings"].startswith("13.4.")
+    assert [f.file for f in lock.fallbacks] == ["04-local-kernels.fallback-flash-mla.txt"]
+    assert lock.fallbacks[0].versions == {"sgl-flash-mla": "1.0.0"}
+
+
+def test_expect_json():
+    lock = read_lock(CU130)
+    expect = json.loads((CU130 / "expect.json").read_text())
+    assert expect["schema"] == 1 and expect["variant"] == "cu130"
+    assert expect["pins"] == lock.image_versions
+    assert "sgl-flash-mla" not in expect["pins"] and expect["fallbacks"] == {"sgl-flash-mla": "1.0.0"}
+    assert 'nvidia-cutlass-dsl[cu13]==4.5.0; extra == "cutedsl"' in expect["suppressed"]["nvidia-cudnn-frontend"]
+    assert expect["suppressed"]["sgl-flash-mla"] == ["torch>=2.14.1"]
+
+
+def test_no_index_url_or_machine_path():
+    for f in CU130.iterdir():
+        text = f.read_text()
+        assert not re.search(r"https?://", text), f.name
+        assert not re.search(r"--(extra-)?index-url|--find-links", text), f.name
+        assert not re.search(r"(?<![\w.])/(tmp|root|home|work|opt|etc)/", text), f.name
+
+
+def test_lock_sha256_is_stable():
+    assert lock_sha256(CU130) == lock_sha256(CU130)
+    assert re.fullmatch(r"[0-9a-f]{64}", lock_sha256(CU130))
