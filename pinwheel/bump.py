@@ -34,6 +34,7 @@ import dataclasses
 import hashlib
 import json
 import os
+import re
 import time
 from collections import defaultdict
 from dataclasses import dataclass, field
@@ -113,7 +114,7 @@ class AbiFinding:
     sample_unstable_symbols: list[str]
     verdict: str
     detail: str
-    cache: str  # hit | classified | pure-python | unavailable
+    checked: str  # classified (ELF read, now or from .cache/abi) | pure-python (not downloaded) | unavailable
 
 
 @dataclass
@@ -393,15 +394,18 @@ class _Bump:
         self.bumps = {canonicalize_name(r.name): r for r in bumps}
         self.new = {n: list(r.specifier)[0].version for n, r in self.bumps.items()}
         self.notes: list[str] = []
-        self.resolver = Resolver(_SourceRouter(client, torch_client), self.root / "wheels")
+        self.source = _SourceRouter(client, torch_client)
+        self.resolver = Resolver(self.source, self.root / "wheels")
         self.abi_cache = AbiCache(self.root, client, offline)
+        self.today_torch: str | None = None
 
     # ------------------------------------------------------------ inputs
 
     def validate(self) -> None:
-        for name, version in self.new.items():
+        for name, version in list(self.new.items()):
+            client = self.source.client_for(name)
             try:
-                versions = self.client.versions(name)
+                versions = client.versions(name)
             except PackageNotFound:
                 local = [p for p in self.plan.packages(active_only=False) if p.name == name and p.local]
                 if local:
@@ -410,18 +414,26 @@ class _Bump:
                         f"into wheels/ and update its pin in {self.m.path.name}") from None
                 raise BumpInputError(f"unknown package {name!r}: the index has no project of that name") from None
             want = Version(version)
-            if want not in versions and not self.offline and self.client.max_age is not None:
-                fresh = IndexClient(index_url=self.client.index_url, cache_dir=self.client.cache_dir)
+            exact = SpecifierSet(f"=={version}")
+            if not any(exact.contains(v, prereleases=True) for v in versions) and not self.offline \
+                    and client.max_age is not None:
+                fresh = IndexClient(index_url=client.index_url, cache_dir=client.cache_dir)
                 versions = fresh.versions(name)  # the cached page may predate the release
-                pages = getattr(self.client, "_pages", None)
+                pages = getattr(client, "_pages", None)
                 if isinstance(pages, dict):  # forget the stale in-memory page, re-read the refreshed file
                     pages.pop(name, None)
+            if want not in versions:
+                # ==2.14.1 also matches a local build such as 2.14.1+cu129, as pip would take it
+                local_builds = sorted(v for v in versions if exact.contains(v, prereleases=True))
+                if local_builds:
+                    want = local_builds[-1]
+                    self.new[name] = str(want)
             if want not in versions:
                 finals = [v for v in versions if not v.is_prerelease]
                 near = sorted(finals or versions, key=lambda v: (abs(_ordinal(v) - _ordinal(want)), v))[:4]
                 hint = f" (nearest: {', '.join(str(v) for v in sorted(near))})" if near else ""
                 raise BumpInputError(f"{name} {version} is not on the index{hint}")
-            f = self.client.best_wheel(name, want, self.plan.target.python, self.plan.target.platforms())
+            f = client.best_wheel(name, want, self.plan.target.python, self.plan.target.platforms())
             if f is None:
                 raise BumpInputError(f"{name} {version} has no wheel for Python {self.plan.target.python} on "
                                      f"{self.plan.target.platform} (variant {self.plan.variant.name})")
@@ -455,6 +467,15 @@ class _Bump:
             from .lock import LockError, read_lock
         except ImportError:
             return read_lock_slices(self.plan, lock_dir)
+        try:
+            from .lock import check_lock
+
+            state = check_lock(self.plan, self.root)
+            if state.status != "ok":
+                self.notes.append(f"the lock is {state.status} ({state.detail}): today's image is read from it as "
+                                  "committed; `pinwheel lock` brings it up to date")
+        except (ImportError, LockError, OSError) as exc:
+            self.notes.append(f"could not check whether the lock is up to date: {exc}")
         try:
             lock = read_lock(lock_dir)
         except LockError as exc:
@@ -601,24 +622,24 @@ class _Bump:
     def _nearest(self, plan: Plan, name: str, spec: SpecifierSet, current: str | None) -> str | None:
         """The release satisfying ``spec`` closest to ``current`` (the lowest above it, else the highest below)."""
         try:
-            versions = sorted(spec.filter(self.client.versions(name)))
+            versions = sorted(spec.filter(self.source.versions(name)))
         except IndexClientError:
             return None
         cur = _v(current) if current else None
         above = [v for v in versions if cur is None or v >= cur]
         below = [v for v in reversed(versions) if cur is not None and v < cur]
         for v in (above + below)[:FIX_LOOKUPS]:
-            if self.client.best_wheel(name, v, plan.target.python, plan.target.platforms()) is not None:
+            if self.source.best_wheel(name, v, plan.target.python, plan.target.platforms()) is not None:
                 return str(v)
         return None
 
     def _newest(self, plan: Plan, name: str, spec: SpecifierSet) -> str | None:
         try:
-            versions = self.client.versions(name)
+            versions = self.source.versions(name)
         except IndexClientError:
             return None
         for v in sorted(spec.filter(versions), reverse=True)[:FIX_LOOKUPS]:
-            if self.client.best_wheel(name, v, plan.target.python, plan.target.platforms()) is not None:
+            if self.source.best_wheel(name, v, plan.target.python, plan.target.platforms()) is not None:
                 return str(v)
         return None
 
@@ -633,7 +654,7 @@ class _Bump:
         """
         extras = tuple(extras)
         try:
-            versions = self.client.versions(parent)
+            versions = self.source.versions(parent)
         except IndexClientError as exc:
             return Fix("none", parent, None, f"cannot list versions of {parent}: {exc}", complete=False)
         cur = _v(current)
@@ -651,7 +672,7 @@ class _Bump:
             vs = vs[: self.fix_lookups]
             if not vs:
                 return []
-            got = self.client.metadata_many([(parent, v) for v in vs], plan.target.python, plan.target.platforms())
+            got = self.source.metadata_many([(parent, v) for v in vs], plan.target.python, plan.target.platforms())
             checked += len(vs)
             ok = []
             for v in vs:
@@ -736,7 +757,7 @@ class _Bump:
                     b = planned.local.built_against
                     built = {"torch": b.torch, "cuda": b.cuda, "arch_list": list(b.arch_list)}
             else:
-                f = self.client.best_wheel(inst.name, inst.version, plan.target.python, plan.target.platforms())
+                f = self.source.best_wheel(inst.name, inst.version, plan.target.python, plan.target.platforms())
                 if f is not None:
                     filename = f.filename
                     if all(t.platform == "any" and t.abi == "none" for t in f.tags):
@@ -758,14 +779,30 @@ class _Bump:
         built_torch = built.get("torch") if built else None
         exact = _lower_bound(declared) if declared and declared.startswith("==") else None
         sample = sorted({s for e in w.elf_files for s in e.sample_unstable_symbols})[:3]
-        if w.abi_class == "unstable":
-            evidence = [("version label", label.torch), ("exact torch pin", exact), ("manifest built_against", built_torch)]
+        builds = _per_torch_builds(w)
+        if w.abi_class == "unstable" and len(builds) > 1:
+            # One C++ build per torch release, picked by torch's version at import (torch24 ... torch29).
+            new_mm, old_mm = _mm(new_torch), _mm(self.today_torch) if self.today_torch else None
+            span = f"{builds[0]} to {builds[-1]}" if len(builds) > 2 else " and ".join(builds)
+            if new_mm in builds:
+                verdict, detail = "ok", f"unstable C++ ABI, one build per torch release ({span}): it ships one for {new_mm}"
+            elif old_mm in builds:
+                verdict = "rebuild"
+                detail = (f"unstable C++ ABI, one build per torch release ({span}): today's {old_mm} is covered, "
+                          f"{new_mm} is not; needs a release with a torch {new_mm} build")
+            else:
+                verdict = "ok"
+                detail = (f"unstable C++ ABI, one build per torch release ({span}), picked by torch's version at "
+                          f"import: none for today's torch {old_mm} either, so the bump changes nothing here")
+            fwd = None
+        elif w.abi_class == "unstable":
+            evidence = [("manifest built_against", built_torch), ("version label", label.torch), ("exact torch pin", exact)]
             for what, tv in evidence:
                 if tv and _minor(tv) == _minor(new_torch):
                     verdict, detail = "ok", f"unstable C++ ABI, built for torch {tv} ({what}), same minor as {new_torch}"
                     break
             else:
-                was = next((f"{tv} ({what})" for what, tv in evidence if tv), "an unknown torch")
+                was = next((f"torch {tv} ({what})" for what, tv in evidence if tv), "an unknown torch")
                 where = "rebuild the wheel" if inst.source == "local" else "needs a release built against it"
                 verdict = "rebuild"
                 detail = (f"imports torch's unstable C++ ABI ({', '.join(sample) or 'c10/at symbols'}); built against "
@@ -784,7 +821,7 @@ class _Bump:
             verdict = "ok"
             detail = "no torch symbols imported" if w.is_compiled else "no compiled code"
         return AbiFinding(inst.name, inst.version, filename or w.filename, inst.source, w.abi_class, declared,
-                          w.local_label, built, mismatches, fwd, sample, verdict, detail, how)
+                          w.local_label, built, mismatches, fwd, sample, verdict, detail, "classified")
 
     def _declared(self, inst: Installed, plan: Plan) -> str | None:
         reqs = [r for r in self.requirements(plan, inst, include_suppressed=True) if canonicalize_name(r.name) == "torch"]
@@ -796,6 +833,7 @@ class _Bump:
         t0 = time.perf_counter()
         self.validate()
         before, installed_from, lock_dir = self.today()
+        self.today_torch = before["torch"].version if "torch" in before else None
         self.local_notes()
         before_edges = self.resolver.judge(self.plan, before)
         after_plan = self.plan_after()
@@ -916,16 +954,14 @@ class _Bump:
             self.notes.append(f"{len(pre_existing)} requirement(s) violated today and unchanged by the bump "
                               f"(pinwheel report lists them): " + ", ".join(f"{e.parent} {e.requirement}"
                                                                             for e in pre_existing[:5]))
-        if self.plan.variant.torch_index_env and "torch" in self.new:
-            var = self.plan.variant.torch_index_env
-            where = "read from it" if os.environ.get(var) else f"read from the default index ({var} is unset)"
-            self.notes.append(f"variant {self.plan.variant.name} takes torch from the index in ${var}; torch metadata "
-                              f"was {where}")
+        if self.plan.variant.torch_index_env:
+            self.notes.append(f"variant {self.plan.variant.name} takes torch from the index in "
+                              f"${self.plan.variant.torch_index_env}; torch's metadata was read from there")
         summary = {v: counts.get(v, 0) for v in VERDICTS}
         summary["blocked_shared_pins"] = sum(1 for s in shared if s.status == "unsatisfiable")
         summary["moves"] = sum(1 for m in move_list if m.kind in ("upgrade", "downgrade", "add"))
         summary["exit_code"] = 1 if summary["blocked"] else 0
-        timing = {"seconds": round(time.perf_counter() - t0, 3), "index": dict(self.client.stats),
+        timing = {"seconds": round(time.perf_counter() - t0, 3), "index": self.source.stats(),
                   "abi_cache": dict(self.abi_cache.stats)}
         return BumpReport(
             image=self.plan.image, variant=self.plan.variant.name,
@@ -1088,6 +1124,8 @@ class _Bump:
         if parent in self.new and fix.action == "upgrade":
             fixes.append(f"bump {parent} only to {fix.newest} (the newest release up to {ceiling} that accepts "
                          f"{name} {version})")
+        elif parent in self.new:
+            fixes.append(f"no release of {parent} after {start} up to {ceiling} accepts {name} {version}")
         elif fix.version:
             fixes.append(fix.text)
         else:
@@ -1108,6 +1146,25 @@ class _Bump:
         return fixes
 
 
+_TORCH_BUILD_RE = re.compile(r"(?:torch|pt)[-_.]?(\d)[._]?(\d{1,2})(?!\d)")
+
+
+def _per_torch_builds(w: abi_mod.WheelAbi) -> list[str]:
+    """Torch releases a wheel carries separate C++ builds for, read from its ELF file names."""
+    found = set()
+    for e in w.elf_files:
+        if e.vendored or e.abi_class != "unstable":
+            continue
+        m = _TORCH_BUILD_RE.search(e.path_in_wheel.rsplit("/", 1)[-1])
+        if m:
+            found.add(f"{m[1]}.{int(m[2])}")
+    return sorted(found, key=lambda v: tuple(int(x) for x in v.split(".")))
+
+
+def _mm(version: str) -> str:
+    return ".".join(str(x) for x in _minor(version))
+
+
 def _ordinal(v: Version) -> float:
     r = (v.release + (0, 0, 0))[:3]
     return r[0] * 1e6 + r[1] * 1e3 + r[2]
@@ -1120,8 +1177,27 @@ class _SourceRouter:
         self.client = client
         self.torch_client = torch_client
 
-    def _for(self, name: str) -> IndexClient:
+    def client_for(self, name: str) -> IndexClient:
         return self.torch_client if self.torch_client is not None and canonicalize_name(name) == "torch" else self.client
+
+    _for = client_for
+
+    def metadata_many(self, items, python_version=None, platforms=None):
+        items = list(items)
+        by_client: dict[int, list] = defaultdict(list)
+        for item in items:
+            by_client[id(self._for(item[0]))].append(item)
+        out = {}
+        for chunk in by_client.values():
+            out.update(self._for(chunk[0][0]).metadata_many(chunk, python_version, platforms))
+        return out
+
+    def stats(self) -> dict[str, int]:
+        total = dict(self.client.stats)
+        if self.torch_client is not None:
+            for k, n in self.torch_client.stats.items():
+                total[k] = total.get(k, 0) + n
+        return total
 
     def versions(self, name):
         return self._for(name).versions(name)
@@ -1145,9 +1221,12 @@ def bump(manifest: Manifest, variant: str, requirements: Iterable[str], client: 
     reqs = parse_bumps(requirements)
     v = manifest.variant(variant)
     torch_client = None
-    if v.torch_index_env and os.environ.get(v.torch_index_env):
-        torch_client = IndexClient(index_url=os.environ[v.torch_index_env], cache_dir=client.cache_dir,
-                                   offline=offline, max_age=client.max_age)
+    if v.torch_index_env:
+        url = os.environ.get(v.torch_index_env, "").strip()
+        if not url:
+            raise BumpInputError(f"torch for variant {variant} comes from the index in ${v.torch_index_env}, which is "
+                                 "not set: set it, or pick another variant")
+        torch_client = IndexClient(index_url=url, cache_dir=client.cache_dir, offline=offline, max_age=client.max_age)
     return _Bump(manifest, variant, reqs, client, offline=offline, fix_lookups=fix_lookups,
                  torch_client=torch_client, list_all=list_all).build()
 
