@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .engine import Engine
+from .lock import lock_sha256
 from .plan import Plan
 from .render import render_dockerfile
 
@@ -50,15 +51,6 @@ class BuiltImage:
     tags: tuple[str, ...]
     labels: dict[str, str]
     variant: str
-
-
-def dir_sha256(path: Path) -> str:
-    """A digest over every file under `path`, names and bytes, in sorted order."""
-    digest = hashlib.sha256()
-    for f in sorted(p for p in path.rglob("*") if p.is_file()):
-        digest.update(f.relative_to(path).as_posix().encode() + b"\0")
-        digest.update(hashlib.sha256(f.read_bytes()).digest())
-    return digest.hexdigest()
 
 
 def tags_for(plan: Plan, lock_sha256: str, today: dt.date | None = None) -> tuple[str, str]:
@@ -155,7 +147,7 @@ def build_image(plans: list[Plan], plan: Plan, root: Path, engine: Engine, targe
                 progress: bool = True, extra_tags: tuple[str, ...] = ()) -> BuiltImage:
     inputs = BuildInputs.for_plan(plan, root)
     check_inputs(plans, plan, inputs)
-    lock_sha = dir_sha256(inputs.lock_dir)
+    lock_sha = lock_sha256(inputs.lock_dir)
     dated, immutable = tags_for(plan, lock_sha)
     tags = (dated, immutable) if target == "image" else (f"{plan.repository}:{immutable.split(':', 1)[1]}-{target}",)
     labels = labels_for(plan, lock_sha, locked_versions(inputs.lock_dir), dated, git_revision(root))

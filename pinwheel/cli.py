@@ -229,14 +229,15 @@ def cmd_smoke(args: argparse.Namespace) -> int:
 
 
 def cmd_publish(args: argparse.Namespace) -> int:
-    from .build import dir_sha256, tags_for
+    from .build import tags_for
+    from .lock import lock_sha256
     from .publish import PublishRefused, publish
 
     m = manifest_mod.load(args.manifest)
     plan = plan_variant(m, select_variant(m, args))
     engine = engine_or_fail()
     lock_dir = image_dir(m) / "lock" / plan.variant.name
-    tags = list(args.tag) or list(tags_for(plan, dir_sha256(lock_dir)))
+    tags = list(args.tag) or list(tags_for(plan, lock_sha256(lock_dir)))
     missing = [t for t in tags if not engine.image_exists(t)]
     if missing:
         raise UsageError(f"not built: {', '.join(missing)}; run `build.py build` and `build.py smoke` first")

@@ -97,7 +97,7 @@ ENGINE_HEADER = "# pinwheel-engine: "
 # other PIP_*/UV_* variable (index URLs, find-links, constraints) is dropped.
 _KEEP_ENV = frozenset({
     "PIP_CACHE_DIR", "PIP_NO_CACHE_DIR", "PIP_DEFAULT_TIMEOUT", "PIP_TIMEOUT", "PIP_RETRIES",
-    "PIP_CLIENT_CERT", "PIP_PROXY", "PIP_TRUSTED_HOST",
+    "PIP_CLIENT_CERT", "PIP_PROXY", "PIP_TRUSTED_HOST", "PIP_TOOLS_CACHE_DIR",
     "UV_CACHE_DIR", "UV_NO_CACHE", "UV_HTTP_TIMEOUT", "UV_NATIVE_TLS", "UV_INSECURE_HOST",
     "UV_CONCURRENT_DOWNLOADS",
 })
@@ -572,7 +572,7 @@ def lock_sha256(directory: Path | str) -> str:
     directory = Path(directory)
     if not directory.is_dir():
         raise LockError(f"{directory} is not a lock directory")
-    # The same digest as build.dir_sha256, which labels images with it.
+    # Images are labelled with it (io.pinwheel.lock.sha256).
     h = hashlib.sha256()
     for path in sorted(p for p in directory.rglob("*") if p.is_file()):
         h.update(path.relative_to(directory).as_posix().encode() + b"\0")

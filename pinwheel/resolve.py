@@ -313,23 +313,16 @@ def _step_index(plan: Plan, step: str) -> int:
 
 
 def read_lock_slices(plan: Plan, lock_dir: Path) -> dict[str, dict[str, str]] | None:
-    """step name -> {package: version} from a variant's lock slices; None when not locked."""
-    import re
+    """step name -> {package: version} from a variant's committed lock; None when not locked."""
+    from .lock import read_lock
 
     if not (lock_dir / "requirements.txt").exists():
         return None
-    out: dict[str, dict[str, str]] = {}
-    line_re = re.compile(r"^([A-Za-z0-9][A-Za-z0-9._-]*)(?:\[[^\]]*\])?==([^\s\\;]+)")
-    for step in plan.steps:
-        path = lock_dir / step.lock_file
-        versions: dict[str, str] = {}
-        if path.exists():
-            for line in path.read_text().splitlines():
-                m = line_re.match(line)
-                if m:
-                    versions[canonicalize_name(m[1])] = m[2]
-        out[step.name] = versions
-    return out
+    lock = read_lock(lock_dir)
+    by_step = {s.name: {} for s in plan.steps}
+    for piece in lock.slices:
+        by_step.setdefault(piece.step, {}).update(piece.versions)
+    return by_step
 
 
 def _cache_state(cache_dir: Path) -> str:
