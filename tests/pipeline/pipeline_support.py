@@ -1,0 +1,430 @@
+"""Helpers for the pipeline tests: a TLS package index the build container can reach, and a small project.
+
+Why TLS on the Docker bridge address (and not the host network, and not plain HTTP):
+
+* The engine's BuildKit (v0.8, inside dockerd 20.10) runs each ``RUN`` in its own
+  network namespace attached to the default bridge. 127.0.0.1 in there is the
+  container itself, so an index on the host's loopback is out of reach. Host
+  networking for a build (``--network host`` with the ``network.host``
+  entitlement) is a build option that pinwheel's Engine.build does not expose,
+  and the rendered Dockerfile must not need it. The host's address on the
+  bridge (docker0, e.g. 172.17.0.1) IS reachable from a build step, so the
+  index listens there.
+* pip only talks plain HTTP to localhost/127.0.0.0/8 or to a ``trusted-host``.
+  A bridge address is neither, and the ``pipconf`` secret pinwheel writes holds
+  only ``index-url``; pip would ignore the index ("not a trusted or secure
+  host"). So the index speaks HTTPS with a certificate from a CA made for the
+  test session. That CA reaches pip exactly the way a corporate proxy's CA does:
+  ``PIP_CERT`` on the host -> ``ca_bundle()`` -> the ``ca`` BuildKit secret ->
+  ``PIP_CERT=/run/secrets/ca`` inside the step. The build can only succeed if
+  the secret was mounted, and the CA's bytes are unique to the session, so a
+  scan of ``docker save`` for them is meaningful.
+"""
+from __future__ import annotations
+
+import fcntl
+import hashlib
+import ipaddress
+import os
+import shutil
+import socket
+import ssl
+import struct
+import subprocess
+import sys
+import tarfile
+import threading
+import uuid
+from dataclasses import dataclass, field
+from http.server import ThreadingHTTPServer
+from pathlib import Path
+from typing import Iterable, Sequence
+
+from localindex import LocalIndex, _IndexHandler, build_wheel  # tests/ is on sys.path (tests/conftest.py)
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+
+
+# ----------------------------------------------------------------- addresses
+
+
+def _interface_ipv4(name: str) -> str | None:
+    """The IPv4 address of a network interface (SIOCGIFADDR), or None."""
+    try:
+        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+            packed = fcntl.ioctl(s.fileno(), 0x8915, struct.pack("256s", name.encode()[:15]))
+        return socket.inet_ntoa(packed[20:24])
+    except OSError:
+        return None
+
+
+def bridge_address(engine) -> str:
+    """The host's address on the engine's default bridge: what a build step can reach."""
+    net = engine.docker.network.inspect("bridge")
+    for cfg in net.ipam.config or []:
+        gateway = cfg.get("Gateway") if isinstance(cfg, dict) else getattr(cfg, "gateway", None)
+        if gateway:
+            return str(gateway).split("/")[0]
+    name = (net.options or {}).get("com.docker.network.bridge.name", "docker0")
+    found = _interface_ipv4(name)
+    if found:
+        return found
+    for cfg in net.ipam.config or []:
+        subnet = cfg.get("Subnet") if isinstance(cfg, dict) else getattr(cfg, "subnet", None)
+        if subnet:
+            return str(next(ipaddress.ip_network(subnet).hosts()))
+    raise RuntimeError("cannot find the Docker bridge address")
+
+
+# ----------------------------------------------------------------------- TLS
+
+
+@dataclass(frozen=True)
+class TestCA:
+    ca_pem: Path
+    cert: Path
+    key: Path
+
+    def pem_bytes(self) -> bytes:
+        return self.ca_pem.read_bytes()
+
+    def der_bytes(self) -> bytes:
+        return ssl.PEM_cert_to_DER_cert(self.ca_pem.read_text())
+
+    def needles(self) -> list[bytes]:
+        """Byte strings no layer may contain: the PEM, its DER, and every base64 body line of it."""
+        pem = self.pem_bytes()
+        lines = [l for l in pem.splitlines() if l and not l.startswith(b"-----")]
+        return [pem, self.der_bytes()] + [l for l in lines if len(l) >= 32]
+
+
+def make_ca(directory: Path, ip: str) -> TestCA:
+    """A throwaway CA and a server certificate for ``ip`` (and 127.0.0.1), made with the openssl CLI."""
+    directory.mkdir(parents=True, exist_ok=True)
+    openssl = shutil.which("openssl")
+    if not openssl:
+        raise RuntimeError("openssl is needed to make the test index's certificate")
+    tag = uuid.uuid4().hex
+    ca_key, ca_pem = directory / "ca.key", directory / "ca.pem"
+    key, csr, cert = directory / "server.key", directory / "server.csr", directory / "server.pem"
+    ext = directory / "server.ext"
+    ext.write_text(
+        f"subjectAltName=IP:{ip},IP:127.0.0.1\n"
+        "basicConstraints=critical,CA:FALSE\n"
+        "keyUsage=critical,digitalSignature,keyEncipherment\n"
+        "extendedKeyUsage=serverAuth\n"
+        "subjectKeyIdentifier=hash\n"
+        "authorityKeyIdentifier=keyid\n"
+    )
+    ec = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes"]
+    steps = [
+        [openssl, "req", "-x509", *ec, "-keyout", str(ca_key), "-out", str(ca_pem), "-days", "2",
+         "-subj", f"/CN=pinwheel pipeline test CA {tag}",
+         "-addext", "basicConstraints=critical,CA:TRUE",
+         "-addext", "keyUsage=critical,keyCertSign,cRLSign"],
+        [openssl, "req", *ec, "-keyout", str(key), "-out", str(csr), "-subj", f"/CN={ip}"],
+        [openssl, "x509", "-req", "-in", str(csr), "-CA", str(ca_pem), "-CAkey", str(ca_key),
+         "-CAcreateserial", "-out", str(cert), "-days", "2", "-extfile", str(ext)],
+    ]
+    for cmd in steps:
+        proc = subprocess.run(cmd, capture_output=True, text=True)
+        if proc.returncode != 0:
+            raise RuntimeError(f"{' '.join(cmd[:3])} failed: {proc.stderr.strip()}")
+    return TestCA(ca_pem, cert, key)
+
+
+class _TLSServer(ThreadingHTTPServer):
+    daemon_threads = True
+
+    def __init__(self, address, handler, context: ssl.SSLContext):
+        self.context = context
+        super().__init__(address, handler)
+
+    def finish_request(self, request, client_address):  # in the connection's own thread
+        try:
+            conn = self.context.wrap_socket(request, server_side=True)
+        except (ssl.SSLError, OSError):
+            return
+        try:
+            self.RequestHandlerClass(conn, client_address, self)
+        finally:
+            try:
+                conn.close()
+            except OSError:
+                pass
+
+
+class TLSIndex(LocalIndex):
+    """LocalIndex served twice from the same files: plain HTTP on 127.0.0.1 for the
+    host (``url``), HTTPS on the bridge address for build steps (``build_url``).
+
+    Two addresses because the host and a build step see the host at different
+    addresses. The host side speaks plain HTTP on loopback because pip >= 24.2
+    verifies through truststore, which fails for an HTTPS index addressed by IP
+    ("check_hostname requires server_hostname"), and pip trusts plain HTTP on
+    loopback; the bridge address is not loopback, so the build side needs TLS.
+    """
+
+    def __init__(self, root: Path, host: str, ca: TestCA):
+        super().__init__(root)
+        self.host = host
+        self.ca = ca
+        self._tls_server: _TLSServer | None = None
+        self._tls_thread: threading.Thread | None = None
+
+    @property
+    def build_url(self) -> str:
+        if self._tls_server is None:
+            raise RuntimeError("TLSIndex is not serving; call serve()")
+        host, port = self._tls_server.server_address[:2]
+        return f"https://{host}:{port}/simple/"
+
+    def serve(self) -> str:
+        url = super().serve()
+        if self._tls_server is None:
+            index = self
+
+            class Handler(_IndexHandler):
+                local_index = index
+
+            context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+            context.load_cert_chain(str(self.ca.cert), str(self.ca.key))
+            self._tls_server = _TLSServer((self.host, 0), Handler, context)
+            self._tls_thread = threading.Thread(
+                target=self._tls_server.serve_forever, kwargs={"poll_interval": 0.05}, name="tls-index", daemon=True
+            )
+            self._tls_thread.start()
+        return url
+
+    def close(self) -> None:
+        if self._tls_server is not None:
+            self._tls_server.shutdown()
+            self._tls_server.server_close()
+            self._tls_server = None
+        if self._tls_thread is not None:
+            self._tls_thread.join(timeout=5)
+            self._tls_thread = None
+        super().close()
+
+
+# -------------------------------------------------------------------- project
+
+# Everything in the image comes from the test index (tiny generated wheels) or
+# from wheels/. The shape follows the real manifest: a shared pin, a --no-deps
+# install whose requirement would move it, a gate, and one local wheel under
+# each policy (fail / skip / fallback, the fallback --no-deps).
+MANIFEST = """\
+manifest_version: 1
+
+image:
+  name: tiny
+  repository: {repository}
+  title: "pinwheel pipeline test image"
+  venv: /opt/venv
+
+shared_pins:
+  - requirement: "pw-core==1.0.0"
+    needed_by: [pw-top, pw-nodeps]
+    why: "pw-top and pw-nodeps share one pw-core"
+
+gates:
+  ENABLE_CUDA_13:
+    when: "cuda >= 13"
+    why: "the fallback kernel exists for CUDA 13 only"
+
+variants:
+  cu130:
+    cuda: "13.0"
+    torch: "2.13.0"
+    python: "3.11"
+    platform: manylinux_2_36_x86_64
+    base: {base}
+    tag: "cu130-pipe-{{date}}"
+
+wheel_sets:
+  - name: core
+    why: "the base everything below needs"
+    packages:
+      - requirement: "pw-core==1.0.0"
+        why: "the shared pin"
+
+  - name: top
+    why: "a package with a transitive dependency"
+    packages:
+      - requirement: "pw-top==2.0.0"
+
+  - name: nodeps
+    why: "installed without its declared requirements"
+    gate: ENABLE_CUDA_13
+    packages:
+      - requirement: "pw-nodeps==1.0.0"
+        no_deps: true
+        why: "it declares pw-core==0.9.0, which would downgrade the shared 1.0.0"
+
+  - name: local
+    why: "in-house wheels; a missing wheel follows its policy"
+    packages:
+      - requirement: "pw-kern-fail==1.0.0+inhouse"
+        why: "required kernel"
+        local:
+          glob: "pw_kern_fail-*.whl"
+          if_missing: fail
+          how_to_provide: "run `make wheel` in pw-kern-fail and copy the wheel into wheels/"
+      - requirement: "pw-kern-skip==1.0.0+inhouse"
+        why: "optional kernel"
+        local:
+          glob: "pw_kern_skip-*.whl"
+          if_missing: skip
+          how_to_provide: "build pw-kern-skip and copy its wheel into wheels/"
+      - requirement: "pw-kern-fb==1.0.0+inhouse"
+        gate: ENABLE_CUDA_13
+        why: "kernel with an index stand-in"
+        local:
+          glob: "pw_kern_fb-*.whl"
+          if_missing: fallback
+          how_to_provide: "build pw-kern-fb and copy its wheel into wheels/"
+        fallback:
+          requirement: "pw-kern-fb-stable==1.0.0"
+          no_deps: true
+          why: "stable build; its declared pw-core>=2.0 would replace the shared pin"
+"""
+
+LOCAL_WHEELS = ("pw-kern-fail", "pw-kern-skip", "pw-kern-fb")
+LOCAL_VERSION = "1.0.0+inhouse"
+
+
+def populate_index(index: LocalIndex) -> None:
+    """The index side of MANIFEST. A random payload makes every wheel (so every
+    lock hash, so every build step) unique to the session: no cache hit from an
+    earlier run can stand in for a step that must run."""
+    nonce = 16
+    index.add("pw-core", "1.0.0", payload_size=nonce)
+    index.add("pw-core", "1.1.0", payload_size=nonce)  # newer: the shared pin must hold it back
+    index.add("pw-util", "0.5.0", payload_size=nonce)
+    index.add("pw-util", "0.6.0", payload_size=nonce)
+    index.add("pw-top", "2.0.0", requires=["pw-core>=1.0", "pw-util>=0.5"], payload_size=nonce)
+    index.add("pw-nodeps", "1.0.0", requires=["pw-core==0.9.0", "pw-util<0.6"], payload_size=nonce)
+    index.add("pw-kern-fb-stable", "1.0.0", requires=["pw-core>=2.0"], payload_size=nonce)
+
+
+def build_local_wheels(directory: Path) -> dict[str, Path]:
+    return {name: build_wheel(directory, name, LOCAL_VERSION, payload_size=16) for name in LOCAL_WHEELS}
+
+
+@dataclass
+class CLIResult:
+    returncode: int
+    stdout: str
+    stderr: str
+
+    @property
+    def output(self) -> str:
+        return self.stdout + self.stderr
+
+
+@dataclass
+class Project:
+    """A manifest in its own directory, rendered and locked against the test index."""
+
+    root: Path
+    repository: str
+    local_wheels: dict[str, Path]
+    env: dict[str, str] = field(default_factory=dict)  # build, smoke, publish: the index at its bridge address
+    host_env: dict[str, str] = field(default_factory=dict)  # lock: the index on the host's loopback
+
+    @property
+    def manifest(self) -> Path:
+        return self.root / "wheels_manifest.yaml"
+
+    @property
+    def lock_dir(self) -> Path:
+        return self.root / "images" / "tiny" / "lock" / "cu130"
+
+    def cli(self, *args: str, check: bool = False) -> CLIResult:
+        """`python build.py --manifest <this> ARGS`, as a user runs it."""
+        env = {**os.environ, **self.env, **(self.host_env if args[:1] == ("lock",) else {}), "COLUMNS": "400"}
+        proc = subprocess.run(
+            [sys.executable, str(REPO_ROOT / "build.py"), "--manifest", str(self.manifest), *args],
+            cwd=self.root, env=env, capture_output=True, text=True,
+        )
+        result = CLIResult(proc.returncode, proc.stdout, proc.stderr)
+        if check and proc.returncode != 0:
+            raise AssertionError(f"build.py {' '.join(args)} exited {proc.returncode}:\n{result.output[-4000:]}")
+        return result
+
+    def set_wheels(self, *names: str) -> None:
+        """Make wheels/ hold exactly the local wheels of these packages."""
+        wheels = self.root / "wheels"
+        shutil.rmtree(wheels, ignore_errors=True)
+        wheels.mkdir()
+        for name in names:
+            shutil.copy2(self.local_wheels[name], wheels / self.local_wheels[name].name)
+
+    def load(self):
+        from pinwheel import manifest
+        from pinwheel.plan import plan_variant
+
+        m = manifest.load(self.manifest)
+        return m, [plan_variant(m, v) for v in m.variants], plan_variant(m, "cu130")
+
+    def copy(self, dest: Path) -> "Project":
+        shutil.copytree(self.root, dest, ignore=shutil.ignore_patterns(".pinwheel", ".cache"))
+        return Project(dest, self.repository, self.local_wheels, dict(self.env), dict(self.host_env))
+
+
+def make_project(root: Path, repository: str, base: str, local_wheels: dict[str, Path], env: dict[str, str],
+                 host_env: dict[str, str]) -> Project:
+    root.mkdir(parents=True)
+    project = Project(root, repository, local_wheels, env, host_env)
+    project.manifest.write_text(MANIFEST.format(repository=repository, base=base))
+    project.cli("render", check=True)
+    project.cli("lock", "--variant", "cu130", check=True)
+    project.set_wheels(*LOCAL_WHEELS)
+    return project
+
+
+# ----------------------------------------------------------------- scanning
+
+
+def scan_saved_image(tarball: Path, needles: Sequence[bytes], chunk: int = 8 << 20) -> dict[bytes, list[str]]:
+    """Which needles occur in which member of a `docker save` tarball (layers read in chunks)."""
+    found: dict[bytes, list[str]] = {n: [] for n in needles}
+    overlap = max(len(n) for n in needles) - 1
+    with tarfile.open(tarball) as outer:
+        for member in outer:
+            if not member.isfile():
+                continue
+            fh = outer.extractfile(member)
+            assert fh is not None
+            tail = b""
+            while True:
+                block = fh.read(chunk)
+                if not block:
+                    break
+                window = tail + block
+                for n in needles:
+                    if member.name not in found[n] and n in window:
+                        found[n].append(member.name)
+                tail = window[-overlap:] if overlap > 0 else b""
+    return found
+
+
+def layer_members(tarball: Path) -> list[str]:
+    with tarfile.open(tarball) as outer:
+        return [m.name for m in outer if m.name.endswith("layer.tar")]
+
+
+def sha256_file(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def registry_get(addr: str, path: str, accept: Iterable[str] = ()) -> tuple[int, dict, bytes]:
+    import urllib.error
+    import urllib.request
+
+    req = urllib.request.Request(f"http://{addr}{path}", headers={"Accept": ", ".join(accept)} if accept else {})
+    try:
+        with urllib.request.urlopen(req, timeout=10) as resp:
+            return resp.status, dict(resp.headers), resp.read()
+    except urllib.error.HTTPError as exc:
+        return exc.code, dict(exc.headers), exc.read()

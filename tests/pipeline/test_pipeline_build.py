@@ -1,0 +1,290 @@
+"""The whole pipeline on the real engine: manifest -> render -> lock -> build -> smoke -> publish.
+
+The image is tiny: every package is a generated wheel on a test index (see
+pipeline_support for how a build step reaches it), on the bootstrap base.
+Builds go through `pinwheel.build.build_image` and through `python build.py`.
+"""
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+from pinwheel.build import build_image
+from pinwheel.engine import BuildFailed, Engine
+from pinwheel.lock import lock_sha256
+
+from pipeline_support import (
+    LOCAL_VERSION,
+    LOCAL_WHEELS,
+    Project,
+    TLSIndex,
+    layer_members,
+    registry_get,
+    scan_saved_image,
+    sha256_file,
+)
+
+pytestmark = pytest.mark.engine
+
+MANIFEST_ACCEPT = (
+    "application/vnd.docker.distribution.manifest.v2+json",
+    "application/vnd.oci.image.manifest.v1+json",
+)
+
+# Build output lines a step printed (BuildKit plain progress: "#<step> <seconds> <text>"),
+# as opposed to the step's command line, which contains the same echo text.
+def printed(log: str, text: str) -> bool:
+    pattern = re.compile(r"^#\d+ \d+\.\d+ " + re.escape(text), re.M)
+    return bool(pattern.search(log))
+
+
+INSPECT = r"""
+import importlib.metadata as md, json, os
+out = {}
+for d in md.distributions():
+    name = d.metadata["Name"].lower().replace("_", "-")
+    if not name.startswith("pw-"):
+        continue
+    direct = d.read_text("direct_url.json")
+    out[name] = {"version": d.version, "url": json.loads(direct)["url"] if direct else None}
+print(json.dumps(out, sort_keys=True))
+"""
+
+
+def installed(engine: Engine, image: str) -> dict[str, dict]:
+    result = engine.run(image, ["python", "-c", INSPECT])
+    assert result.ok, result.stderr
+    return json.loads(result.stdout)
+
+
+@pytest.fixture(scope="module")
+def project(project_factory) -> Project:
+    return project_factory("main")
+
+
+@pytest.fixture(scope="module")
+def full_image(project: Project, pipeline_engine: Engine):
+    """Every local wheel present, built through the library entry point."""
+    project.set_wheels(*LOCAL_WHEELS)
+    _, plans, plan = project.load()
+    return build_image(plans, plan, project.root, pipeline_engine, progress=False)
+
+
+def expect_pins(project: Project) -> dict[str, str]:
+    return json.loads((project.lock_dir / "expect.json").read_text())["pins"]
+
+
+# ----------------------------------------------------------- labels & tags
+
+
+def test_labels_and_tags(full_image, project: Project, pipeline_engine: Engine, pipeline_base: str):
+    manifest_sha = sha256_file(project.manifest)
+    lock_sha = lock_sha256(project.lock_dir)
+    inputs = hashlib.sha256(f"{manifest_sha}\n{lock_sha}".encode()).hexdigest()[:12]
+    repo = project.repository
+    dated, immutable = full_image.tags
+    days = {dt.datetime.now(dt.timezone.utc).date() + dt.timedelta(days=d) for d in (-1, 0)}  # a run across midnight
+    assert dated in {f"{repo}:cu130-pipe-{d:%Y%m%d}" for d in days}
+    assert immutable == f"{repo}:cu130-{inputs}"
+    for tag in full_image.tags:  # (first in this module: no later build has moved the tags yet)
+        assert pipeline_engine.image_id(tag) == full_image.image_id
+
+    labels = pipeline_engine.labels(full_image.image_id)
+    assert labels["org.opencontainers.image.title"] == "pinwheel pipeline test image"
+    assert labels["org.opencontainers.image.version"] == dated.split(":", 1)[1]
+    assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ", labels["org.opencontainers.image.created"])
+    assert labels["org.opencontainers.image.base.name"] == pipeline_base
+    assert labels["io.pinwheel.image"] == "tiny"
+    assert labels["io.pinwheel.variant"] == "cu130"
+    assert labels["io.pinwheel.cuda"] == "13.0"
+    assert labels["io.pinwheel.torch"] == "2.13.0"
+    assert labels["io.pinwheel.manifest.sha256"] == manifest_sha
+    assert labels["io.pinwheel.lock.sha256"] == lock_sha
+    assert json.loads(labels["io.pinwheel.versions"]) == expect_pins(project)
+    assert full_image.labels.items() <= labels.items()  # (the base's own labels are inherited too)
+
+
+# ------------------------------------------------------------------ secrets
+
+
+def test_ca_bundle_is_in_no_layer(full_image, project: Project, tls_index: TLSIndex, pipeline_engine: Engine,
+                                  tmp_path: Path):
+    """The build only worked because pip trusted the session's CA (the `ca` secret), yet no byte of it is in the image."""
+    saved = pipeline_engine.save(full_image.image_id, tmp_path / "image.tar")
+    layers = layer_members(saved)
+    assert len(layers) >= 5
+    control = (project.lock_dir / "expect.json").read_bytes()  # COPYed into a layer: the scan must see it
+    needles = tls_index.ca.needles()
+    found = scan_saved_image(saved, [control, *needles])
+    assert found[control], "the scan does not see file contents of the layers"
+    leaked = {n[:40]: where for n, where in found.items() if n is not control and where}
+    assert leaked == {}, f"CA bytes found in the saved image: {leaked}"
+    # nor is the secret's mount point left behind with content
+    result = pipeline_engine.run(full_image.image_id, ["sh", "-c", "cat /run/secrets/ca 2>/dev/null | wc -c"])
+    assert result.ok and result.stdout.strip() == "0"
+
+
+# ------------------------------------------------------------- local wheels
+
+
+def test_present_local_wheels_are_installed_from_wheels_dir(full_image, project: Project, pipeline_engine: Engine):
+    found = installed(pipeline_engine, full_image.image_id)
+    for name in LOCAL_WHEELS:
+        assert found[name]["version"] == LOCAL_VERSION, name
+        assert found[name]["url"].startswith("file:///tmp/wheels/"), found[name]
+    assert "pw-kern-fb-stable" not in found, "the fallback is only for a missing wheel"
+    # everything from the index is exactly what the lock pinned, and came from the index
+    pins = expect_pins(project)
+    assert pins == {"pw-core": "1.0.0", "pw-nodeps": "1.0.0", "pw-top": "2.0.0", "pw-util": "0.6.0"}
+    for name, version in pins.items():
+        assert found[name] == {"version": version, "url": None}, name
+
+
+def test_missing_required_wheel_fails_the_build_naming_it(project: Project):
+    project.set_wheels("pw-kern-skip", "pw-kern-fb")
+    try:
+        result = project.cli("build", "--variant", "cu130", "--quiet")
+    finally:
+        project.set_wheels(*LOCAL_WHEELS)
+    assert result.returncode == 1, result.output[-3000:]
+    assert "build failed" in result.stderr
+    assert printed(result.stderr, "pinwheel: ERROR: wheels/pw_kern_fail-*.whl is missing and pw-kern-fail is "
+                                  "required. run `make wheel` in pw-kern-fail and copy the wheel into wheels/")
+
+
+def test_missing_skip_and_fallback_wheels(project: Project, pipeline_engine: Engine):
+    project.set_wheels("pw-kern-fail")
+    try:
+        result = project.cli("build", "--variant", "cu130", "--json")
+    finally:
+        project.set_wheels(*LOCAL_WHEELS)
+    assert result.returncode == 0, result.output[-3000:]
+    log = result.stderr
+    assert printed(log, "pinwheel: WARNING: wheels/pw_kern_skip-*.whl is missing; skipping pw-kern-skip. "
+                        "To include it: build pw-kern-skip and copy its wheel into wheels/")
+    assert printed(log, "pinwheel: WARNING: wheels/pw_kern_fb-*.whl is missing; installing fallback "
+                        "pw-kern-fb-stable==1.0.0 --no-deps")
+    assert printed(log, "Successfully installed pw-kern-fb-stable-1.0.0")
+
+    image = json.loads(result.stdout)["tags"][0]
+    found = installed(pipeline_engine, image)
+    assert "pw-kern-skip" not in found
+    assert "pw-kern-fb" not in found
+    assert found["pw-kern-fb-stable"] == {"version": "1.0.0", "url": None}
+    assert found["pw-kern-fail"]["version"] == LOCAL_VERSION
+    # the fallback's declared pw-core>=2.0 was suppressed: the shared pin holds
+    assert found["pw-core"]["version"] == "1.0.0"
+
+
+# --------------------------------------------------------------- invariants
+
+
+def test_later_step_moving_a_pinned_version_fails_the_build(project: Project, tls_index: TLSIndex, tmp_path: Path):
+    """A hand edit of a later step's slice that installs another pw-core: the invariant step names it."""
+    broken = project.copy(tmp_path / "broken")
+    newer = next(tls_index.files_dir.glob("pw_core-1.1.0-*.whl"))
+    slice_file = broken.lock_dir / "03-nodeps.txt"
+    slice_file.write_text(slice_file.read_text() + f"pw-core==1.1.0 \\\n    --hash=sha256:{sha256_file(newer)}\n")
+    result = broken.cli("build", "--variant", "cu130", "--quiet")
+    assert result.returncode == 1, result.output[-3000:]
+    assert printed(result.stderr, "Successfully installed pw-core-1.1.0")  # the edit did take effect
+    assert re.search(r"pw-core: expected 1\.0\.0, found 1\.1\.0", result.stderr), result.stderr[-3000:]
+
+
+def test_edited_expected_pin_fails_the_build(project: Project, tmp_path: Path):
+    broken = project.copy(tmp_path / "broken")
+    expect_file = broken.lock_dir / "expect.json"
+    expect = json.loads(expect_file.read_text())
+    assert expect["pins"]["pw-util"] == "0.6.0"
+    expect["pins"]["pw-util"] = "0.5.0"
+    expect_file.write_text(json.dumps(expect, indent=2) + "\n")
+    result = broken.cli("build", "--variant", "cu130", "--quiet")
+    assert result.returncode == 1, result.output[-3000:]
+    assert re.search(r"pw-util: expected 0\.5\.0, found 0\.6\.0", result.stderr), result.stderr[-3000:]
+
+
+# ---------------------------------------------------------- smoke & publish
+
+
+def manifest_digest(registry: str, repository: str, tag: str) -> str | None:
+    status, headers, _ = registry_get(registry, f"/v2/{repository}/manifests/{tag}", MANIFEST_ACCEPT)
+    return headers.get("Docker-Content-Digest") if status == 200 else None
+
+
+def registry_tags(registry: str, repository: str) -> list[str] | None:
+    status, _, body = registry_get(registry, f"/v2/{repository}/tags/list")
+    if status == 404:
+        return None
+    assert status == 200, body
+    return sorted(json.loads(body).get("tags") or [])
+
+
+def test_smoke_then_publish_and_republish(project: Project, pipeline_registry: str):
+    project.set_wheels(*LOCAL_WHEELS)
+    built = project.cli("build", "--variant", "cu130", "--quiet", "--json", check=True)
+    tags = json.loads(built.stdout)["tags"]
+    image_id = json.loads(built.stdout)["image_id"]
+
+    smoke = project.cli("smoke", "--variant", "cu130", tags[0], "--gpus", "no")
+    assert smoke.returncode == 0, smoke.output[-3000:]
+    assert re.search(r"static: PASSED", smoke.stdout)
+    assert re.search(r"import: SKIPPED", smoke.stdout)
+    assert re.search(r"gpu: SKIPPED", smoke.stdout)
+    record = json.loads((project.root / ".pinwheel" / "smoke" / f"{image_id.replace(':', '_')}.json").read_text())
+    assert record["ok"] is True
+    assert record["levels"] == {"static": "passed", "import": "skipped", "gpu": "skipped"}
+
+    assert registry_tags(pipeline_registry, project.repository) is None
+    first = project.cli("publish", "--variant", "cu130", "--registry", pipeline_registry)
+    assert first.returncode == 0, first.output[-3000:]
+    names = sorted(t.split(":", 1)[1] for t in tags)
+    assert registry_tags(pipeline_registry, project.repository) == names
+    digests = {n: manifest_digest(pipeline_registry, project.repository, n) for n in names}
+    assert all(d and d.startswith("sha256:") for d in digests.values())
+    assert len(set(digests.values())) == 1, "both tags name one image"
+    for line in (l for l in first.stdout.splitlines() if l.startswith("pushed ")):
+        assert line.split()[-1] == next(iter(digests.values()))
+
+    again = project.cli("publish", "--variant", "cu130", "--registry", pipeline_registry)
+    assert again.returncode == 0, again.output[-3000:]
+    assert registry_tags(pipeline_registry, project.repository) == names
+    assert {n: manifest_digest(pipeline_registry, project.repository, n) for n in names} == digests
+
+
+def test_publish_refused_without_a_passing_smoke(project_factory, pipeline_registry: str, pipeline_engine: Engine):
+    from pinwheel.smoke import record, run_smoke
+
+    project = project_factory("refused")
+    built = project.cli("build", "--variant", "cu130", "--quiet", "--json", check=True)
+    tag = json.loads(built.stdout)["tags"][0]
+
+    def publish(*extra: str):
+        return project.cli("publish", "--variant", "cu130", "--registry", pipeline_registry, *extra)
+
+    # never smoked
+    refused = publish()
+    assert refused.returncode == 1, refused.output[-3000:]
+    assert "not published" in refused.stderr and "no smoke result" in refused.stderr
+    assert registry_tags(pipeline_registry, project.repository) is None
+
+    # smoke failed: the payload's import level, forced to run without a driver, cannot import torch
+    failed = run_smoke(pipeline_engine, tag, gpus=False, level="import", env={"PINWHEEL_SMOKE_ASSUME_DRIVER": "1"})
+    assert not failed.ok and failed.levels.get("import") == "failed", failed.output[-2000:]
+    record(failed, project.root)
+    refused = publish()
+    assert refused.returncode == 1, refused.output[-3000:]
+    assert "smoke" in refused.stderr and "failed" in refused.stderr
+    assert registry_tags(pipeline_registry, project.repository) is None
+
+    # static smoke passed, GPU levels skipped: fine without --require-gpu, refused with it
+    smoke = project.cli("smoke", "--variant", "cu130", tag, "--gpus", "no")
+    assert smoke.returncode == 0, smoke.output[-3000:]
+    refused = publish("--require-gpu")
+    assert refused.returncode == 1, refused.output[-3000:]
+    assert "GPU smoke" in refused.stderr and "skipped" in refused.stderr
+    assert registry_tags(pipeline_registry, project.repository) is None
