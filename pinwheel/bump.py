@@ -954,6 +954,9 @@ class _Bump:
             self.notes.append(f"{len(pre_existing)} requirement(s) violated today and unchanged by the bump "
                               f"(pinwheel report lists them): " + ", ".join(f"{e.parent} {e.requirement}"
                                                                             for e in pre_existing[:5]))
+        unknown = sorted({e.parent for e in after_edges if e.verdict == "unchecked"})
+        if unknown:
+            self.notes.append(f"metadata not available for {', '.join(unknown)}: their requirements were not checked")
         if self.plan.variant.torch_index_env:
             self.notes.append(f"variant {self.plan.variant.name} takes torch from the index in "
                               f"${self.plan.variant.torch_index_env}; torch's metadata was read from there")
@@ -1000,12 +1003,13 @@ class _Bump:
                     continue
                 newest = self._newest(after_plan, dep, n.specifier)
                 kind = "stays"
-                if old.no_deps and have is not None and not _contains(n.specifier, have.version):
+                conflict = None
+                if old.no_deps and (have is None or not _contains(n.specifier, have.version)):
                     kind = "conflict"
+                    conflict = (f"{name} is installed with --no-deps: pip will not "
+                                f"{'install' if have is None else 'move'} {dep}")
                 out[dep] = Move(dep, have.version if have else None, after[dep].version if dep in after else None,
-                                kind, by, newest,
-                                conflict=(f"{name} is installed with --no-deps: pip will not move {dep}"
-                                          if kind == "conflict" else None))
+                                kind, by, newest, conflict=conflict)
         order = {"conflict": 0, "upgrade": 1, "downgrade": 1, "add": 2, "stays": 3, "dropped": 4}
         return sorted(out.values(), key=lambda m: (order.get(m.kind, 5), m.name))
 
@@ -1024,6 +1028,8 @@ class _Bump:
             text = f"change the pin of {mv.name} to {target} in shared_pins"
         elif mv.name in self.plan.manifest_pins():
             text = f"change the pin of {mv.name} to {target} in its wheel set"
+        elif mv.today is None:
+            text = f"add {mv.name}=={target} to the manifest (a --no-deps install does not bring it in)"
         else:
             text = f"pin {mv.name}=={target} in the manifest (pip will not move it past a --no-deps install)"
         if objections:
@@ -1058,8 +1064,10 @@ class _Bump:
                 change = "unblocks"
             elif now == "violated":
                 change = "still-violated"
-            else:
+            elif e.name in self.new:
                 change = "holds"
+            else:
+                continue  # a moved package whose consumers still accept it: nothing to say
             rf = RequirementFinding(e.parent, e.parent_version, e.requirement, e.name, e.extra,
                                     e.verdict != "suppressed", today, now, change)
             if change == "breaks":
@@ -1302,7 +1310,8 @@ def print_bump(report: BumpReport, console, show_all: bool = False) -> None:
         style = _STYLE.get(r.verdict, "")
         why = escape("\n".join(r.reasons))
         if r.fix and r.verdict != "ok":
-            fix = r.fix.text + (f"; also needs {', '.join(r.fix.also_needs)}" if r.fix.also_needs else "")
+            also = r.fix.also_needs if r.fix.action != "change-pin" else []  # a pin fix names its objectors itself
+            fix = r.fix.text + (f"; also needs {', '.join(also)}" if also else "")
             why += f"\n[bold]fix:[/bold] {escape(fix)}"
         name = r.name + (" (--no-deps)" if r.no_deps else "")
         table.add_row(escape(name), escape(_span(r.today, r.after)), f"[{style}]{escape(verdict_text(r))}[/{style}]",
