@@ -479,8 +479,8 @@ class _Bump:
         try:
             lock = read_lock(lock_dir)
         except LockError as exc:
-            self.notes.append(f"the lock does not read cleanly ({exc}); its slices were read line by line")
-            return read_lock_slices(self.plan, lock_dir)
+            raise BumpInputError(f"the lock at {lock_dir.relative_to(self.root)} cannot be read, so today's image "
+                                 f"is unknown: {exc}") from None
         locked: dict[str, dict[str, str]] = {s.name: {} for s in self.plan.steps}
         for sl in lock.slices:
             if sl.active:

@@ -95,3 +95,11 @@ def test_offline(bump_world, capsys) -> None:
     assert offline["timing"]["index"]["page_requests"] == 0 and offline["timing"]["abi_cache"]["downloads"] == 0
     online.pop("timing"), offline.pop("timing")
     assert online == offline
+
+
+def test_unreadable_lock_exits_2(bump_world, capsys) -> None:
+    lock = bump_world.root / "images" / "train" / "lock" / "cu130" / "requirements.txt"
+    lock.write_text("torch==2.13.0\n")  # no pinwheel-inputs header
+    assert main(bump_world.argv("torch==2.14.1", "--variant", "cu130")) == 2
+    err = " ".join(capsys.readouterr().err.split())
+    assert "the lock at images/train/lock/cu130 cannot be read" in err and "Traceback" not in err
