@@ -48,7 +48,7 @@ report: deps
 	$(PY) build.py report --cuda $(CUDA)
 
 lock: deps
-	$(PY) build.py lock
+	$(PY) build.py lock --cuda $(CUDA) $(if $(ENGINE),--engine $(ENGINE),)
 
 base: deps engine
 	$(PY) build.py base --cuda $(CUDA)
