@@ -50,7 +50,7 @@ from . import abi as abi_mod
 from .index import IndexClient, IndexClientError, PackageNotFound
 from .manifest import Manifest
 from .plan import Edge, Installed, Plan, PlannedPackage, plan_variant
-from .resolve import Resolver, ResolveError, classify_requirements, read_lock_slices
+from .resolve import Resolver, ResolveError, RoutedSource, classify_requirements, read_lock_slices
 
 SCHEMA = "pinwheel.bump/1"
 VERDICTS = ("ok", "unchecked", "add", "upgrade", "downgrade", "rebuild", "blocked")
@@ -394,7 +394,7 @@ class _Bump:
         self.bumps = {canonicalize_name(r.name): r for r in bumps}
         self.new = {n: list(r.specifier)[0].version for n, r in self.bumps.items()}
         self.notes: list[str] = []
-        self.source = _SourceRouter(client, torch_client)
+        self.source = RoutedSource(client, {"torch": torch_client} if torch_client is not None else {})
         self.resolver = Resolver(self.source, self.root / "wheels")
         self.abi_cache = AbiCache(self.root, client, offline)
         self.today_torch: str | None = None
@@ -403,7 +403,7 @@ class _Bump:
 
     def validate(self) -> None:
         for name, version in list(self.new.items()):
-            client = self.source.client_for(name)
+            client = self.source.source_for(name)
             try:
                 versions = client.versions(name)
             except PackageNotFound:
@@ -1176,48 +1176,6 @@ def _mm(version: str) -> str:
 def _ordinal(v: Version) -> float:
     r = (v.release + (0, 0, 0))[:3]
     return r[0] * 1e6 + r[1] * 1e3 + r[2]
-
-
-class _SourceRouter:
-    """The resolver's metadata source: torch from a variant's torch index when one is configured."""
-
-    def __init__(self, client: IndexClient, torch_client: IndexClient | None):
-        self.client = client
-        self.torch_client = torch_client
-
-    def client_for(self, name: str) -> IndexClient:
-        return self.torch_client if self.torch_client is not None and canonicalize_name(name) == "torch" else self.client
-
-    _for = client_for
-
-    def metadata_many(self, items, python_version=None, platforms=None):
-        items = list(items)
-        by_client: dict[int, list] = defaultdict(list)
-        for item in items:
-            by_client[id(self._for(item[0]))].append(item)
-        out = {}
-        for chunk in by_client.values():
-            out.update(self._for(chunk[0][0]).metadata_many(chunk, python_version, platforms))
-        return out
-
-    def stats(self) -> dict[str, int]:
-        total = dict(self.client.stats)
-        if self.torch_client is not None:
-            for k, n in self.torch_client.stats.items():
-                total[k] = total.get(k, 0) + n
-        return total
-
-    def versions(self, name):
-        return self._for(name).versions(name)
-
-    def best_wheel(self, name, version, python_version, platforms):
-        return self._for(name).best_wheel(name, version, python_version, platforms)
-
-    def metadata(self, name, version, python_version=None, platforms=None):
-        return self._for(name).metadata(name, version, python_version, platforms)
-
-    def local_metadata(self, path):
-        return self.client.local_metadata(path)
 
 
 # ------------------------------------------------------------------ entry

@@ -399,20 +399,40 @@ class RoutedSource:
         routes = sorted((k, v if isinstance(v, str) else getattr(v, "index_url", repr(v))) for k, v in self.routes.items())
         return (self.index_url, tuple(routes))
 
-    def _source(self, name: str) -> MetadataSource:
+    def source_for(self, name: str) -> MetadataSource:
         route = self.routes.get(canonicalize_name(name))
         if isinstance(route, str):
             raise ResolveError(route)
         return route or self.default
 
     def versions(self, name):
-        return self._source(name).versions(name)
+        return self.source_for(name).versions(name)
 
     def best_wheel(self, name, version, python_version, platforms):
-        return self._source(name).best_wheel(name, version, python_version, platforms)
+        return self.source_for(name).best_wheel(name, version, python_version, platforms)
 
     def metadata(self, name, version, python_version=None, platforms=None):
-        return self._source(name).metadata(name, version, python_version, platforms)
+        return self.source_for(name).metadata(name, version, python_version, platforms)
+
+    def metadata_many(self, items, python_version=None, platforms=None):
+        """Batched metadata, each batch sent to the source its package routes to."""
+        batches: dict[int, list] = {}
+        sources: dict[int, MetadataSource] = {}
+        for item in items:
+            source = self.source_for(item[0])
+            batches.setdefault(id(source), []).append(item)
+            sources[id(source)] = source
+        out = {}
+        for key, batch in batches.items():
+            out.update(sources[key].metadata_many(batch, python_version, platforms))
+        return out
+
+    def stats(self) -> dict[str, int]:
+        total: dict[str, int] = {}
+        for source in [self.default, *(r for r in self.routes.values() if not isinstance(r, str))]:
+            for k, n in getattr(source, "stats", {}).items():
+                total[k] = total.get(k, 0) + n
+        return total
 
     def local_metadata(self, path):
         return self.default.local_metadata(path)
