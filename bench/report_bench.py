@@ -37,7 +37,7 @@ def inputs(variant: str, tmp: Path) -> tuple[Path, Path]:
     return tmp / "requirements.in", tmp / "constraints.txt"
 
 
-MEMO = ROOT / ".cache" / "index" / "resolve"
+MEMO = ROOT / ".cache" / "index" / "memo"
 
 
 def timed(cmd: list[str], runs: int, cwd: Path, before=None) -> list[float]:

@@ -295,6 +295,41 @@ def _sha256_file(path: Path) -> str:
     return h.hexdigest()
 
 
+def torch_tied(installed: dict[str, Installed], requirements) -> list[Installed]:
+    """Installed packages whose ABI may be tied to torch: local wheels, fallbacks, and those that require torch."""
+    return [i for i in sorted(installed.values(), key=lambda i: i.name)
+            if i.name != "torch" and (i.source in ("local", "fallback")
+                                      or any(canonicalize_name(r.name) == "torch" for r in requirements(i)))]
+
+
+def wheel_abi_of(inst: Installed, planned: PlannedPackage | None, plan: Plan, source, resolver, cache: "AbiCache",
+                 notes: list[str]) -> tuple[abi_mod.WheelAbi | None, str | None, str, dict | None]:
+    """(classification, wheel file name, how it was had, manifest-declared provenance) of one installed package."""
+    built = None
+    w = None
+    filename = None
+    how = "unavailable"
+    try:
+        if inst.source == "local" and planned is not None:
+            path = resolver.local_wheel(planned)
+            if path is not None:
+                filename = path.name
+                w, how = cache.classify_local(path)
+                b = planned.local.built_against
+                built = {"torch": b.torch, "cuda": b.cuda, "arch_list": list(b.arch_list)}
+        else:
+            f = source.best_wheel(inst.name, inst.version, plan.target.python, plan.target.platforms())
+            if f is not None:
+                filename = f.filename
+                if all(t.platform == "any" and t.abi == "none" for t in f.tags):
+                    how = "pure-python"
+                else:
+                    w, how = cache.classify_index(f)
+    except (IndexClientError, OSError, ValueError) as exc:
+        notes.append(f"ABI of {inst.name} {inst.version} not checked: {exc}")
+    return w, filename, how, built
+
+
 class AbiCache:
     """classify_wheel results by wheel sha256 under <root>/.cache/abi, wheels under <root>/.cache/wheels."""
 
@@ -732,40 +767,12 @@ class _Bump:
         if new_torch is None:
             return []
         locals_by_name = {p.name: p for p in self.plan.packages() if p.local}
-        out = []
-        for inst in sorted(after.values(), key=lambda i: i.name):
-            if inst.name == "torch":
-                continue
-            names_torch = any(canonicalize_name(r.name) == "torch"
-                              for r in self.requirements(after_plan, inst, include_suppressed=True))
-            if inst.source not in ("local", "fallback") and not names_torch:
-                continue
-            out.append(self._abi_one(inst, locals_by_name.get(inst.name), new_torch, after_plan))
-        return out
+        tied = torch_tied(after, lambda i: self.requirements(after_plan, i, include_suppressed=True))
+        return [self._abi_one(inst, locals_by_name.get(inst.name), new_torch, after_plan) for inst in tied]
 
     def _abi_one(self, inst: Installed, planned: PlannedPackage | None, new_torch: str, plan: Plan) -> AbiFinding:
-        built = None
-        w = None
-        filename = None
-        how = "unavailable"
-        try:
-            if inst.source == "local" and planned is not None:
-                path = self.resolver.local_wheel(planned)
-                if path is not None:
-                    filename = path.name
-                    w, how = self.abi_cache.classify_local(path)
-                    b = planned.local.built_against
-                    built = {"torch": b.torch, "cuda": b.cuda, "arch_list": list(b.arch_list)}
-            else:
-                f = self.source.best_wheel(inst.name, inst.version, plan.target.python, plan.target.platforms())
-                if f is not None:
-                    filename = f.filename
-                    if all(t.platform == "any" and t.abi == "none" for t in f.tags):
-                        how = "pure-python"
-                    else:
-                        w, how = self.abi_cache.classify_index(f)
-        except (IndexClientError, OSError, ValueError) as exc:
-            self.notes.append(f"ABI of {inst.name} {inst.version} not checked: {exc}")
+        w, filename, how, built = wheel_abi_of(inst, planned, plan, self.source, self.resolver, self.abi_cache,
+                                               self.notes)
         if how == "pure-python":
             return AbiFinding(inst.name, inst.version, filename, inst.source, "none", self._declared(inst, plan), None,
                               None, [], None, [], "ok", "pure Python wheel: nothing compiled", how)

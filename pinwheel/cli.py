@@ -91,8 +91,8 @@ def index_client(args: argparse.Namespace, m: Manifest, plan: Plan | None = None
 
 def cmd_report(args: argparse.Namespace) -> int:
     from .index import IndexClientError
-    from .report import needed_by, print_report, to_json
-    from .resolve import ResolveError, read_lock_slices, resolve_memoized
+    from .report import needed_by, print_report, to_json, torch_abi
+    from .resolve import ResolveError, memoized, read_lock_slices, resolve_memoized, wheels_state
 
     m = manifest_mod.load(args.manifest)
     plan = plan_variant(m, select_variant(m, args))
@@ -102,13 +102,17 @@ def cmd_report(args: argparse.Namespace) -> int:
         client = index_client(args, m, plan)
         cache_dir = m.path.parent / ".cache" / "index"
         resolved = resolve_memoized(plan, client, cache_dir, m.path.parent / "wheels", locked)
+        default_client = getattr(client, "default", client)
+        wheels = m.path.parent / "wheels"
+        abi = memoized(cache_dir, ("torch_abi", resolved.installed, wheels_state(plan, wheels), args.offline),
+                       lambda: torch_abi(resolved, client, default_client, m.path.parent, wheels, args.offline))
     except (ResolveError, IndexClientError) as exc:
         raise UsageError(str(exc)) from None
     if args.json:
-        data = to_json(resolved, needed_by(m))
+        data = to_json(resolved, needed_by(m), abi)
         sys.stdout.write(json.dumps(data, indent=2, sort_keys=False) + "\n")
     else:
-        data = print_report(resolved, needed_by(m), out(), verbose=args.verbose)
+        data = print_report(resolved, needed_by(m), out(), verbose=args.verbose, abi=abi)
     return EXIT_OK if data["summary"]["clean"] else EXIT_PROBLEM
 
 

@@ -88,7 +88,7 @@ def summarize(plan: Plan, shared: list[dict]) -> dict:
     }
 
 
-def to_json(plan: Plan, needed_by_manifest: dict[str, tuple[str, ...]]) -> dict:
+def to_json(plan: Plan, needed_by_manifest: dict[str, tuple[str, ...]], abi: list[dict] | None = None) -> dict:
     shared = shared_pin_findings(plan, needed_by_manifest)
     req_by = required_by(plan)
     return {
@@ -107,8 +107,47 @@ def to_json(plan: Plan, needed_by_manifest: dict[str, tuple[str, ...]]) -> dict:
         "shared_pins": shared,
         "hazards": [dataclasses.asdict(h) for h in plan.hazards],
         "unlocked_hazards": [dataclasses.asdict(h) for h in plan.unlocked_hazards],
+        "torch_abi": abi or [],
         "summary": summarize(plan, shared),
     }
+
+
+def torch_abi(plan: Plan, source, client, root, wheels_dir, offline: bool) -> list[dict]:
+    """Which compiled wheels in the image are tied to torch's ABI, and how (from their ELF imports)."""
+    from packaging.requirements import Requirement as Req
+
+    from .abi import provenance_mismatches
+    from .bump import AbiCache, torch_tied, wheel_abi_of
+    from .resolve import Resolver
+
+    by_name = {i.name: i for i in plan.installed}
+    torch_reqs: dict[str, list] = defaultdict(list)
+    for e in plan.edges:
+        if e.name == "torch" and e.verdict != "marker-excluded":
+            torch_reqs[e.parent].append(Req(e.requirement))
+    locals_by_name = {p.name: p for p in plan.packages() if p.local}
+    cache, resolver, notes = AbiCache(root, client, offline), Resolver(source, wheels_dir), []
+    rows = []
+    for inst in torch_tied(by_name, lambda i: torch_reqs.get(i.name, [])):
+        w, filename, how, built = wheel_abi_of(inst, locals_by_name.get(inst.name), plan, source, resolver, cache, notes)
+        rows.append({
+            "name": inst.name, "version": inst.version, "source": inst.source, "wheel": filename,
+            "abi_class": "none" if how == "pure-python" else (w.abi_class if w else "unknown"),
+            "declared_torch": ", ".join(str(r.specifier) or "any" for r in torch_reqs.get(inst.name, [])) or None,
+            "local_label": w.local_label if w else None,
+            "built_against": built,
+            "provenance_mismatches": provenance_mismatches(w, built) if (w and built) else [],
+            "how": how,
+        })
+    return rows
+
+
+ABI_MEANING = {
+    "unstable": "imports torch's C++ ABI (c10/at/torch symbols): rebuild for every torch bump",
+    "stable": "LibTorch stable ABI only (aoti_torch_*): forward compatible from the torch it was built for",
+    "none": "no torch linkage",
+    "unknown": "not classified (offline without a cached wheel, or no wheel for the target)",
+}
 
 
 def _hazard_line(h: Hazard) -> str:
@@ -117,8 +156,8 @@ def _hazard_line(h: Hazard) -> str:
 
 
 def print_report(plan: Plan, needed_by_manifest: dict[str, tuple[str, ...]], console: Console,
-                 verbose: bool = False) -> dict:
-    data = to_json(plan, needed_by_manifest)
+                 verbose: bool = False, abi: list[dict] | None = None) -> dict:
+    data = to_json(plan, needed_by_manifest, abi)
     c = console
     c.print(f"[bold]{escape(plan.image)}:{escape(plan.variant.name)}[/bold]  target: Python {plan.target.python}, "
             f"{plan.target.platform}, CUDA {plan.target.cuda}  "
@@ -177,6 +216,16 @@ def print_report(plan: Plan, needed_by_manifest: dict[str, tuple[str, ...]], con
             extra = f" (extra [{x['extra']}])" if x["extra"] else ""
             c.print(f"    excluded by {escape(x['parent'])} {escape(x['parent_version'])}: {escape(x['requirement'])}"
                     f"{escape(extra)}: {x['verdict']}, {escape(x['detail'])}")
+
+    if data["torch_abi"]:
+        c.print("\n[bold]Tied to torch[/bold] (from each wheel's ELF imports)")
+        for row in data["torch_abi"]:
+            declared = f"declares torch {row['declared_torch']}" if row["declared_torch"] else "declares no torch requirement"
+            label = f", label +{row['local_label']}" if row["local_label"] else ""
+            c.print(f"  {escape(row['name'])} {escape(row['version'])} ({row['source']}): [bold]{row['abi_class']}[/bold]"
+                    f" — {ABI_MEANING[row['abi_class']]}; {escape(declared)}{escape(label)}")
+            for m in row["provenance_mismatches"]:
+                c.print(f"    [yellow]{escape(m)}[/yellow]")
 
     c.print("\n[bold]Install order[/bold]")
     if plan.hazards:

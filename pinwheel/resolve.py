@@ -13,6 +13,7 @@ environment (python, platform), with the extras the image requests.
 from __future__ import annotations
 
 import dataclasses
+import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable, Protocol
@@ -328,7 +329,6 @@ def read_lock_slices(plan: Plan, lock_dir: Path) -> dict[str, dict[str, str]] | 
 def _cache_state(cache_dir: Path) -> str:
     """A digest of every cached index page and metadata file: any change invalidates memos."""
     import hashlib
-    import os
 
     digest = hashlib.sha256()
     for sub in ("pages", "metadata"):
@@ -339,7 +339,7 @@ def _cache_state(cache_dir: Path) -> str:
     return digest.hexdigest()
 
 
-def _wheels_state(plan: Plan, wheels_dir: Path | None) -> list[tuple[str, int, int]]:
+def wheels_state(plan: Plan, wheels_dir: Path | None) -> list[tuple[str, int, int]]:
     if not wheels_dir or not wheels_dir.is_dir():
         return []
     out = []
@@ -351,35 +351,39 @@ def _wheels_state(plan: Plan, wheels_dir: Path | None) -> list[tuple[str, int, i
     return out
 
 
-def resolve_memoized(plan: Plan, source, cache_dir: Path, wheels_dir: Path | None = None,
-                     locked: dict[str, dict[str, str]] | None = None) -> Plan:
-    """resolve(), remembered on disk for identical inputs and an unchanged metadata cache.
+def memoized(cache_dir: Path, key_material: object, compute):
+    """compute(), remembered on disk under a key, valid while the metadata cache is unchanged.
 
-    The key covers the Plan, the lock, the local wheels and the index URL; the
-    stored state of the whole metadata cache must match too, so a refreshed
-    page or new metadata always re-resolves.
+    The stored state of the whole metadata cache must match, so a refreshed page
+    or new metadata always recomputes.
     """
     import hashlib
     import pickle
 
-    source_key = getattr(source, "memo_key", None) or getattr(source, "index_url", None)
-    key_material = repr((plan, sorted((locked or {}).items()), _wheels_state(plan, wheels_dir), source_key, 1)).encode()
-    key = hashlib.sha256(key_material).hexdigest()
-    memo = cache_dir / "resolve" / f"{key}.pickle"
+    key = hashlib.sha256(repr((key_material, 2)).encode()).hexdigest()
+    memo = cache_dir / "memo" / f"{key}.pickle"
     state = _cache_state(cache_dir)
     if memo.exists():
         try:
-            stored_state, resolved = pickle.loads(memo.read_bytes())
+            stored_state, value = pickle.loads(memo.read_bytes())
             if stored_state == state:
-                return resolved
+                return value
         except Exception:  # a memo from another version of pinwheel: recompute
             pass
-    resolved = resolve(plan, source, wheels_dir, locked)
+    value = compute()
     memo.parent.mkdir(parents=True, exist_ok=True)
-    tmp = memo.with_suffix(".tmp")
-    tmp.write_bytes(pickle.dumps((_cache_state(cache_dir), resolved)))
+    tmp = memo.with_suffix(f".{os.getpid()}.tmp")
+    tmp.write_bytes(pickle.dumps((_cache_state(cache_dir), value)))
     tmp.replace(memo)
-    return resolved
+    return value
+
+
+def resolve_memoized(plan: Plan, source, cache_dir: Path, wheels_dir: Path | None = None,
+                     locked: dict[str, dict[str, str]] | None = None) -> Plan:
+    """resolve(), remembered for identical Plan, lock, local wheels and index (see memoized)."""
+    source_key = getattr(source, "memo_key", None) or getattr(source, "index_url", None)
+    key = ("resolve", plan, sorted((locked or {}).items()), wheels_state(plan, wheels_dir), source_key)
+    return memoized(cache_dir, key, lambda: resolve(plan, source, wheels_dir, locked))
 
 
 class RoutedSource:
