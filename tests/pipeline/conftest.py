@@ -161,10 +161,16 @@ def project_factory(pipeline_engine: Engine, pipeline_base: str, pipeline_env: d
         return project
 
     yield make
+    # Every image a project built, tagged or left dangling by a later build: its labels name its manifest.
+    import hashlib
+
     for project in made:
-        for image in pipeline_engine.docker.image.list(repository_or_tag=project.repository):
+        sha = hashlib.sha256(project.manifest.read_bytes()).hexdigest()
+        for image in pipeline_engine.docker.image.list(filters=[("label", f"io.pinwheel.manifest.sha256={sha}")], all=True):
             for tag in image.repo_tags:
                 pipeline_engine.remove(tag, force=True)
+            if pipeline_engine.image_exists(image.id):
+                pipeline_engine.remove(image.id, force=True)
         for image in pipeline_engine.docker.image.list(repository_or_tag=f"{REGISTRY_ADDR}/{project.repository}"):
             for tag in image.repo_tags:
                 pipeline_engine.remove(tag, force=True)
