@@ -40,8 +40,9 @@ RUN --mount=type=secret,id=ca,target=/etc/ssl/certs/pinwheel-ca.pem \
 RUN --mount=type=secret,id=ca,target=/etc/ssl/certs/pinwheel-ca.pem \
     PIP_CERT=/etc/ssl/certs/pinwheel-ca.pem pip install flashinfer-python==0.6.15.post1
 
+# torch-c-dlpack-ext: cuDNN DSA's cutedsl feature needs it (the manifest lists it too)
 RUN --mount=type=secret,id=ca,target=/etc/ssl/certs/pinwheel-ca.pem \
-    PIP_CERT=/etc/ssl/certs/pinwheel-ca.pem pip install "nvidia-cutlass-dsl[cu13]==4.6.2" apache-tvm-ffi==0.1.11
+    PIP_CERT=/etc/ssl/certs/pinwheel-ca.pem pip install "nvidia-cutlass-dsl[cu13]==4.6.2" apache-tvm-ffi==0.1.11 torch-c-dlpack-ext==0.1.5
 
 RUN --mount=type=secret,id=ca,target=/etc/ssl/certs/pinwheel-ca.pem \
     PIP_CERT=/etc/ssl/certs/pinwheel-ca.pem pip install cuda-python==13.4.4
