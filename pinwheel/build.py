@@ -63,11 +63,33 @@ def tags_for(plan: Plan, lock_sha256: str, today: dt.date | None = None) -> tupl
     return f"{plan.repository}:{dated}", f"{plan.repository}:{v.name}-{inputs}"
 
 
-def labels_for(plan: Plan, lock_sha256: str, versions: dict[str, str], dated_tag: str, revision: str | None) -> dict[str, str]:
+def source_date(root: Path) -> dt.datetime:
+    """When the sources were last changed: SOURCE_DATE_EPOCH, else the commit time, else now.
+
+    A label that changed on every build would give every cache-hit rebuild a
+    new image id, and a recorded smoke would no longer match it.
+    """
+    import os
+
+    epoch = os.environ.get("SOURCE_DATE_EPOCH", "").strip()
+    if not epoch:
+        try:
+            proc = subprocess.run(["git", "log", "-1", "--format=%ct"], cwd=root, capture_output=True, text=True,
+                                  timeout=10)
+            epoch = proc.stdout.strip() if proc.returncode == 0 else ""
+        except (OSError, subprocess.SubprocessError):
+            epoch = ""
+    if epoch.isdigit():
+        return dt.datetime.fromtimestamp(int(epoch), dt.timezone.utc)
+    return dt.datetime.now(dt.timezone.utc)
+
+
+def labels_for(plan: Plan, lock_sha256: str, versions: dict[str, str], dated_tag: str, revision: str | None,
+               created: dt.datetime) -> dict[str, str]:
     labels = {
         "org.opencontainers.image.title": plan.title or plan.image,
         "org.opencontainers.image.version": dated_tag.split(":", 1)[1],
-        "org.opencontainers.image.created": dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        "org.opencontainers.image.created": created.strftime("%Y-%m-%dT%H:%M:%SZ"),
         "org.opencontainers.image.base.name": plan.variant.base,
         f"{LABEL_PREFIX}.image": plan.image,
         f"{LABEL_PREFIX}.variant": plan.variant.name,
@@ -121,13 +143,16 @@ def assemble_context(plan: Plan, inputs: BuildInputs, context: Path) -> None:
 
 def write_secrets(plan: Plan, secrets_dir: Path) -> dict[str, Path]:
     """The CA bundle and pip's index configuration, as files for BuildKit secrets."""
-    from .index import ca_bundle, default_index_url
+    from .index import ca_bundle, default_index_url, pip_setting
 
     secrets: dict[str, Path] = {}
     ca = ca_bundle()
     if ca and Path(ca).is_file():
         secrets["ca"] = Path(ca)
     lines = ["[global]", f"index-url = {default_index_url()}"]
+    trusted = pip_setting("PIP_TRUSTED_HOST", ("install.trusted-host", "global.trusted-host"))
+    if trusted:
+        lines.append(f"trusted-host = {trusted}")
     if plan.variant.torch_index_env:
         import os
 
@@ -150,7 +175,7 @@ def build_image(plans: list[Plan], plan: Plan, root: Path, engine: Engine, targe
     lock_sha = lock_sha256(inputs.lock_dir)
     dated, immutable = tags_for(plan, lock_sha)
     tags = (dated, immutable) if target == "image" else (f"{plan.repository}:{immutable.split(':', 1)[1]}-{target}",)
-    labels = labels_for(plan, lock_sha, locked_versions(inputs.lock_dir), dated, git_revision(root))
+    labels = labels_for(plan, lock_sha, locked_versions(inputs.lock_dir), dated, git_revision(root), source_date(root))
     with tempfile.TemporaryDirectory(prefix="pinwheel-context-") as ctx, \
             tempfile.TemporaryDirectory(prefix="pinwheel-secrets-") as sec:
         context = Path(ctx)

@@ -91,9 +91,10 @@ class Engine:
 
     @staticmethod
     def _errors() -> tuple[type[BaseException], ...]:
+        from python_on_whales.client_config import ClientNotFoundError
         from python_on_whales.exceptions import DockerException
 
-        return (DockerException, FileNotFoundError, PermissionError)
+        return (DockerException, ClientNotFoundError, FileNotFoundError, PermissionError)
 
     # -- state --------------------------------------------------------------
     def unavailable_reason(self) -> str | None:
@@ -135,6 +136,7 @@ class Engine:
         With ``progress`` the plain build log streams to stderr. On failure
         raises :class:`BuildFailed` carrying the tail of the log.
         """
+        from python_on_whales.client_config import ClientNotFoundError
         from python_on_whales.exceptions import DockerException
 
         secret_specs = [f"id={sid},src={Path(src).resolve()}" for sid, src in (secrets or {}).items()]
@@ -168,7 +170,7 @@ class Engine:
                 raise BuildFailed(
                     f"build of {dockerfile} failed (exit {exc.return_code})", "\n".join(tail)
                 ) from None
-            except (FileNotFoundError, PermissionError) as exc:
+            except (FileNotFoundError, PermissionError, ClientNotFoundError) as exc:
                 raise BuildFailed(f"cannot run the docker CLI: {exc}", "") from None
             image_id = _image_id_from_metadata(metadata)
         if image_id is None:

@@ -224,21 +224,27 @@ def _pip_default_index_url() -> str:
     return PyPI.simple_url
 
 
+def pip_setting(env: str, keys: Sequence[str]) -> str | None:
+    """A pip setting as pip itself would see it: its environment variable, else the first configured key."""
+    value = os.environ.get(env, "").strip()
+    if value:
+        return value
+    config = _pip_config(sys.executable)
+    for key in keys:
+        configured = config.get(key, "").strip()
+        if configured:
+            return configured
+    return None
+
+
 def default_index_url() -> str:
     """The index ``pip install`` would use.
 
     ``PIP_INDEX_URL``, else pip's configuration (``install.index-url``, which
     pip lets override ``global.index-url`` for installs), else pip's default.
     """
-    env = os.environ.get("PIP_INDEX_URL", "").strip()
-    if env:
-        return env.split()[0]
-    config = _pip_config(sys.executable)
-    for key in ("install.index-url", "global.index-url"):
-        configured = config.get(key, "").strip()
-        if configured:
-            return configured.split()[0]
-    return _pip_default_index_url()
+    configured = pip_setting("PIP_INDEX_URL", ("install.index-url", "global.index-url"))
+    return configured.split()[0] if configured else _pip_default_index_url()
 
 
 def ca_bundle() -> str | None:

@@ -872,20 +872,59 @@ _PIP_CHECK_LINE = re.compile(
 )
 
 
+def broken_requirements() -> tuple[list, str]:
+    """`pip check`'s findings, in its own words: (lines, how they were had).
+
+    pip's own vendored `packaging` evaluates the requirements in-process with
+    pip check's rules (markers with no extra, installed version against the
+    specifier); importing all of pip for `python -m pip check` costs the
+    invariant step most of a second on every rebuild. Without it, run pip check.
+    """
+    try:
+        from pip._vendor.packaging.requirements import InvalidRequirement, Requirement
+        from pip._vendor.packaging.utils import canonicalize_name
+    except ImportError:
+        proc = subprocess.run([sys.executable, "-m", "pip", "check"], capture_output=True, text=True)
+        lines = [l.strip() for l in proc.stdout.splitlines()
+                 if l.strip() and l.strip() != "No broken requirements found."]
+        if proc.returncode not in (0, 1):
+            lines.append(f"pip check exited {proc.returncode}: {proc.stderr.strip()[-500:]}")
+        return lines, "pip check"
+    dists = {}
+    for dist in importlib.metadata.distributions():
+        name = dist.metadata["Name"]
+        if name:
+            dists.setdefault(canonicalize_name(name), dist)
+    lines = []
+    for key, dist in sorted(dists.items()):
+        for text in dist.requires or []:
+            try:
+                req = Requirement(text)
+            except InvalidRequirement:
+                continue
+            if req.marker is not None and not req.marker.evaluate({"extra": ""}):
+                continue
+            have = dists.get(canonicalize_name(req.name))
+            label = f"{key} {dist.version}"
+            if have is None:
+                lines.append(f"{label} requires {canonicalize_name(req.name)}, which is not installed.")
+            elif not req.specifier.contains(have.version, prereleases=True):
+                lines.append(f"{label} has requirement {req}, but you have "
+                             f"{canonicalize_name(have.metadata['Name'])} {have.version}.")
+    return lines, "pip's packaging"
+
+
 def run_pip_check(expect: dict) -> dict:
     """`pip check`, allowing exactly the requirements the --no-deps installs drop on purpose.
 
     pip check ignores extras, so it only ever reports the base requirements of a
     --no-deps package; each one it reports must be in expect.json's "suppressed".
     """
-    proc = subprocess.run([sys.executable, "-m", "pip", "check"], capture_output=True, text=True)
+    found, how = broken_requirements()
     allowed = {normalize(pkg): {parse_requirement(r)["normalized"] for r in reqs}
                for pkg, reqs in expect["suppressed"].items()}
     accepted, unexpected = [], []
-    for line in proc.stdout.splitlines():
-        line = line.strip()
-        if not line or line == "No broken requirements found.":
-            continue
+    for line in found:
         m = _PIP_CHECK_LINE.match(line)
         if m:
             dep = m["missing"] or m["req"]
@@ -894,10 +933,8 @@ def run_pip_check(expect: dict) -> dict:
                 accepted.append(line)
                 continue
         unexpected.append(line)
-    if proc.returncode not in (0, 1) and not unexpected:
-        unexpected.append(f"pip check exited {proc.returncode}: {proc.stderr.strip()[-500:]}")
     status = "failed" if unexpected else "passed"
-    fields = {"accepted_suppressed": accepted, "unexpected": unexpected}
+    fields = {"accepted_suppressed": accepted, "unexpected": unexpected, "checked_with": how}
     if unexpected:
         fields["error"] = "pip check: " + "; ".join(unexpected)
     return _stage("static", "pip-check", status, **fields)
@@ -994,6 +1031,9 @@ def summary(doc: dict) -> str:
         elif s["name"] == "no-deps":
             parts = []
             for pkg, info in s["packages"].items():
+                if info["installed"] is None:
+                    parts.append(f"{pkg} not installed (a fallback whose local wheel was present)")
+                    continue
                 dropped = ", ".join(f"{i.get('name', i['requirement'])}: {i.get('state', i.get('error'))}"
                                     for i in info["dropped"])
                 parts.append(f"{pkg} drops [{dropped}]")

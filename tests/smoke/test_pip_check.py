@@ -19,12 +19,22 @@ def broken_env(tmp_path_factory):
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
     from localindex import build_wheel
 
-    wheel = build_wheel(root, "frontend", "1.0", requires=["helper>=1"])
+    wheels = [build_wheel(root, "frontend", "1.0", requires=["helper>=1", 'winhelper; sys_platform == "win32"']),
+              build_wheel(root, "Needs_New", "1.0", requires=["frontend>=2"], extras={"x": ["helper"]})]
     env = root / "venv"
     venv.EnvBuilder(with_pip=True).create(env)
     python = env / "bin" / "python"
-    subprocess.run([str(python), "-m", "pip", "install", "-q", "--no-index", "--no-deps", str(wheel)], check=True)
+    subprocess.run([str(python), "-m", "pip", "install", "-q", "--no-index", "--no-deps", *map(str, wheels)], check=True)
     return python, root
+
+
+def test_same_findings_as_pip_check(broken_env):
+    python, root = broken_env
+    proc = subprocess.run([str(python), "-m", "pip", "check"], capture_output=True, text=True)
+    assert proc.returncode == 1
+    _, stage = run(python, root, {})
+    assert stage["checked_with"] == "pip's packaging"
+    assert sorted(stage["unexpected"]) == sorted(proc.stdout.strip().splitlines())
 
 
 def run(python: Path, root: Path, suppressed: dict) -> tuple[int, dict]:
@@ -39,15 +49,16 @@ def run(python: Path, root: Path, suppressed: dict) -> tuple[int, dict]:
 
 def test_suppressed_requirement_is_accepted(broken_env):
     python, root = broken_env
-    rc, stage = run(python, root, {"frontend": ["helper>=1"]})
+    rc, stage = run(python, root, {"frontend": ["helper>=1"], "needs-new": ["frontend>=2"]})
     assert rc == 0
     assert stage["status"] == "passed"
-    assert stage["accepted_suppressed"] == ["frontend 1.0 requires helper, which is not installed."]
+    assert sorted(stage["accepted_suppressed"]) == ["frontend 1.0 requires helper, which is not installed.",
+                                                    "needs-new 1.0 has requirement frontend>=2, but you have frontend 1.0."]
 
 
 def test_unexpected_broken_requirement_fails_the_build_step(broken_env):
     python, root = broken_env
-    rc, stage = run(python, root, {})
+    rc, stage = run(python, root, {"needs-new": ["frontend>=2"]})
     assert rc == 1
     assert stage["status"] == "failed"
-    assert "frontend 1.0 requires helper, which is not installed." in stage["error"]
+    assert stage["unexpected"] == ["frontend 1.0 requires helper, which is not installed."]
