@@ -176,20 +176,26 @@ def cmd_base(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def cmd_build(args: argparse.Namespace) -> int:
+def build_variant(m: Manifest, plan: Plan, engine, target: str, quiet: bool):
+    """The built image, or None when the build failed (its log tail already printed)."""
     from .build import BuildError, build_image
     from .engine import BuildFailed
 
-    m = manifest_mod.load(args.manifest)
-    plan = plan_variant(m, select_variant(m, args))
-    engine = engine_or_fail()
     ensure_variant_base(plan, engine)
     try:
-        built = build_image(plans_for(m, None), plan, m.path.parent, engine, target=args.target, progress=not args.quiet)
+        return build_image(plans_for(m, None), plan, m.path.parent, engine, target=target, progress=not quiet)
     except BuildError as exc:
         raise UsageError(str(exc)) from None
     except BuildFailed as exc:
         err().print(f"[red]build failed:[/red] {escape(str(exc))}")
+        return None
+
+
+def cmd_build(args: argparse.Namespace) -> int:
+    m = manifest_mod.load(args.manifest)
+    plan = plan_variant(m, select_variant(m, args))
+    built = build_variant(m, plan, engine_or_fail(), args.target, args.quiet)
+    if built is None:
         return EXIT_PROBLEM
     if args.json:
         sys.stdout.write(json.dumps({"image_id": built.image_id, "tags": list(built.tags), "labels": built.labels}, indent=2) + "\n")
@@ -201,21 +207,14 @@ def cmd_build(args: argparse.Namespace) -> int:
 
 
 def cmd_smoke(args: argparse.Namespace) -> int:
-    from .build import BuildError, build_image
-    from .engine import BuildFailed
     from .smoke import record, run_smoke
 
     m = manifest_mod.load(args.manifest)
     engine = engine_or_fail()
     image = args.image or args.image_opt
     if not image:
-        plan = plan_variant(m, select_variant(m, args))
-        try:
-            built = build_image(plans_for(m, None), plan, m.path.parent, engine, target="image", progress=not args.quiet)
-        except BuildError as exc:
-            raise UsageError(str(exc)) from None
-        except BuildFailed as exc:
-            err().print(f"[red]build failed:[/red] {escape(str(exc))}")
+        built = build_variant(m, plan_variant(m, select_variant(m, args)), engine, "image", args.quiet)
+        if built is None:
             return EXIT_PROBLEM
         image = built.tags[0]
     elif not engine.image_exists(image):

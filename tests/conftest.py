@@ -1,4 +1,18 @@
+"""Fixtures shared by every test directory: the local HTTP index, and the real engine,
+bootstrap base image and registry (skipped with the reason without an engine; failed
+when CI is set, because CI must provide them: scripts/engine-up, scripts/registry-up)."""
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import urllib.request
+from typing import Iterator
+
 import pytest
+
+from pinwheel.base import BaseImageError, base_ref, ensure_base
+from pinwheel.engine import Engine
 
 try:  # tests/ as a package or as a plain directory on sys.path
     from .localindex import LocalIndex
@@ -14,3 +28,69 @@ def local_index(tmp_path):
         yield index
     finally:
         index.close()
+
+
+try:
+    from .engine_support import BASE_PYTHON, BASE_SUITE, REGISTRY_ADDR, REPO_ROOT, engine_unavailable
+except ImportError:
+    from engine_support import BASE_PYTHON, BASE_SUITE, REGISTRY_ADDR, REPO_ROOT, engine_unavailable
+
+
+@pytest.fixture(scope="session")
+def engine() -> Engine:
+    eng = Engine()
+    reason = eng.unavailable_reason()
+    if reason is not None:
+        engine_unavailable(reason)
+    return eng
+
+
+@pytest.fixture(scope="session")
+def base_image(engine: Engine) -> str:
+    """The local bootstrap base (created with debootstrap when missing)."""
+    ref = base_ref(BASE_SUITE, BASE_PYTHON)
+    try:
+        ensure_base(ref, BASE_PYTHON, engine, suite=BASE_SUITE, cache_dir=REPO_ROOT / ".cache" / "base")
+    except BaseImageError as exc:
+        engine_unavailable(f"cannot make the bootstrap base {ref}: {exc}")
+    return ref
+
+
+def _registry_answers(addr: str) -> bool:
+    try:
+        with urllib.request.urlopen(f"http://{addr}/v2/", timeout=2) as resp:
+            return resp.status == 200
+    except OSError:
+        return False
+
+
+@pytest.fixture(scope="session")
+def registry(engine: Engine, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """``host:port`` of a registry started with scripts/registry-up.
+
+    One that already answers is reused (tests use fresh repository names);
+    one this fixture started, on fresh storage, is stopped afterwards.
+    """
+    if _registry_answers(REGISTRY_ADDR):
+        yield REGISTRY_ADDR
+        return
+    state = tmp_path_factory.mktemp("registry-state")
+    storage = tmp_path_factory.mktemp("registry-storage")
+    env = dict(os.environ, TMPDIR=str(state), PINWHEEL_REGISTRY_ADDR=REGISTRY_ADDR)
+    proc = subprocess.run(
+        [str(REPO_ROOT / "scripts" / "registry-up"), str(storage)],
+        env=env,
+        capture_output=True,
+        text=True,
+    )
+    if proc.returncode != 0:
+        engine_unavailable(f"scripts/registry-up failed (exit {proc.returncode}): {proc.stderr.strip()}")
+    pid_file = state / f"pinwheel-registry-{REGISTRY_ADDR.rsplit(':', 1)[1]}" / "registry.pid"
+    try:
+        yield REGISTRY_ADDR
+    finally:
+        if pid_file.is_file():
+            try:
+                os.kill(int(pid_file.read_text().strip()), signal.SIGTERM)
+            except (ProcessLookupError, ValueError):
+                pass

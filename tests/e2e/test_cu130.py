@@ -41,7 +41,7 @@ def tail(proc: subprocess.CompletedProcess, n: int = 6000) -> str:
 
 
 @pytest.fixture(scope="module")
-def built(e2e_engine: Engine) -> dict:
+def built(engine: Engine) -> dict:
     check = cli("lock", "--check", "--variant", VARIANT)
     assert check.returncode == 0, f"the committed cu130 lock is stale or missing; run `make lock`:\n{tail(check)}"
     proc = cli("build", "--cuda", "13", "--json")
@@ -49,7 +49,7 @@ def built(e2e_engine: Engine) -> dict:
     return json.loads(proc.stdout)
 
 
-def test_labels_and_tags(built: dict, e2e_engine: Engine) -> None:
+def test_labels_and_tags(built: dict, engine: Engine) -> None:
     m = manifest.load(ROOT / "wheels_manifest.yaml")
     plan = plan_variant(m, VARIANT)
     manifest_sha = hashlib.sha256((ROOT / "wheels_manifest.yaml").read_bytes()).hexdigest()
@@ -60,9 +60,9 @@ def test_labels_and_tags(built: dict, e2e_engine: Engine) -> None:
     assert dated in {f"{plan.repository}:cu130-torch213-{d:%Y%m%d}" for d in days}
     assert immutable == f"{plan.repository}:{VARIANT}-{inputs}"
     for tag in built["tags"]:
-        assert e2e_engine.image_id(tag) == built["image_id"]
+        assert engine.image_id(tag) == built["image_id"]
 
-    labels = e2e_engine.labels(built["image_id"])
+    labels = engine.labels(built["image_id"])
     assert labels["io.pinwheel.image"] == "train"
     assert labels["io.pinwheel.variant"] == VARIANT
     assert labels["io.pinwheel.cuda"] == "13.0"
@@ -78,8 +78,8 @@ def test_labels_and_tags(built: dict, e2e_engine: Engine) -> None:
         assert labels["org.opencontainers.image.revision"] == head.stdout.strip()
 
 
-def test_installed_packages_are_the_lock(built: dict, e2e_engine: Engine) -> None:
-    result = e2e_engine.run(built["image_id"], ["python", "-m", "pip", "list", "--format=json"])
+def test_installed_packages_are_the_lock(built: dict, engine: Engine) -> None:
+    result = engine.run(built["image_id"], ["python", "-m", "pip", "list", "--format=json"])
     assert result.ok, result.stderr
     installed = {canonicalize_name(d["name"]): d["version"] for d in json.loads(result.stdout)}
 
@@ -112,14 +112,14 @@ def test_installed_packages_are_the_lock(built: dict, e2e_engine: Engine) -> Non
     assert extra <= allowed, f"installed but neither locked nor a local wheel/fallback: {sorted(extra - allowed)}"
 
 
-def test_static_smoke_and_publish(built: dict, e2e_engine: Engine, e2e_registry: str) -> None:
+def test_static_smoke_and_publish(built: dict, engine: Engine, registry: str) -> None:
     smoke = cli("smoke", "--cuda", "13", built["tags"][0], "--level", "static", "--gpus", "no")
     assert smoke.returncode == 0, tail(smoke)
     assert "static: PASSED" in smoke.stdout
 
-    publish = cli("publish", "--cuda", "13", "--registry", e2e_registry)
+    publish = cli("publish", "--cuda", "13", "--registry", registry)
     assert publish.returncode == 0, tail(publish)
     repository = built["tags"][0].split(":", 1)[0]
-    with urllib.request.urlopen(f"http://{e2e_registry}/v2/{repository}/tags/list", timeout=30) as resp:
+    with urllib.request.urlopen(f"http://{registry}/v2/{repository}/tags/list", timeout=30) as resp:
         tags = set(json.loads(resp.read())["tags"] or [])
     assert {t.split(":", 1)[1] for t in built["tags"]} <= tags

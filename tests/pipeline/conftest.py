@@ -6,20 +6,16 @@ reason; with ``CI`` set they fail instead, because CI must provide them
 """
 from __future__ import annotations
 
-import os
-import signal
-import subprocess
-import urllib.request
 import uuid
 from pathlib import Path
 from typing import Iterator
 
 import pytest
 
+from engine_support import REGISTRY_ADDR, engine_unavailable
 from pinwheel.engine import Engine
 
 from pipeline_support import (
-    REPO_ROOT,
     Project,
     TLSIndex,
     bridge_address,
@@ -29,77 +25,14 @@ from pipeline_support import (
     populate_index,
 )
 
-BASE_SUITE = "bookworm"
-BASE_PYTHON = "3.11"
-REGISTRY_ADDR = os.environ.get("PINWHEEL_TEST_REGISTRY_ADDR", "127.0.0.1:5000")
-
-
-def unavailable(reason: str) -> None:
-    if os.environ.get("CI"):
-        pytest.fail(f"pipeline tests need a working engine and registry in CI: {reason}", pytrace=False)
-    pytest.skip(f"SKIPPED (no engine): {reason}")
+# The engine, base_image and registry fixtures come from tests/conftest.py.
+unavailable = engine_unavailable
 
 
 @pytest.fixture(scope="session")
-def pipeline_engine() -> Engine:
-    eng = Engine()
-    try:
-        reason = eng.unavailable_reason()
-    except Exception as exc:  # e.g. no docker CLI at all: python-on-whales raises ClientNotFoundError
-        reason = f"{type(exc).__name__}: {exc}"
-    if reason is not None:
-        unavailable(reason)
-    return eng
-
-
-@pytest.fixture(scope="session")
-def pipeline_base(pipeline_engine: Engine) -> str:
-    from pinwheel.base import BaseImageError, base_ref, ensure_base
-
-    ref = base_ref(BASE_SUITE, BASE_PYTHON)
-    try:
-        ensure_base(ref, BASE_PYTHON, pipeline_engine, suite=BASE_SUITE, cache_dir=REPO_ROOT / ".cache" / "base")
-    except BaseImageError as exc:
-        unavailable(f"cannot make the bootstrap base {ref}: {exc}")
-    return ref
-
-
-def _registry_answers(addr: str) -> bool:
-    try:
-        with urllib.request.urlopen(f"http://{addr}/v2/", timeout=2) as resp:
-            return resp.status == 200
-    except OSError:
-        return False
-
-
-@pytest.fixture(scope="session")
-def pipeline_registry(pipeline_engine: Engine, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    """A registry on loopback: reused when one answers, else started with scripts/registry-up and stopped after."""
-    if _registry_answers(REGISTRY_ADDR):
-        yield REGISTRY_ADDR
-        return
-    state = tmp_path_factory.mktemp("registry-state")
-    storage = tmp_path_factory.mktemp("registry-storage")
-    env = dict(os.environ, TMPDIR=str(state), PINWHEEL_REGISTRY_ADDR=REGISTRY_ADDR)
-    proc = subprocess.run([str(REPO_ROOT / "scripts" / "registry-up"), str(storage)], env=env,
-                          capture_output=True, text=True)
-    if proc.returncode != 0:
-        unavailable(f"scripts/registry-up failed (exit {proc.returncode}): {proc.stderr.strip()}")
-    pid_file = state / f"pinwheel-registry-{REGISTRY_ADDR.rsplit(':', 1)[1]}" / "registry.pid"
-    try:
-        yield REGISTRY_ADDR
-    finally:
-        if pid_file.is_file():
-            try:
-                os.kill(int(pid_file.read_text().strip()), signal.SIGTERM)
-            except (ProcessLookupError, ValueError):
-                pass
-
-
-@pytest.fixture(scope="session")
-def tls_index(pipeline_engine: Engine, tmp_path_factory: pytest.TempPathFactory) -> Iterator[TLSIndex]:
+def tls_index(engine: Engine, tmp_path_factory: pytest.TempPathFactory) -> Iterator[TLSIndex]:
     """The test index over HTTPS on the bridge address, with a CA made for this session."""
-    host = bridge_address(pipeline_engine)
+    host = bridge_address(engine)
     ca = make_ca(tmp_path_factory.mktemp("test-ca"), host)
     index = TLSIndex(tmp_path_factory.mktemp("tls-index"), host, ca)
     populate_index(index)
@@ -147,7 +80,7 @@ def local_wheel_files(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Pat
 
 
 @pytest.fixture(scope="session")
-def project_factory(pipeline_engine: Engine, pipeline_base: str, pipeline_env: dict[str, str],
+def project_factory(engine: Engine, base_image: str, pipeline_env: dict[str, str],
                     host_env: dict[str, str], local_wheel_files: dict[str, Path], tmp_path_factory: pytest.TempPathFactory) -> Iterator:
     """make(label) -> a rendered, locked Project with its own repository; its images are removed afterwards."""
     made: list[Project] = []
@@ -155,7 +88,7 @@ def project_factory(pipeline_engine: Engine, pipeline_base: str, pipeline_env: d
 
     def make(label: str) -> Project:
         repository = f"pinwheel-test/pipe-{run}-{label}"
-        project = make_project(tmp_path_factory.mktemp(f"project-{label}") / "p", repository, pipeline_base,
+        project = make_project(tmp_path_factory.mktemp(f"project-{label}") / "p", repository, base_image,
                                local_wheel_files, pipeline_env, host_env)
         made.append(project)
         return project
@@ -166,11 +99,11 @@ def project_factory(pipeline_engine: Engine, pipeline_base: str, pipeline_env: d
 
     for project in made:
         sha = hashlib.sha256(project.manifest.read_bytes()).hexdigest()
-        for image in pipeline_engine.docker.image.list(filters=[("label", f"io.pinwheel.manifest.sha256={sha}")], all=True):
+        for image in engine.docker.image.list(filters=[("label", f"io.pinwheel.manifest.sha256={sha}")], all=True):
             for tag in image.repo_tags:
-                pipeline_engine.remove(tag, force=True)
-            if pipeline_engine.image_exists(image.id):
-                pipeline_engine.remove(image.id, force=True)
-        for image in pipeline_engine.docker.image.list(repository_or_tag=f"{REGISTRY_ADDR}/{project.repository}"):
+                engine.remove(tag, force=True)
+            if engine.image_exists(image.id):
+                engine.remove(image.id, force=True)
+        for image in engine.docker.image.list(repository_or_tag=f"{REGISTRY_ADDR}/{project.repository}"):
             for tag in image.repo_tags:
-                pipeline_engine.remove(tag, force=True)
+                engine.remove(tag, force=True)

@@ -68,11 +68,11 @@ def project(project_factory) -> Project:
 
 
 @pytest.fixture(scope="module")
-def full_image(project: Project, pipeline_engine: Engine):
+def full_image(project: Project, engine: Engine):
     """Every local wheel present, built through the library entry point."""
     project.set_wheels(*LOCAL_WHEELS)
     _, plans, plan = project.load()
-    return build_image(plans, plan, project.root, pipeline_engine, progress=False)
+    return build_image(plans, plan, project.root, engine, progress=False)
 
 
 def expect_pins(project: Project) -> dict[str, str]:
@@ -82,7 +82,7 @@ def expect_pins(project: Project) -> dict[str, str]:
 # ----------------------------------------------------------- labels & tags
 
 
-def test_labels_and_tags(full_image, project: Project, pipeline_engine: Engine, pipeline_base: str):
+def test_labels_and_tags(full_image, project: Project, engine: Engine, base_image: str):
     manifest_sha = sha256_file(project.manifest)
     lock_sha = lock_sha256(project.lock_dir)
     inputs = hashlib.sha256(f"{manifest_sha}\n{lock_sha}".encode()).hexdigest()[:12]
@@ -92,13 +92,13 @@ def test_labels_and_tags(full_image, project: Project, pipeline_engine: Engine, 
     assert dated in {f"{repo}:cu130-pipe-{d:%Y%m%d}" for d in days}
     assert immutable == f"{repo}:cu130-{inputs}"
     for tag in full_image.tags:  # (first in this module: no later build has moved the tags yet)
-        assert pipeline_engine.image_id(tag) == full_image.image_id
+        assert engine.image_id(tag) == full_image.image_id
 
-    labels = pipeline_engine.labels(full_image.image_id)
+    labels = engine.labels(full_image.image_id)
     assert labels["org.opencontainers.image.title"] == "pinwheel pipeline test image"
     assert labels["org.opencontainers.image.version"] == dated.split(":", 1)[1]
     assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ", labels["org.opencontainers.image.created"])
-    assert labels["org.opencontainers.image.base.name"] == pipeline_base
+    assert labels["org.opencontainers.image.base.name"] == base_image
     assert labels["io.pinwheel.image"] == "tiny"
     assert labels["io.pinwheel.variant"] == "cu130"
     assert labels["io.pinwheel.cuda"] == "13.0"
@@ -112,10 +112,10 @@ def test_labels_and_tags(full_image, project: Project, pipeline_engine: Engine, 
 # ------------------------------------------------------------------ secrets
 
 
-def test_ca_bundle_is_in_no_layer(full_image, project: Project, tls_index: TLSIndex, pipeline_engine: Engine,
+def test_ca_bundle_is_in_no_layer(full_image, project: Project, tls_index: TLSIndex, engine: Engine,
                                   tmp_path: Path):
     """The build only worked because pip trusted the session's CA (the `ca` secret), yet no byte of it is in the image."""
-    saved = pipeline_engine.save(full_image.image_id, tmp_path / "image.tar")
+    saved = engine.save(full_image.image_id, tmp_path / "image.tar")
     layers = layer_members(saved)
     assert len(layers) >= 5
     control = (project.lock_dir / "expect.json").read_bytes()  # COPYed into a layer: the scan must see it
@@ -125,15 +125,15 @@ def test_ca_bundle_is_in_no_layer(full_image, project: Project, tls_index: TLSIn
     leaked = {n[:40]: where for n, where in found.items() if n is not control and where}
     assert leaked == {}, f"CA bytes found in the saved image: {leaked}"
     # nor is the secret's mount point left behind with content
-    result = pipeline_engine.run(full_image.image_id, ["sh", "-c", "cat /run/secrets/ca 2>/dev/null | wc -c"])
+    result = engine.run(full_image.image_id, ["sh", "-c", "cat /run/secrets/ca 2>/dev/null | wc -c"])
     assert result.ok and result.stdout.strip() == "0"
 
 
 # ------------------------------------------------------------- local wheels
 
 
-def test_present_local_wheels_are_installed_from_wheels_dir(full_image, project: Project, pipeline_engine: Engine):
-    found = installed(pipeline_engine, full_image.image_id)
+def test_present_local_wheels_are_installed_from_wheels_dir(full_image, project: Project, engine: Engine):
+    found = installed(engine, full_image.image_id)
     for name in LOCAL_WHEELS:
         assert found[name]["version"] == LOCAL_VERSION, name
         assert found[name]["url"].startswith("file:///tmp/wheels/"), found[name]
@@ -157,7 +157,7 @@ def test_missing_required_wheel_fails_the_build_naming_it(project: Project):
                                   "required. run `make wheel` in pw-kern-fail and copy the wheel into wheels/")
 
 
-def test_missing_skip_and_fallback_wheels(project: Project, pipeline_engine: Engine):
+def test_missing_skip_and_fallback_wheels(project: Project, engine: Engine):
     project.set_wheels("pw-kern-fail")
     try:
         result = project.cli("build", "--variant", "cu130", "--json")
@@ -172,7 +172,7 @@ def test_missing_skip_and_fallback_wheels(project: Project, pipeline_engine: Eng
     assert printed(log, "Successfully installed pw-kern-fb-stable-1.0.0")
 
     image = json.loads(result.stdout)["tags"][0]
-    found = installed(pipeline_engine, image)
+    found = installed(engine, image)
     assert "pw-kern-skip" not in found
     assert "pw-kern-fb" not in found
     assert found["pw-kern-fb-stable"] == {"version": "1.0.0", "url": None}
@@ -224,7 +224,7 @@ def registry_tags(registry: str, repository: str) -> list[str] | None:
     return sorted(json.loads(body).get("tags") or [])
 
 
-def test_smoke_then_publish_and_republish(project: Project, pipeline_registry: str):
+def test_smoke_then_publish_and_republish(project: Project, registry: str):
     project.set_wheels(*LOCAL_WHEELS)
     built = project.cli("build", "--variant", "cu130", "--quiet", "--json", check=True)
     tags = json.loads(built.stdout)["tags"]
@@ -239,24 +239,24 @@ def test_smoke_then_publish_and_republish(project: Project, pipeline_registry: s
     assert record["ok"] is True
     assert record["levels"] == {"static": "passed", "import": "skipped", "gpu": "skipped"}
 
-    assert registry_tags(pipeline_registry, project.repository) is None
-    first = project.cli("publish", "--variant", "cu130", "--registry", pipeline_registry)
+    assert registry_tags(registry, project.repository) is None
+    first = project.cli("publish", "--variant", "cu130", "--registry", registry)
     assert first.returncode == 0, first.output[-3000:]
     names = sorted(t.split(":", 1)[1] for t in tags)
-    assert registry_tags(pipeline_registry, project.repository) == names
-    digests = {n: manifest_digest(pipeline_registry, project.repository, n) for n in names}
+    assert registry_tags(registry, project.repository) == names
+    digests = {n: manifest_digest(registry, project.repository, n) for n in names}
     assert all(d and d.startswith("sha256:") for d in digests.values())
     assert len(set(digests.values())) == 1, "both tags name one image"
     for line in (l for l in first.stdout.splitlines() if l.startswith("pushed ")):
         assert line.split()[-1] == next(iter(digests.values()))
 
-    again = project.cli("publish", "--variant", "cu130", "--registry", pipeline_registry)
+    again = project.cli("publish", "--variant", "cu130", "--registry", registry)
     assert again.returncode == 0, again.output[-3000:]
-    assert registry_tags(pipeline_registry, project.repository) == names
-    assert {n: manifest_digest(pipeline_registry, project.repository, n) for n in names} == digests
+    assert registry_tags(registry, project.repository) == names
+    assert {n: manifest_digest(registry, project.repository, n) for n in names} == digests
 
 
-def test_publish_refused_without_a_passing_smoke(project_factory, pipeline_registry: str, pipeline_engine: Engine):
+def test_publish_refused_without_a_passing_smoke(project_factory, registry: str, engine: Engine):
     from pinwheel.smoke import record, run_smoke
 
     project = project_factory("refused")
@@ -264,22 +264,22 @@ def test_publish_refused_without_a_passing_smoke(project_factory, pipeline_regis
     tag = json.loads(built.stdout)["tags"][0]
 
     def publish(*extra: str):
-        return project.cli("publish", "--variant", "cu130", "--registry", pipeline_registry, *extra)
+        return project.cli("publish", "--variant", "cu130", "--registry", registry, *extra)
 
     # never smoked
     refused = publish()
     assert refused.returncode == 1, refused.output[-3000:]
     assert "not published" in refused.stderr and "no smoke result" in refused.stderr
-    assert registry_tags(pipeline_registry, project.repository) is None
+    assert registry_tags(registry, project.repository) is None
 
     # smoke failed: the payload's import level, forced to run without a driver, cannot import torch
-    failed = run_smoke(pipeline_engine, tag, gpus=False, level="import", env={"PINWHEEL_SMOKE_ASSUME_DRIVER": "1"})
+    failed = run_smoke(engine, tag, gpus=False, level="import", env={"PINWHEEL_SMOKE_ASSUME_DRIVER": "1"})
     assert not failed.ok and failed.levels.get("import") == "failed", failed.output[-2000:]
     record(failed, project.root)
     refused = publish()
     assert refused.returncode == 1, refused.output[-3000:]
     assert "smoke" in refused.stderr and "failed" in refused.stderr
-    assert registry_tags(pipeline_registry, project.repository) is None
+    assert registry_tags(registry, project.repository) is None
 
     # static smoke passed, GPU levels skipped: fine without --require-gpu, refused with it
     smoke = project.cli("smoke", "--variant", "cu130", tag, "--gpus", "no")
@@ -287,4 +287,4 @@ def test_publish_refused_without_a_passing_smoke(project_factory, pipeline_regis
     refused = publish("--require-gpu")
     assert refused.returncode == 1, refused.output[-3000:]
     assert "GPU smoke" in refused.stderr and "skipped" in refused.stderr
-    assert registry_tags(pipeline_registry, project.repository) is None
+    assert registry_tags(registry, project.repository) is None

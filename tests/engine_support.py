@@ -1,0 +1,19 @@
+"""What the real-engine fixtures share (tests/conftest.py holds the fixtures)."""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+BASE_SUITE = "bookworm"
+BASE_PYTHON = "3.11"
+REGISTRY_ADDR = os.environ.get("PINWHEEL_TEST_REGISTRY_ADDR", "127.0.0.1:5000")
+
+
+def engine_unavailable(reason: str) -> None:
+    """Skip (saying why) where there is no engine; fail in CI, which must provide one."""
+    if os.environ.get("CI"):
+        pytest.fail(f"these tests need a working engine and registry in CI: {reason}", pytrace=False)
+    pytest.skip(f"SKIPPED (no engine): {reason}")
