@@ -226,8 +226,12 @@ def cmd_smoke(args: argparse.Namespace) -> int:
     for level, status in result.levels.items():
         colour = {"passed": "green", "failed": "red"}.get(status, "yellow")
         out().print(f"  {level}: [{colour}]{status.upper()}[/{colour}]")
-    out().print(f"smoke {'[green]passed[/green]' if result.ok else '[red]FAILED[/red]'} for {image} "
-                f"({result.image_id[:19]}); recorded in {path.relative_to(m.path.parent)}")
+    skipped = [level for level, status in result.levels.items() if status == "skipped"]
+    verdict = "[red]FAILED[/red]" if not result.ok else (
+        f"[yellow]passed up to the levels that ran; {', '.join(skipped)} SKIPPED (not passed)[/yellow]" if skipped
+        else "[green]passed[/green]")
+    out().print(f"smoke {verdict} for {escape(image)} ({result.image_id[:19]}); "
+                f"recorded in {path.relative_to(m.path.parent)}")
     return EXIT_OK if result.ok else EXIT_PROBLEM
 
 
