@@ -25,11 +25,13 @@ from pipeline_support import (
     populate_index,
 )
 
-# The engine, base_image and registry fixtures come from tests/conftest.py.
+# The engine, base_image and registry fixtures come from tests/conftest.py. The ones
+# here are module-scoped: pipeline_env points pip's variables at the test index,
+# and that must end with these tests, not leak into the rest of the session.
 unavailable = engine_unavailable
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def tls_index(engine: Engine, tmp_path_factory: pytest.TempPathFactory) -> Iterator[TLSIndex]:
     """The test index over HTTPS on the bridge address, with a CA made for this session."""
     host = bridge_address(engine)
@@ -46,7 +48,7 @@ def tls_index(engine: Engine, tmp_path_factory: pytest.TempPathFactory) -> Itera
         index.close()
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def pipeline_env(tls_index: TLSIndex, tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, str]]:
     """The environment pinwheel's build, smoke and publish run in (this process and the CLI's).
 
@@ -68,18 +70,18 @@ def pipeline_env(tls_index: TLSIndex, tmp_path_factory: pytest.TempPathFactory) 
         yield env
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def host_env(tls_index: TLSIndex) -> dict[str, str]:
     """What `build.py lock` runs with: the same index, on the host's loopback."""
     return {"PIP_INDEX_URL": tls_index.url}
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def local_wheel_files(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     return build_local_wheels(tmp_path_factory.mktemp("local-wheels"))
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def project_factory(engine: Engine, base_image: str, pipeline_env: dict[str, str],
                     host_env: dict[str, str], local_wheel_files: dict[str, Path], tmp_path_factory: pytest.TempPathFactory) -> Iterator:
     """make(label) -> a rendered, locked Project with its own repository; its images are removed afterwards."""
