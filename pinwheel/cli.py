@@ -10,7 +10,7 @@ import difflib
 import json
 import sys
 from pathlib import Path
-from typing import Callable, Sequence
+from typing import Sequence
 
 from rich.console import Console
 from rich.markup import escape
@@ -335,14 +335,6 @@ def cmd_lock(args: argparse.Namespace) -> int:
     if unavailable:
         return EXIT_BAD_INPUT
     return EXIT_PROBLEM if failed else EXIT_OK
-
-
-def not_yet(name: str) -> Callable[[argparse.Namespace], int]:
-    def run(_: argparse.Namespace) -> int:
-        err().print(f"[red]`{name}` is not implemented yet[/red]")
-        return EXIT_BAD_INPUT
-
-    return run
 
 
 # ------------------------------------------------------------------ parser
