@@ -154,12 +154,9 @@ def write_secrets(plan: Plan, secrets_dir: Path) -> dict[str, Path]:
     if trusted:
         lines.append(f"trusted-host = {trusted}")
     if plan.variant.torch_index_env:
-        import os
-
-        extra = os.environ.get(plan.variant.torch_index_env, "").strip()
+        extra = plan.variant.torch_index_url()
         if not extra:
-            raise BuildError(f"variant {plan.variant.name} takes torch from the index in "
-                             f"${plan.variant.torch_index_env}, which is not set")
+            raise BuildError(plan.variant.torch_index_unset())
         lines.append(f"extra-index-url = {extra}")
     pipconf = secrets_dir / "pip.conf"
     pipconf.write_text("\n".join(lines) + "\n")

@@ -1195,10 +1195,9 @@ def bump(manifest: Manifest, variant: str, requirements: Iterable[str], client: 
     v = manifest.variant(variant)
     torch_client = None
     if v.torch_index_env:
-        url = os.environ.get(v.torch_index_env, "").strip()
+        url = v.torch_index_url()
         if not url:
-            raise BumpInputError(f"torch for variant {variant} comes from the index in ${v.torch_index_env}, which is "
-                                 "not set: set it, or pick another variant")
+            raise BumpInputError(f"{v.torch_index_unset()}: set it, or pick another variant")
         torch_client = IndexClient(index_url=url, cache_dir=client.cache_dir, offline=offline, max_age=client.max_age)
     return _Bump(manifest, variant, reqs, client, offline=offline, fix_lookups=fix_lookups,
                  torch_client=torch_client, list_all=list_all).build()

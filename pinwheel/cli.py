@@ -71,21 +71,18 @@ def add_variant_args(p: argparse.ArgumentParser) -> None:
 
 
 def index_client(args: argparse.Namespace, m: Manifest, plan: Plan | None = None):
-    """The index metadata comes from; torch from the variant's extra index where it names one."""
-    import os
-
+    """Where metadata comes from: pip's index, and torch from the variant's extra index where it names one."""
     from .index import IndexClient
     from .resolve import RoutedSource
 
     cache = m.path.parent / ".cache" / "index"
     offline = getattr(args, "offline", False)
     client = IndexClient(index_url=getattr(args, "index_url", None), cache_dir=cache, offline=offline)
-    env = plan.variant.torch_index_env if plan else None
-    if not env:
+    if plan is None or not plan.variant.torch_index_env:
         return client
-    url = os.environ.get(env, "").strip()
+    url = plan.variant.torch_index_url()
     torch_source = (IndexClient(index_url=url, cache_dir=cache, offline=offline) if url else
-                    f"torch for {plan.variant.name} comes from the index in ${env}, which is not set")
+                    plan.variant.torch_index_unset())
     return RoutedSource(client, {"torch": torch_source})
 
 

@@ -751,10 +751,6 @@ class _Indexes:
         return sorted(found)
 
 
-def _comment_lines(text: str) -> list[str]:
-    return [f"# {line}".rstrip() for line in text.splitlines()]
-
-
 def _slice_header(plan: Plan, unit: _Unit) -> list[str]:
     s = unit.step
     total = len(plan.steps)
@@ -831,12 +827,10 @@ def lock_variant(
         raise LockUnavailable(f"unknown lock engine {engine!r} (engines: {', '.join(ENGINES)})")
     extra_index = None
     if v.torch_index_env:
-        extra_index = os.environ.get(v.torch_index_env, "").strip() or None
+        extra_index = v.torch_index_url()
         if not extra_index:
-            raise LockUnavailable(
-                f"variant {v.name} takes torch from an extra index whose URL ${v.torch_index_env} holds, "
-                f"and ${v.torch_index_env} is not set: set it (the index URL) and run `build.py lock --variant {v.name}` again"
-            )
+            raise LockUnavailable(f"{v.torch_index_unset()}: set it (the index URL) and run "
+                                  f"`build.py lock --variant {v.name}` again")
     if engine == "pip-compile":
         _check_host_for_pip_compile(plan)
     index_url = index_url or default_index_url()

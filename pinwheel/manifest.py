@@ -6,6 +6,7 @@ fixed in one look. Nothing here touches the network or the engine.
 from __future__ import annotations
 
 import hashlib
+import os
 import re
 import string
 from dataclasses import dataclass, field
@@ -138,6 +139,15 @@ class Variant:
     @property
     def cuda_major(self) -> int:
         return Version(self.cuda).major
+
+    def torch_index_url(self) -> str | None:
+        """The extra index torch comes from, read from the variable the manifest names; None if unset."""
+        if not self.torch_index_env:
+            return None
+        return os.environ.get(self.torch_index_env, "").strip() or None
+
+    def torch_index_unset(self) -> str:
+        return f"torch for variant {self.name} comes from the index in ${self.torch_index_env}, which is not set"
 
 
 @dataclass(frozen=True)

@@ -14,7 +14,6 @@ from typing import Literal
 from .manifest import Gate, LocalWheel, Manifest, Package, Variant, pinned_version
 
 Verdict = Literal["satisfied", "violated", "suppressed", "unchecked", "marker-excluded", "extra-only"]
-Source = Literal["index", "local"]
 
 
 @dataclass(frozen=True)
@@ -33,21 +32,10 @@ class Target:
         return expand_platforms([self.platform]) + ([f"linux_{arch}"] if arch else [])
 
     def marker_environment(self) -> dict[str, str]:
-        major_minor = self.python
-        arch = "x86_64" if self.platform.endswith("x86_64") else self.platform.rsplit("_", 1)[-1]
-        return {
-            "implementation_name": "cpython",
-            "implementation_version": f"{major_minor}.0",
-            "os_name": "posix",
-            "platform_machine": arch,
-            "platform_python_implementation": "CPython",
-            "platform_release": "",
-            "platform_system": "Linux",
-            "platform_version": "",
-            "python_full_version": f"{major_minor}.0",
-            "python_version": major_minor,
-            "sys_platform": "linux",
-        }
+        """PEP 508 marker values of the target (not the host)."""
+        from .index import target_environment
+
+        return target_environment(self.python, self.platform)
 
 
 @dataclass(frozen=True)

@@ -213,7 +213,6 @@ class Resolver:
         """The image as the lock installs it: slices per step, then local wheels and fallbacks."""
         installed: dict[str, Installed] = {}
         hazards: list[Hazard] = []
-        by_step = {s.name: s for s in plan.steps}
         for step in plan.steps:
             if not step.active:
                 continue
@@ -232,7 +231,6 @@ class Resolver:
                                           f"{name} is in the lock of both {before.step} and {step.name}"))
                 installed[name] = Installed(name, version, step.name, src if src != "lock" else "index",
                                             no_deps, extras, p.why if p else None)
-        del by_step
         return installed, hazards
 
     # ------------------------------------------------------------ edges

@@ -25,10 +25,6 @@ class SmokeResult:
     document: dict
     output: str
 
-    @property
-    def gpu_passed(self) -> bool:
-        return self.levels.get("gpu") == "passed"
-
 
 def host_has_gpu() -> bool:
     return shutil.which("nvidia-smi") is not None
