@@ -49,7 +49,9 @@ def plans_for(m: Manifest, variant: str | None) -> list[Plan]:
 def select_variant(m: Manifest, args: argparse.Namespace) -> str:
     """--variant NAME, or --cuda MAJOR (the variant whose CUDA major matches), or the first."""
     if getattr(args, "variant", None):
-        m.variant(args.variant)
+        if args.variant not in m.variants:
+            raise UsageError(f"--variant {args.variant}: no such variant in {m.path.name} "
+                             f"(variants: {', '.join(m.variants)})")
         return args.variant
     cuda = getattr(args, "cuda", None)
     if cuda:

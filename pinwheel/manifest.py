@@ -44,7 +44,8 @@ class ManifestError(Exception):
 
     def __init__(self, path: Path | str, line: int, key: str, message: str):
         self.path, self.line, self.key, self.message = str(path), line, key, message
-        super().__init__(f"{self.path}:{line}: {key}: {message}")
+        where = f"{self.path}:{line}" if line > 0 else self.path  # line 0: the file as a whole
+        super().__init__(f"{where}: {key}: {message}")
 
 
 # ---------------------------------------------------------------- typed model

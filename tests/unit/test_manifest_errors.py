@@ -193,3 +193,13 @@ def test_real_process_prints_no_traceback(tmp_path):
     assert proc.returncode == 2
     assert f"{path}:26: wheel_sets[0].packages[0].requirement:" in proc.stderr.replace("\n", "")
     assert "Traceback" not in proc.stderr
+
+
+def test_unknown_variant_is_an_argument_error(tmp_path, capsys):
+    path = tmp_path / "wheels_manifest.yaml"
+    path.write_text(BASE)
+    rc = cli.main(["--manifest", str(path), "report", "--variant", "cu999"])
+    err = capsys.readouterr().err.replace("\n", "")
+    assert rc == 2
+    assert "--variant cu999: no such variant in wheels_manifest.yaml (variants: cu130)" in err
+    assert ":0:" not in err
