@@ -1306,8 +1306,12 @@ class IndexClient:
 
 
 def local_metadata(path: Path | str) -> DistMetadata:
-    """METADATA of a wheel on disk (hash computed from the file)."""
+    """METADATA of a wheel on disk (hash computed from the file).
+
+    The path may be relative (the user's --manifest is taken as given); only the
+    file URI recorded for it is made absolute."""
     path = Path(path)
+    uri = path.resolve().as_uri()
     try:
         name, _version, _build, _tags = parse_wheel_filename(path.name)
     except InvalidWheelFilename as exc:
@@ -1318,8 +1322,8 @@ def local_metadata(path: Path | str) -> DistMetadata:
             digest.update(chunk)
     try:
         with zipfile.ZipFile(path) as zf:
-            raw = _read_metadata_from_zip(zf, name, path.as_uri())
+            raw = _read_metadata_from_zip(zf, name, uri)
     except zipfile.BadZipFile as exc:
         raise MetadataUnavailable(f"{path.name} is not a readable zip ({exc})", name=name) from None
-    return parse_metadata(raw, filename=path.name, url=path.resolve().as_uri(), sha256=digest.hexdigest(), source="local")
+    return parse_metadata(raw, filename=path.name, url=uri, sha256=digest.hexdigest(), source="local")
 

@@ -1,0 +1,48 @@
+"""A relative --manifest (and so a relative wheels/ directory) is taken as given."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from localindex import build_wheel  # tests/ is on sys.path (tests/conftest.py)
+
+from pinwheel import cli, index
+
+MANIFEST = """\
+manifest_version: 1
+image: {name: demo, repository: pinwheel/demo}
+variants:
+  t: {cuda: "13.0", torch: "2.13.0", python: "3.11", platform: manylinux_2_28_x86_64,
+      base: "pinwheel/base:bookworm-py311", tag: "t-{date}"}
+wheel_sets:
+  - name: kernels
+    why: "built in-house"
+    packages:
+      - requirement: "speedup==1.0"
+        why: "a local build"
+        local: {glob: "speedup-*.whl", if_missing: fail}
+"""
+
+
+def test_local_metadata_takes_a_relative_path(tmp_path, monkeypatch):
+    wheel = build_wheel(tmp_path / "wheels", "speedup", "1.0", requires=["helper>=1"])
+    monkeypatch.chdir(tmp_path)
+    meta = index.local_metadata(Path("wheels") / wheel.name)
+    assert (meta.name, str(meta.version)) == ("speedup", "1.0")
+    assert meta.url == wheel.resolve().as_uri()
+    assert meta.source == "local"
+
+
+def test_report_with_a_relative_manifest_and_a_local_wheel(tmp_path, monkeypatch, capsys, local_index):
+    local_index.add("helper", "1.0")
+    url = local_index.serve()
+    (tmp_path / "wheels_manifest.yaml").write_text(MANIFEST)
+    build_wheel(tmp_path / "wheels", "speedup", "1.0", requires=["helper>=1"])
+    monkeypatch.chdir(tmp_path)
+    rc = cli.main(["--manifest", "wheels_manifest.yaml", "report", "--json", "--index-url", url])
+    captured = capsys.readouterr()
+    assert "relative path" not in captured.err and "Traceback" not in captured.err, captured.err
+    assert rc in (0, 1), captured.err
+    data = json.loads(captured.out)
+    assert "speedup" in json.dumps(data)
+    assert "local" in json.dumps(data)
