@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import datetime as dt
 import hashlib
+import importlib.resources
 import json
 import shutil
 import subprocess
@@ -22,7 +23,9 @@ from .lock import lock_sha256
 from .plan import Plan
 from .render import render_dockerfile
 
-PAYLOAD = Path(__file__).resolve().parent / "smoke_payload.py"
+# The smoke payload is a module of this package, so it ships in the wheel; the
+# build context gets its bytes from wherever the package was imported from.
+PAYLOAD = importlib.resources.files(__package__).joinpath("smoke_payload.py")
 LABEL_PREFIX = "io.pinwheel"
 
 
@@ -132,7 +135,9 @@ def check_inputs(plans: list[Plan], plan: Plan, inputs: BuildInputs) -> None:
 def assemble_context(plan: Plan, inputs: BuildInputs, context: Path) -> None:
     shutil.copy2(inputs.image_dir / "Dockerfile", context / "Dockerfile")
     shutil.copytree(inputs.lock_dir, context / "lock" / plan.variant.name)
-    shutil.copy2(PAYLOAD, context / "smoke_payload.py")
+    payload = context / "smoke_payload.py"
+    payload.write_bytes(PAYLOAD.read_bytes())
+    payload.chmod(0o644)
     wheels = context / "wheels"
     wheels.mkdir()
     for pkg in plan.packages():

@@ -8,14 +8,15 @@ from __future__ import annotations
 import re
 import shlex
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Sequence
 
 import jinja2
 
 from .plan import Plan, PlannedPackage, Step
 
-TEMPLATES = Path(__file__).resolve().parent.parent / "templates"
+# The templates ship inside the package (pinwheel/templates), so an installed
+# wheel renders exactly what the checkout does.
+TEMPLATES_PACKAGE = ("pinwheel", "templates")
 
 
 def shell_quote(value: object) -> str:
@@ -87,7 +88,7 @@ def _step_view(step: Step) -> StepView:
 
 def _environment() -> jinja2.Environment:
     env = jinja2.Environment(
-        loader=jinja2.FileSystemLoader(str(TEMPLATES)),
+        loader=jinja2.PackageLoader(*TEMPLATES_PACKAGE),
         undefined=jinja2.StrictUndefined,
         trim_blocks=True,
         lstrip_blocks=True,
