@@ -1,9 +1,13 @@
 """The committed lock of the shipped manifest: up to date, and sliced consistently (no network)."""
 from __future__ import annotations
 
+import hashlib
 import json
+import os
 import re
 from pathlib import Path
+
+import pytest
 
 from pinwheel import cli, manifest
 from pinwheel.lock import check_lock, lock_sha256, read_lock
@@ -78,6 +82,66 @@ def test_no_index_url_or_machine_path():
         assert not re.search(r"(?<![\w.])/(tmp|root|home|work|opt|etc)/", text), f.name
 
 
-def test_lock_sha256_is_stable():
-    assert lock_sha256(CU130) == lock_sha256(CU130)
-    assert re.fullmatch(r"[0-9a-f]{64}", lock_sha256(CU130))
+def recipe_sha256(directory: Path) -> str:
+    """lock_sha256's documented recipe, written out again: for each file under the
+    directory in order of its relative POSIX path, the path, a NUL byte, and the raw
+    SHA-256 of its bytes; the hex SHA-256 of all that."""
+    files = []
+    for dirpath, _, names in os.walk(directory):
+        for name in names:
+            path = Path(dirpath) / name
+            files.append((path.relative_to(directory).as_posix(), path.read_bytes()))
+    stream = b"".join(rel.encode() + b"\0" + hashlib.sha256(data).digest() for rel, data in sorted(files))
+    return hashlib.sha256(stream).hexdigest()
+
+
+# A known answer, computed with coreutils outside Python:
+#   { for f in 01-torch.txt expect.json sub/z.txt; do printf '%s\0' "$f";
+#     sha256sum "$f" | cut -c1-64 | xxd -r -p; done; } | sha256sum
+# Images are labelled and tagged with this digest, so the recipe must not drift.
+KNOWN_FILES = {
+    "01-torch.txt": b"torch==2.13.0 \\\n    --hash=sha256:00\n",
+    "expect.json": b'{"pins": {}}\n',
+    "sub/z.txt": b"x",
+}
+KNOWN_SHA256 = "f7b31d104104775533ed26ec6f7607c0a29ce55778b104a0cef71be5878ceeab"
+
+
+def write_files(directory: Path, files: dict[str, bytes], order=None) -> Path:
+    for rel in order or files:
+        (directory / rel).parent.mkdir(parents=True, exist_ok=True)
+        (directory / rel).write_bytes(files[rel])
+    return directory
+
+
+def test_lock_sha256_is_stable(tmp_path):
+    """A known answer: the digest of a fixed directory is the same on every machine and run."""
+    assert lock_sha256(write_files(tmp_path / "a", KNOWN_FILES)) == KNOWN_SHA256
+    # neither creation order nor timestamps nor the directory's own path enter it
+    other = write_files(tmp_path / "elsewhere" / "b", KNOWN_FILES, order=sorted(KNOWN_FILES, reverse=True))
+    os.utime(other / "expect.json", (0, 0))
+    assert lock_sha256(other) == KNOWN_SHA256
+
+
+@pytest.mark.parametrize("change", ["content", "rename", "add", "remove", "move-into-subdir"])
+def test_lock_sha256_sees_every_change(tmp_path, change):
+    d = write_files(tmp_path / "lock", KNOWN_FILES)
+    if change == "content":
+        (d / "expect.json").write_bytes(b'{"pins": {} }\n')
+    elif change == "rename":
+        (d / "01-torch.txt").rename(d / "01-torch.txt.orig")
+    elif change == "add":
+        (d / "02-kernels.txt").write_bytes(b"")
+    elif change == "remove":
+        (d / "sub" / "z.txt").unlink()
+    else:
+        (d / "sub" / "expect.json").write_bytes((d / "expect.json").read_bytes())
+        (d / "expect.json").unlink()
+    assert lock_sha256(d) != KNOWN_SHA256
+    assert lock_sha256(d) == recipe_sha256(d)
+
+
+def test_lock_sha256_of_the_shipped_lock_follows_the_recipe():
+    digest = lock_sha256(CU130)
+    assert re.fullmatch(r"[0-9a-f]{64}", digest)
+    assert digest == recipe_sha256(CU130)

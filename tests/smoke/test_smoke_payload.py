@@ -12,6 +12,7 @@ import importlib.metadata
 import importlib.util
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -295,10 +296,51 @@ def test_judge_mla():
     assert not sp.judge_mla(dict(good, rows_checked=0))[0]
 
 
+def _markdown_tables(text: str, heading: str) -> list[dict[str, str]]:
+    """The rows of the table under a `## heading`, as {column: cell}, `\\|` unescaped."""
+    section = re.split(r"^## .*$", text.split(f"\n## {heading}\n", 1)[1], maxsplit=1, flags=re.M)[0]
+    lines = [l.strip() for l in section.splitlines() if l.strip().startswith("|")]
+    assert len(lines) >= 3, f"no table under '## {heading}' in docs/smoke.md"
+
+    def cells(line: str) -> list[str]:
+        return [c.strip().replace("\\|", "|") for c in re.split(r"(?<!\\)\|", line.strip().strip("|"))]
+
+    header = cells(lines[0])
+    assert set(lines[1]) <= set("|-: "), lines[1]
+    return [dict(zip(header, cells(l), strict=True)) for l in lines[2:]]
+
+
+def _power_of_two(text: str) -> float:
+    match = re.fullmatch(r"2\^(-?\d+)", text)
+    assert match, text
+    return 2.0 ** int(match.group(1))
+
+
 def test_tolerances_are_the_documented_ones():
-    assert sp.INDEXER_REL_TOL == 1e-4
-    assert sp.TOPK_VALUE_TOL == 0.0
-    assert sp.MLA_BOUND_FACTOR == 2.0 ** -6
+    """docs/smoke.md's tolerance table, parsed, against the payload's constants."""
+    doc = (DOCS / "smoke.md").read_text()
+    rows = {r["stage"]: r for r in _markdown_tables(doc, "Tolerances, and why")}
+    assert {"indexer", "topk", "mla"} <= set(rows), sorted(rows)
+
+    assert float(rows["indexer"]["tolerance"]) == sp.INDEXER_REL_TOL
+
+    topk = re.fullmatch(r"exactly (\S+)", rows["topk"]["tolerance"])
+    assert topk, rows["topk"]["tolerance"]
+    assert float(topk.group(1)) == sp.TOPK_VALUE_TOL
+
+    # the check states the bound's factor; the tolerance and reason say it is 4x the first-order error
+    factor = re.search(r"≤ (2\^-?\d+)·\(", rows["mla"]["check"])
+    assert factor, rows["mla"]["check"]
+    assert _power_of_two(factor.group(1)) == sp.MLA_BOUND_FACTOR
+    times = re.fullmatch(r"(\d+)× first order", rows["mla"]["tolerance"])
+    unit = re.search(r"error of at most (2\^-?\d+)·", rows["mla"]["reason"])
+    assert times and unit, (rows["mla"]["tolerance"], rows["mla"]["reason"])
+    assert int(times.group(1)) * _power_of_two(unit.group(1)) == sp.MLA_BOUND_FACTOR
+
+    # the H200 results quote the same tolerances
+    results = {r["stage"]: r for r in _markdown_tables(doc, "What ran on an H200 (`docs/smoke-h200.json`)")}
+    assert float(results["indexer"]["tolerance"]) == sp.INDEXER_REL_TOL
+    assert results["topk"]["tolerance"] == "exact" and sp.TOPK_VALUE_TOL == 0.0
 
 
 def test_parse_requirement():

@@ -6,6 +6,7 @@ import re
 import shlex
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -86,8 +87,53 @@ def test_stale_dockerfile_is_detected(tmp_path, capsys):
     assert "out of date" in capsys.readouterr().err
 
 
-def test_rendering_is_deterministic(tmp_path):
-    assert render_text(POLICIES, tmp_path) == render_text(POLICIES, tmp_path)
+RENDER_IN_A_PROCESS = """\
+import sys
+from pinwheel import manifest
+from pinwheel.plan import plan_variant
+from pinwheel.render import render_dockerfile
+m = manifest.load(sys.argv[1])
+sys.stdout.buffer.write(render_dockerfile([plan_variant(m, v) for v in m.variants]).encode("utf-8"))
+"""
+
+# Each process differs in what could leak into the text: hash seed (set and
+# dict-of-set order), locale, time zone, working directory and umask.
+PROCESS_ENVIRONMENTS = [
+    {"PYTHONHASHSEED": "0", "LANG": "C", "LC_ALL": "C", "TZ": "UTC"},
+    {"PYTHONHASHSEED": "1", "LANG": "C.UTF-8", "LC_ALL": "C.UTF-8", "TZ": "Pacific/Kiritimati"},
+    {"PYTHONHASHSEED": "4242", "LANG": "POSIX", "LC_ALL": "POSIX", "TZ": "America/St_Johns"},
+]
+
+
+def render_in_subprocess(manifest_path: Path, env_extra: dict[str, str], cwd: Path, umask: int) -> bytes:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("LC_", "PYTHONHASHSEED", "TZ", "LANG"))}
+    env.update(env_extra)
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")]))
+    proc = subprocess.run([sys.executable, "-c", RENDER_IN_A_PROCESS, str(manifest_path)], cwd=cwd, env=env,
+                          capture_output=True, timeout=120, preexec_fn=lambda: os.umask(umask))
+    assert proc.returncode == 0, proc.stderr.decode(errors="replace")
+    return proc.stdout
+
+
+@pytest.mark.parametrize("source", ["policies", "shipped"])
+def test_rendering_is_deterministic(source, tmp_path):
+    """Byte-identical text from separate processes that differ in hash seed, locale, TZ, cwd and umask."""
+    if source == "policies":
+        path = tmp_path / "wheels_manifest.yaml"
+        path.write_text(POLICIES)
+        expected = (GOLDEN / "policies.Dockerfile").read_bytes()
+    else:
+        path = ROOT / "wheels_manifest.yaml"
+        expected = (ROOT / "images" / "train" / "Dockerfile").read_bytes()
+    outputs = []
+    for i, env_extra in enumerate(PROCESS_ENVIRONMENTS):
+        cwd = tmp_path / f"cwd-{i}"
+        cwd.mkdir()
+        outputs.append(render_in_subprocess(path, env_extra, cwd, (0o022, 0o077, 0o002)[i]))
+    assert outputs[0], "the subprocess rendered nothing"
+    for env_extra, out in zip(PROCESS_ENVIRONMENTS[1:], outputs[1:]):
+        assert out == outputs[0], f"render differs under {env_extra}"
+    assert outputs[0] == expected
 
 
 def test_every_local_wheel_has_a_guard_and_every_gated_step_a_gate():
