@@ -1,20 +1,27 @@
 """The container engine adapter: the one module that talks to Docker.
 
 Everything goes through python-on-whales (the docker CLI plus the buildx
-plugin). Nothing happens at import time; python-on-whales itself is imported
-on first use, so render and resolve code and their tests never need it.
+plugin), except `push`: it runs the same CLI under a pseudo-terminal, the only
+place the CLI reports a push's bytes, and reads the pushed manifest back with
+`docker manifest inspect`. Nothing happens at import time; python-on-whales
+itself is imported on first use, so render and resolve code and their tests
+never need it.
 """
 
 from __future__ import annotations
 
+import codecs
 import collections
+import ipaddress
 import json
+import os
+import re
 import subprocess
 import sys
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Iterable, Iterator, Mapping, Sequence, cast
+from typing import TYPE_CHECKING, Callable, Iterable, Iterator, Mapping, Sequence, cast
 
 if TYPE_CHECKING:  # pragma: no cover
     from python_on_whales import DockerClient
@@ -24,6 +31,9 @@ __all__ = [
     "Engine",
     "EngineError",
     "Mount",
+    "PushEvent",
+    "PushResult",
+    "PushedLayer",
     "RunResult",
     "import_rootfs",
     "write_rootfs_tar",
@@ -66,6 +76,51 @@ class Mount:
     source: Path
     target: str
     read_only: bool = True
+
+
+@dataclass(frozen=True)
+class PushEvent:
+    """One line of a push's progress: a layer (short diff id) and what it is doing.
+
+    ``status`` is one of preparing, waiting, pushing, pushed, exists (already
+    in the registry), mounted (from another repository), retrying, or the
+    engine's own words in lower case. ``current``/``total`` are the bytes the
+    progress shows while pushing (``total`` is None where the engine did not
+    say); they are the engine's rounded figures, uncompressed.
+    """
+
+    layer: str
+    status: str
+    text: str
+    current: int | None = None
+    total: int | None = None
+
+
+@dataclass(frozen=True)
+class PushedLayer:
+    diff_id: str
+    state: str  # pushed | exists | mounted (the last state the push reported)
+    size: int | None  # bytes: the blob in the registry, else the progress total, else unknown
+
+    @property
+    def transferred(self) -> bool:
+        return self.state == "pushed"
+
+
+@dataclass(frozen=True)
+class PushResult:
+    ref: str
+    digest: str
+    layers: tuple[PushedLayer, ...]
+    sizes_from: str  # "registry" (the manifest's blob sizes) or "progress" (uncompressed, rounded)
+
+    @property
+    def bytes_pushed(self) -> int:
+        return sum(layer.size or 0 for layer in self.layers if layer.transferred)
+
+    @property
+    def bytes_present(self) -> int:
+        return sum(layer.size or 0 for layer in self.layers if not layer.transferred)
 
 
 class Engine:
@@ -206,18 +261,84 @@ class Engine:
     def tag(self, src: str, dst: str) -> None:
         self.docker.image.tag(src, dst)
 
-    def push(self, ref: str) -> str:
-        """Push ``ref`` to its registry and return the manifest digest."""
-        from python_on_whales.exceptions import DockerException
+    def layers(self, ref: str) -> tuple[str, ...]:
+        """The diff ids (``sha256:...``) of ``ref``'s layers, bottom first."""
+        rootfs = self.docker.image.inspect(ref).root_fs
+        return tuple(str(layer) for layer in (rootfs.layers or [])) if rootfs is not None else ()
 
-        try:
-            self.docker.image.push(ref, quiet=True)
-        except DockerException as exc:
-            raise EngineError(f"push of {ref} failed: {(exc.stderr or '').strip() or exc}") from None
+    def push(self, ref: str, on_event: Callable[[PushEvent], None] | None = None) -> PushResult:
+        """Push ``ref`` to its registry; return the manifest digest and what each layer did.
+
+        ``on_event`` sees every layer state change (preparing, waiting,
+        pushing, pushed, exists, mounted, retrying) and the byte counts while
+        a layer is pushing. The docker CLI reports bytes only to a terminal
+        (python-on-whales' ``stream_logs`` carries only the state lines), so
+        the CLI runs under a pseudo-terminal where the platform has one. The
+        sizes in the result are the blobs' sizes in the registry's manifest
+        when the CLI can read it back, else the uncompressed totals the
+        progress showed.
+        """
+        diff_ids = self.layers(ref)
+        states: dict[str, str] = {}
+        totals: dict[str, int] = {}
+
+        def seen(event: PushEvent) -> None:
+            states[event.layer] = event.status
+            if event.total:
+                totals[event.layer] = event.total
+            if on_event is not None:
+                on_event(event)
+
+        code, messages = self._run_push(ref, seen)
+        if code != 0:
+            reason = "; ".join(m for m in messages if not m.startswith("The push refers to")) or f"exit {code}"
+            raise EngineError(f"push of {ref} failed: {reason}")
         digest = self.repo_digest(ref)
         if digest is None:
             raise EngineError(f"push of {ref} reported no digest")
-        return digest
+        blob_sizes = self._manifest_layer_sizes(ref, len(diff_ids))
+        layers = []
+        for index, diff_id in enumerate(diff_ids):
+            short = _short_id(diff_id)
+            size = blob_sizes[index] if blob_sizes is not None else totals.get(short)
+            layers.append(PushedLayer(diff_id, states.get(short, "exists"), size))
+        return PushResult(ref, digest, tuple(layers), "registry" if blob_sizes is not None else "progress")
+
+    def _run_push(self, ref: str, seen: Callable[[PushEvent], None]) -> tuple[int, list[str]]:
+        """Run ``docker image push``; feed parsed layer events to ``seen``; return (exit code, other lines)."""
+        command = [*self._client_call, "image", "push", ref]
+        parser = _PushOutputParser(seen)
+        try:
+            code = _run_in_pty(command, parser.feed)
+            if code is None:  # no pseudo-terminal here: the state lines without the byte counts
+                proc = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                        stderr=subprocess.STDOUT)
+                assert proc.stdout is not None
+                for chunk in iter(lambda: proc.stdout.read1(65536), b""):  # type: ignore[union-attr]
+                    parser.feed(chunk)
+                code = proc.wait()
+        except (FileNotFoundError, PermissionError) as exc:
+            raise EngineError(f"cannot run the docker CLI: {exc}") from None
+        parser.close()
+        return code, parser.messages
+
+    def _manifest_layer_sizes(self, ref: str, count: int) -> list[int] | None:
+        """The layer blob sizes of ``ref``'s manifest in its registry, bottom first; None when unreadable."""
+        command = [*self._client_call, "manifest", "inspect"]
+        if _loopback_registry(ref):  # the engine trusts loopback registries without TLS; so must the CLI
+            command.append("--insecure")
+        try:
+            proc = subprocess.run([*command, ref], capture_output=True, text=True, timeout=120)
+            manifest = json.loads(proc.stdout) if proc.returncode == 0 else None
+        except (OSError, subprocess.SubprocessError, ValueError):
+            return None
+        layers = manifest.get("layers") if isinstance(manifest, dict) else None
+        if not isinstance(layers, list) or len(layers) != count:
+            return None
+        try:
+            return [int(layer["size"]) for layer in layers]
+        except (KeyError, TypeError, ValueError):
+            return None
 
     def remove(self, ref: str, force: bool = False) -> bool:
         """Remove a tag or image; False when it did not exist."""
@@ -305,6 +426,136 @@ def write_rootfs_tar(root: Path, tarball: Path) -> Path:
         raise EngineError(f"tar of {root} failed: {proc.stderr.strip()}")
     tmp.replace(tarball)
     return tarball
+
+
+_PUSH_STATES = {"layer already exists": "exists"}
+_LAYER_LINE = re.compile(r"^([0-9a-f]{12}): (.+?)\s*$")
+_ESCAPE = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
+_SIZE = r"(\d+(?:\.\d+)?)\s*([kKMGTP]?B)"
+_PROGRESS = re.compile(_SIZE + r"(?:/" + _SIZE + r")?\s*$")
+_UNITS = {"B": 1, "KB": 10**3, "MB": 10**6, "GB": 10**9, "TB": 10**12, "PB": 10**15}
+
+
+def _human_bytes(number: str, unit: str) -> int:
+    """``'1.377', 'MB'`` -> 1377000 (the CLI's decimal units)."""
+    return int(float(number) * _UNITS[unit.upper()])
+
+
+def parse_push_line(line: str) -> PushEvent | None:
+    """One line of ``docker push`` output (escapes removed) as a layer event; None for other lines."""
+    match = _LAYER_LINE.match(line)
+    if not match:
+        return None
+    layer, text = match.groups()
+    head = text.split("[", 1)[0].strip()
+    lowered = head.lower()
+    if lowered.startswith("mounted from"):
+        status = "mounted"
+    elif lowered.startswith("retrying"):
+        status = "retrying"
+    elif lowered.startswith("pushing"):
+        status = "pushing"
+    else:
+        status = _PUSH_STATES.get(lowered, lowered)
+    current = total = None
+    if status == "pushing":
+        progress = _PROGRESS.search(text)
+        if progress:
+            current = _human_bytes(progress.group(1), progress.group(2))
+            if progress.group(3):
+                total = _human_bytes(progress.group(3), progress.group(4))
+    return PushEvent(layer, status, text, current, total)
+
+
+class _PushOutputParser:
+    """Turns the CLI's push output (terminal or not) into layer events and other message lines."""
+
+    def __init__(self, on_event: Callable[[PushEvent], None]) -> None:
+        self._on_event = on_event
+        self._decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
+        self._pending = ""
+        self.messages: list[str] = []
+
+    def feed(self, data: bytes) -> None:
+        self._pending += self._decoder.decode(data)
+        *complete, self._pending = re.split(r"[\r\n]", self._pending)
+        for fragment in complete:
+            self._line(fragment)
+
+    def close(self) -> None:
+        self._pending += self._decoder.decode(b"", final=True)
+        if self._pending:
+            self._line(self._pending)
+        self._pending = ""
+
+    def _line(self, fragment: str) -> None:
+        line = _ESCAPE.sub("", fragment).strip()
+        if not line:
+            return
+        event = parse_push_line(line)
+        if event is not None:
+            self._on_event(event)
+        elif line not in self.messages:
+            self.messages.append(line)
+
+
+def _run_in_pty(command: Sequence[str], feed: Callable[[bytes], None]) -> int | None:
+    """Run ``command`` with a pseudo-terminal as its stdout and stderr; None where there is none."""
+    try:
+        import fcntl
+        import pty
+        import struct
+        import termios
+    except ImportError:
+        return None
+    try:
+        master, slave = pty.openpty()
+    except OSError:
+        return None
+    try:
+        # Wide, so that the CLI never shortens a progress line.
+        fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 50, 250, 0, 0))
+        proc = subprocess.Popen(list(command), stdin=subprocess.DEVNULL, stdout=slave, stderr=slave,
+                                close_fds=True)
+    except BaseException:
+        os.close(master)
+        os.close(slave)
+        raise
+    os.close(slave)
+    try:
+        while True:
+            try:
+                data = os.read(master, 65536)
+            except OSError:  # EIO: the CLI has closed the terminal
+                break
+            if not data:
+                break
+            feed(data)
+    except BaseException:
+        proc.kill()
+        proc.wait()
+        raise
+    finally:
+        os.close(master)
+    return proc.wait()
+
+
+def _short_id(diff_id: str) -> str:
+    return diff_id.split(":", 1)[-1][:12]
+
+
+def _loopback_registry(ref: str) -> bool:
+    """True when ``ref`` names a registry on this host's loopback (``127.0.0.1:5000/a/b:t``)."""
+    first, sep, _ = ref.partition("/")
+    if not sep or not ("." in first or ":" in first or first == "localhost"):
+        return False
+    host = first[1:].split("]", 1)[0] if first.startswith("[") else first.rsplit(":", 1)[0] if first.count(":") == 1 else first
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
 
 
 def _image_id_from_metadata(path: Path) -> str | None:

@@ -43,6 +43,6 @@ def publish(engine: Engine, tags: list[str], registry: str, root: Path, require_
     for tag in tags:
         remote = f"{registry.rstrip('/')}/{tag}"
         engine.tag(tag, remote)
-        digests[remote] = engine.push(remote)
+        digests[remote] = engine.push(remote).digest
         refs.append(remote)
     return Published(image_id, tuple(refs), digests)

@@ -123,9 +123,20 @@ def test_push_to_registry(engine: Engine, registry: str, tmp_path: Path) -> None
     try:
         assert engine.labels(local)["org.pinwheel.test.run"] == run_id
         engine.tag(local, remote)
-        digest = engine.push(remote)
+        events = []
+        pushed = engine.push(remote, on_event=events.append)
+        digest = pushed.digest
         assert digest.startswith("sha256:")
         assert engine.repo_digest(remote) == digest
+        # one layer, sent now; its size is the blob's in the registry's manifest
+        (diff_id,) = engine.layers(local)
+        assert [(layer.diff_id, layer.state) for layer in pushed.layers] == [(diff_id, "pushed")]
+        assert pushed.sizes_from == "registry" and pushed.bytes_pushed > 0 and pushed.bytes_present == 0
+        assert any(e.layer == diff_id[7:19] and e.status == "pushed" for e in events), events
+        # pushed again: nothing to send, the same digest
+        again = engine.push(remote)
+        assert again.digest == digest and again.bytes_pushed == 0
+        assert again.bytes_present == pushed.bytes_pushed and again.layers[0].state == "exists"
 
         with urllib.request.urlopen(f"http://{registry}/v2/{repo}/tags/list", timeout=10) as resp:
             assert json.load(resp) == {"name": repo, "tags": ["v1"]}
