@@ -482,7 +482,12 @@ class _Bump:
             if locked is not None:
                 installed, _ = self.resolver.as_locked(self.plan, locked)
                 return installed, "lock", lock_dir
-            installed, _ = self.resolver.as_pip_would(self.plan)
+            installed, _, clashes, unjudged = self.resolver.as_pip_would(self.plan)
+            if unjudged:
+                raise IndexClientError("; ".join(f"{u.package}: {u.reason}" for u in unjudged))
+            if clashes:
+                raise ResolveError("; ".join(f"wheel set {c.step}: {c.package}: {', '.join(c.wanted)} cannot all hold"
+                                             + (f" ({'; '.join(c.reasons)})" if c.reasons else "") for c in clashes))
         except ResolveError as exc:
             raise BumpInputError(f"today's image {self.plan.image}:{self.plan.variant.name} does not resolve, "
                                  f"so there is nothing to compare with: {exc}") from None
@@ -620,9 +625,12 @@ class _Bump:
                 version = self.resolver.pick(after_plan, child, spec_all, pins) or \
                     self.resolver.pick(after_plan, child, spec_forced, pins)
                 if version is None:
+                    # Name the real cause: usually a candidate's own requirement against a manifest pin.
+                    causes = self.resolver.refusals(after_plan, child, spec_forced, pins)
                     moves[child] = Move(child, cur.version if cur else None, cur.version if cur else None, "conflict",
-                                        required_by, None, conflict=f"no version of {child} on the index satisfies "
-                                        f"{spec_forced} with a wheel for the target")
+                                        required_by, None, conflict="; ".join(causes) or
+                                        f"no version of {child} satisfies {spec_forced}",
+                                        fix=self._blocker_fix(after_plan, child, spec_forced, pins))
                     continue
                 first = next(p for p, _ in forced)
                 after[child] = Installed(child, version, cur.step if cur else first.step, "index", False, extras,
@@ -635,6 +643,24 @@ class _Bump:
             if not progressed:
                 break
         return after, moves
+
+    def _blocker_fix(self, plan: Plan, child: str, spec: SpecifierSet, pins: dict[str, str]) -> Fix | None:
+        """When the newest candidate of `child` is refused only for excluding manifest pins, the fix is those pins."""
+        try:
+            candidates = sorted(spec.filter(self.source.versions(child)), reverse=True)
+        except IndexClientError:
+            return None
+        if not candidates:
+            return None
+        blockers = self.resolver.pin_blockers(plan, child, str(candidates[0]), pins)
+        if not blockers:
+            return None
+        dep, req = blockers[0]
+        where = "shared_pins" if dep in self.plan.shared_pins else "its wheel set"
+        text = (f"{child} {candidates[0]} requires {_req_text(req)}: move the pin {dep}=={pins[dep]} in {where} "
+                f"to a release that satisfies {req.specifier}, or keep the bump off {child} {candidates[0]}")
+        also = [f"{child} {candidates[0]} requires {_req_text(r)} (pinned {d}=={pins[d]})" for d, r in blockers[1:]]
+        return Fix("change-pin", dep, None, text, also_needs=also)
 
     def _pinned(self, name: str, pins: dict[str, str], cur: Installed | None) -> str | None:
         if name in self.plan.shared_pins:
@@ -885,7 +911,7 @@ class _Bump:
         move_list = self._requirement_diffs(before, after, after_plan, moves)
         for mv in move_list:
             if mv.kind == "conflict":
-                fix = self._pin_fix(mv, after_plan, after_edges)
+                fix = mv.fix or self._pin_fix(mv, after_plan, after_edges)
                 mv.fix = fix
                 judge(mv.name, "blocked", f"{', '.join(d['parent'] + ' ' + d['parent_version'] + ' requires ' + d['requirement'] for d in mv.required_by)}; "
                       f"{mv.conflict}", fix)

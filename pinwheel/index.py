@@ -60,6 +60,8 @@ from packaging.utils import (
 )
 from packaging.version import InvalidVersion, Version
 
+from .fsutil import atomic_write
+
 log = logging.getLogger(__name__)
 
 __all__ = [
@@ -95,6 +97,8 @@ MIN_RANGE = 16 * 1024
 # Whole-wheel downloads stay in memory up to this size, then spill to disk.
 SPOOL_BYTES = 32 * 1024 * 1024
 RETRY_STATUS = frozenset({429}) | frozenset(range(500, 600))
+# Total seconds a client waits on the network, retries included (report --index-deadline).
+DEFAULT_DEADLINE = 60.0
 
 
 def _redact(url: str | None) -> str:
@@ -847,21 +851,6 @@ def _default_cache_dir() -> Path:
     return Path(base) / "pinwheel" / "index"
 
 
-def _atomic_write(path: Path, data: bytes) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
-
-
 class IndexClient:
     """Reads a Simple API index, with retries and an on-disk cache.
 
@@ -889,6 +878,8 @@ class IndexClient:
         max_age: float | None = None,
         verify: str | bool | None = None,
         probe_metadata: bool = True,
+        deadline: float | None = DEFAULT_DEADLINE,
+        refresh: bool = False,
     ) -> None:
         self._index_url = index_url.rstrip("/") + "/" if index_url else None
         self.cache_dir = Path(cache_dir) if cache_dir is not None else _default_cache_dir()
@@ -902,6 +893,10 @@ class IndexClient:
         # Try <url>.metadata even when the page does not advertise it: some
         # mirrors drop the PEP 658 attributes but still serve the files.
         self.probe_metadata = probe_metadata
+        self.deadline = deadline
+        self.refresh = refresh
+        self._failing_since: float | None = None
+        self._failed_hosts: set[str] = set()
         self._pages: dict[str, list[IndexFile]] = {}
         self._lock = threading.Lock()
         self._name_locks: dict[str, threading.Lock] = {}
@@ -940,38 +935,56 @@ class IndexClient:
         headers: Mapping[str, str] | None = None,
         stream: bool = False,
     ) -> requests.Response:
-        """GET with retries on 5xx/429, connection errors and timeouts."""
+        """GET with retries on 5xx/429, connection errors and timeouts, within the client's deadline."""
         if self.offline:
             raise CacheMiss(f"offline: {what} is not in the cache ({_redact(url)})", name=name)
+        host = urlsplit(url).netloc
         last = ""
-        attempts = self.retries + 1
+        attempts = 1 if host in self._failed_hosts else self.retries + 1
+        tried = 0
         for attempt in range(attempts):
             if attempt:
-                delay = self.backoff * (2 ** (attempt - 1))
+                delay = min(self.backoff * (2 ** (attempt - 1)), self._remaining())
                 log.debug("retrying %s in %.2fs (%s)", _redact(url), delay, last)
                 if delay > 0:
                     time.sleep(delay)
+            remaining = self._remaining()
+            if remaining <= 0:
+                break
+            tried += 1
             try:
                 resp = self.session.get(
                     url,
                     headers=dict(headers or {}),
                     stream=stream,
-                    timeout=self.timeout,
+                    timeout=min(self.timeout, remaining),
                     verify=self.verify,
                 )
             except (requests.ConnectionError, requests.Timeout, requests.exceptions.ChunkedEncodingError) as exc:
                 last = f"{type(exc).__name__}: {exc}"
+                self._failing_since = self._failing_since or time.monotonic()
                 continue
             if resp.status_code in RETRY_STATUS:
                 last = f"HTTP {resp.status_code}"
                 resp.close()
+                self._failing_since = self._failing_since or time.monotonic()
                 continue
+            self._failed_hosts.discard(host)
+            self._failing_since = None
             return resp
-        raise IndexUnavailable(
-            f"{what}: {_redact(url)} unavailable after {attempts} attempt{'s' if attempts != 1 else ''} ({last})",
-            name=name,
-            url=url,
-        )
+        self._failed_hosts.add(host)
+        if self._remaining() <= 0:
+            why = f"gave up at the {self.deadline:g} s network deadline" + (f" (last error: {last})" if last else "")
+        else:
+            why = f"unavailable after {tried} attempt{'s' if tried != 1 else ''} ({last})"
+        raise IndexUnavailable(f"index {_redact(self.index_url)}: {what}: {_redact(url)} {why}", name=name, url=url)
+
+    def _remaining(self) -> float:
+        if self.deadline is None:
+            return float("inf")
+        if self._failing_since is None:
+            return self.deadline
+        return self.deadline - (time.monotonic() - self._failing_since)
 
     # -- project pages -----------------------------------------------------
 
@@ -1013,6 +1026,8 @@ class IndexClient:
                     name=cname,
                 )
             return [f for f in map(_file_or_none, cached["files"]) if f is not None]
+        if cached is not None and self.refresh:
+            cached = None  # --refresh: an unconditional request, and the page rewritten
         if cached is not None and self.max_age is not None:
             if time.time() - float(cached.get("fetched", 0)) <= self.max_age:
                 return [f for f in map(_file_or_none, cached["files"]) if f is not None]
@@ -1027,7 +1042,7 @@ class IndexClient:
         with resp:
             if resp.status_code == 304 and cached is not None:
                 cached["fetched"] = time.time()
-                _atomic_write(self._page_cache_path(cname), json.dumps(cached).encode())
+                atomic_write(self._page_cache_path(cname), json.dumps(cached).encode())
                 return [f for f in map(_file_or_none, cached["files"]) if f is not None]
             if resp.status_code == 404:
                 raise PackageNotFound(cname, url)
@@ -1062,7 +1077,7 @@ class IndexClient:
                 "last_modified": resp.headers.get("Last-Modified"),
                 "files": [f.to_json() for f in files],
             }
-        _atomic_write(self._page_cache_path(cname), json.dumps(record).encode())
+        atomic_write(self._page_cache_path(cname), json.dumps(record).encode())
         return files
 
     def versions(self, name: str, *, include_yanked: bool = False) -> list[Version]:
@@ -1179,7 +1194,7 @@ class IndexClient:
         path = self._meta_cache_path(f)
         with self._key_lock(f"meta:{path.name}"):
             try:
-                raw = path.read_bytes()
+                raw = None if (self.refresh and not self.offline) else path.read_bytes()
             except FileNotFoundError:
                 raw = None
             if raw is not None:
@@ -1190,7 +1205,7 @@ class IndexClient:
                     name=f.name,
                 )
             raw, source = self._fetch_metadata(f)
-            _atomic_write(path, raw)
+            atomic_write(path, raw)
         meta = parse_metadata(raw, filename=f.filename, url=f.url, sha256=f.sha256, source=source)
         if meta.name != f.name or meta.version != f.version:
             log.warning(

@@ -668,6 +668,8 @@ def check_lock(plan: Plan, root: Path | str, engine: str | None = None) -> LockC
     if used not in ENGINES:
         return LockCheck(name, "stale", f"made with unknown engine {used!r}")
     want = lock_inputs_digest(plan, used)
+    if recorded is None:
+        return LockCheck(name, "stale", f"{full.name} has no pinwheel-inputs header (not made by `build.py lock`)")
     if recorded != want:
         return LockCheck(name, "stale", f"inputs changed (lock {str(recorded)[:12]}, manifest {want[:12]}, {used})")
     absent = [f for f in _expected_files(plan) if not (d / f).exists()]

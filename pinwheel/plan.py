@@ -109,6 +109,37 @@ class Hazard:
 
 
 @dataclass(frozen=True)
+class Clash:
+    """No release of a package satisfies everything one install step asks of it.
+
+    Plain pip stops at the first of these; the report lists every one, each
+    naming all the requirements involved and why each candidate was refused.
+    """
+
+    step: str
+    package: str
+    wanted: tuple[str, ...]  # "flashinfer-python==0.6.15.post1 (from the manifest)", ...
+    reasons: tuple[str, ...]  # why each candidate release was refused
+    kept: str | None  # the version judged in its place: the step's own pin, else what an earlier step installed
+
+
+@dataclass(frozen=True)
+class Unjudged:
+    """Something the resolver needed and could not read (index unreachable, cache miss)."""
+
+    package: str
+    reason: str
+
+
+@dataclass(frozen=True)
+class LockState:
+    """How the variant's committed lock relates to the manifest: ok, stale, missing or ignored."""
+
+    status: str
+    detail: str
+
+
+@dataclass(frozen=True)
 class Plan:
     image: str
     repository: str
@@ -130,6 +161,9 @@ class Plan:
     unlocked_hazards: tuple[Hazard, ...] = ()
     locked: bool = False
     lock_sha256: str | None = None
+    clashes: tuple[Clash, ...] = ()
+    unjudged: tuple[Unjudged, ...] = ()
+    lock_state: LockState | None = None
 
     def packages(self, active_only: bool = True) -> list[PlannedPackage]:
         return [p for s in self.steps for p in s.packages if p.active or not active_only]

@@ -15,6 +15,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from .plan import Edge, Hazard, Plan
+from .resolve import excludes_shared_pin
 
 SCHEMA = "pinwheel.report/1"
 
@@ -24,6 +25,8 @@ def required_by(plan: Plan) -> dict[str, list[str]]:
     out: dict[str, list[str]] = defaultdict(list)
     for p in plan.packages():
         out[p.name].append("manifest")
+        if p.fallback:
+            out[p.fallback.name].append(f"manifest (fallback for {p.name})")
     for name in plan.shared_pins:
         if "manifest" not in out[name]:
             out[name].append("shared pin")
@@ -34,20 +37,30 @@ def required_by(plan: Plan) -> dict[str, list[str]]:
 
 
 def shared_pin_findings(plan: Plan, needed_by_manifest: dict[str, tuple[str, ...]]) -> list[dict]:
+    by_name = {i.name: i for i in plan.installed}
     installed = {i.name: i.version for i in plan.installed}
     out = []
     for name, version in plan.shared_pins.items():
         relying = [e for e in plan.edges if e.name == name and e.verdict in ("satisfied", "violated", "suppressed")]
         excluding = [e for e in relying if not Requirement(e.requirement).specifier.contains(version, prereleases=True)]
+        breaking = [e for e in excluding if excludes_shared_pin(e, by_name, version)]
+        reasons = []
+        if installed.get(name) != version:
+            reasons.append(f"installed {installed.get(name) or 'nothing'}, not {version}")
+        reasons += [f"excluded by {e.parent} {e.parent_version}: {e.requirement}"
+                    + (" (suppressed by --no-deps, still a base requirement)" if e.verdict == "suppressed" else "")
+                    for e in breaking]
         out.append({
             "name": name,
             "version": version,
             "installed": installed.get(name),
+            "broken": bool(reasons),
+            "broken_because": reasons,
             "needed_by": list(needed_by_manifest.get(name, ())),
             "required_by": sorted({f"{e.parent} {e.parent_version}" for e in relying if e not in excluding}),
             "excluded_by": [
                 {"parent": e.parent, "parent_version": e.parent_version, "requirement": e.requirement,
-                 "verdict": e.verdict, "extra": e.extra, "detail": e.detail}
+                 "verdict": e.verdict, "extra": e.extra, "detail": e.detail, "breaks": e in breaking}
                 for e in excluding
             ],
         })
@@ -71,35 +84,59 @@ def no_deps_features(plan: Plan) -> list[dict]:
     return out
 
 
-def summarize(plan: Plan, shared: list[dict]) -> dict:
+def summarize(plan: Plan, shared: list[dict], allow_unchecked: bool = False, abi: list[dict] | None = None) -> dict:
+    """Counts and the verdict. Unchecked is never clean: it is its own verdict unless allowed."""
     count = defaultdict(int)
     for e in plan.edges:
         count[e.verdict] += 1
-    shared_broken = [s for s in shared if s["installed"] != s["version"]
-                     or any(x["verdict"] == "violated" for x in s["excluded_by"])]
-    conflicts = count["violated"] + len(plan.hazards) + len(shared_broken)
+    shared_broken = [s for s in shared if s["broken"]]
+    stale = plan.lock_state is not None and plan.lock_state.status == "stale"
+    conflicts = count["violated"] + len(plan.hazards) + len(shared_broken) + len(plan.clashes) + int(stale)
+    abi_unknown = sum(1 for row in abi or () if row["abi_class"] == "unknown")
+    # A failed lookup already behind an unchecked edge is counted once.
+    unchecked_parents = {e.parent for e in plan.edges if e.verdict == "unchecked"}
+    lookups = len({u.package for u in plan.unjudged} - unchecked_parents)
+    unchecked = count["unchecked"] + lookups + abi_unknown
+    if conflicts:
+        verdict = "conflicts"
+    elif unchecked and not allow_unchecked:
+        verdict = "unchecked"
+    else:
+        verdict = "clean"
     return {
         "edges": {k: count[k] for k in ("satisfied", "violated", "suppressed", "unchecked", "extra-only", "marker-excluded")},
         "hazards": len(plan.hazards),
         "hazards_removed_by_lock": len(plan.unlocked_hazards) if plan.locked else 0,
         "shared_pins_broken": len(shared_broken),
+        "clashes": len(plan.clashes),
+        "unjudged": len(plan.unjudged),
+        "abi_unknown": abi_unknown,
+        "lock": plan.lock_state.status if plan.lock_state else None,
         "conflicts": conflicts,
-        "clean": conflicts == 0,
+        "unchecked": unchecked,
+        "unchecked_allowed": bool(unchecked and allow_unchecked),
+        "verdict": verdict,
+        "clean": verdict == "clean",
     }
 
 
-def to_json(plan: Plan, needed_by_manifest: dict[str, tuple[str, ...]], abi: list[dict] | None = None) -> dict:
+def to_json(plan: Plan, needed_by_manifest: dict[str, tuple[str, ...]], abi: list[dict] | None = None,
+            allow_unchecked: bool = False) -> dict:
     shared = shared_pin_findings(plan, needed_by_manifest)
     req_by = required_by(plan)
+    moved = moved_pins(plan)
+    summary = summarize(plan, shared, allow_unchecked, abi)
     return {
         "schema": SCHEMA,
         "image": plan.image,
         "variant": plan.variant.name,
         "manifest_sha256": plan.manifest_sha256,
         "locked": plan.locked,
+        "lock": dataclasses.asdict(plan.lock_state) if plan.lock_state else None,
         "target": dataclasses.asdict(plan.target),
         "packages": [
-            {**dataclasses.asdict(i), "extras": list(i.extras), "required_by": req_by.get(i.name, [])}
+            {**dataclasses.asdict(i), "extras": list(i.extras), "required_by": req_by.get(i.name, []),
+             "moved": moved.get(i.name)}
             for i in plan.installed
         ],
         "edges": [dataclasses.asdict(e) for e in plan.edges],
@@ -107,9 +144,56 @@ def to_json(plan: Plan, needed_by_manifest: dict[str, tuple[str, ...]], abi: lis
         "shared_pins": shared,
         "hazards": [dataclasses.asdict(h) for h in plan.hazards],
         "unlocked_hazards": [dataclasses.asdict(h) for h in plan.unlocked_hazards],
+        "clashes": [{**dataclasses.asdict(c), "wanted": list(c.wanted), "reasons": list(c.reasons)}
+                    for c in plan.clashes],
+        "unjudged": [dataclasses.asdict(u) for u in plan.unjudged],
         "torch_abi": abi or [],
-        "summary": summarize(plan, shared),
+        "next_steps": next_steps(plan, shared, summary, abi),
+        "summary": summary,
     }
+
+
+def moved_pins(plan: Plan) -> dict[str, dict]:
+    """Packages that a later step moved off what an earlier step installed: never shown as ok."""
+    return {h.package: {"from": h.before, "to": h.after, "by": h.step, "pinned_in": h.earlier_step, "cause": h.cause}
+            for h in plan.hazards}
+
+
+def next_steps(plan: Plan, shared: list[dict], summary: dict, abi: list[dict] | None = None) -> list[str]:
+    """What to do about each finding, in the order the report lists them."""
+    steps = []
+    if plan.lock_state and plan.lock_state.status == "stale":
+        steps.append(f"the lock of {plan.variant.name} is stale ({plan.lock_state.detail}): "
+                     f"run `make lock` (build.py lock --variant {plan.variant.name}) and commit it")
+    for c in plan.clashes:
+        steps.append(f"wheel set {c.step}: make {c.package} satisfiable: " + "; ".join(c.wanted)
+                     + (f" cannot all hold ({'; '.join(c.reasons)})" if c.reasons else " cannot all hold")
+                     + "; change one of these pins, or move the package that asks for it to its own wheel set")
+    for e in plan.edges:
+        if e.verdict == "violated":
+            steps.append(f"{e.parent} {e.parent_version} requires {e.requirement}, but {e.detail}: pin {e.name} to a "
+                         f"version that satisfies it, or pick a release of {e.parent} that accepts what is installed")
+    pins = plan.manifest_pins()
+    for h in plan.hazards:
+        if pins.get(h.package) == h.before:
+            steps.append(f"{h.package} {h.before} → {h.after}: wheel set {h.step} moves the manifest's pin "
+                         f"{h.package}=={h.before} (wanted by {h.cause}): move the pin to {h.after}, or choose "
+                         f"releases that accept {h.before}")
+        else:
+            steps.append(f"{h.package} {h.before} → {h.after}: wheel set {h.step} moves what {h.earlier_step} "
+                         f"installed (wanted by {h.cause}): pin {h.package}=={h.after} in {h.earlier_step}, or install "
+                         f"the later package --no-deps with a why")
+    for sp in shared:
+        if sp["broken"]:
+            steps.append(f"shared pin {sp['name']}=={sp['version']} is broken ({'; '.join(sp['broken_because'])}): "
+                         f"move the pin, or choose releases whose requirements admit it")
+    if summary["unchecked"]:
+        names = sorted({e.parent for e in plan.edges if e.verdict == "unchecked"} | {u.package for u in plan.unjudged}
+                       | {row["name"] for row in abi or () if row["abi_class"] == "unknown"})
+        steps.append(f"{summary['unchecked']} requirement(s) could not be judged ({', '.join(names)}): check the "
+                     f"index and the network, run again (--refresh re-reads the index), or pass --allow-unchecked "
+                     f"to accept them knowingly")
+    return steps
 
 
 def torch_abi(plan: Plan, source, client, root, wheels_dir, offline: bool) -> list[dict]:
@@ -155,13 +239,24 @@ def _hazard_line(h: Hazard) -> str:
             f"changed by {h.step} ({h.cause})")
 
 
+def _evaluated_as(plan: Plan) -> str:
+    if plan.locked:
+        return "as locked"
+    state = plan.lock_state.status if plan.lock_state else "missing"
+    return {"stale": "lock is STALE: as the manifest now asks, one plain pip install per wheel set",
+            "ignored": "lock ignored (--no-lock): one plain pip install per wheel set"}.get(
+        state, "no lock: one plain pip install per wheel set")
+
+
 def print_report(plan: Plan, needed_by_manifest: dict[str, tuple[str, ...]], console: Console,
-                 verbose: bool = False, abi: list[dict] | None = None) -> dict:
-    data = to_json(plan, needed_by_manifest, abi)
+                 verbose: bool = False, abi: list[dict] | None = None, allow_unchecked: bool = False) -> dict:
+    data = to_json(plan, needed_by_manifest, abi, allow_unchecked)
     c = console
+    if plan.lock_state and plan.lock_state.status == "stale":
+        c.print(f"[red bold]lock of {escape(plan.variant.name)} is stale:[/red bold] {escape(plan.lock_state.detail)}; "
+                f"not using it. Run `make lock`.")
     c.print(f"[bold]{escape(plan.image)}:{escape(plan.variant.name)}[/bold]  target: Python {plan.target.python}, "
-            f"{plan.target.platform}, CUDA {plan.target.cuda}  "
-            f"({'as locked' if plan.locked else 'no lock: one plain pip install per wheel set'})")
+            f"{plan.target.platform}, CUDA {plan.target.cuda}  ({_evaluated_as(plan)})")
 
     problems = defaultdict(list)
     for e in plan.edges:
@@ -176,24 +271,30 @@ def print_report(plan: Plan, needed_by_manifest: dict[str, tuple[str, ...]], con
         if p.fallback:
             whys.setdefault(p.fallback.name, p.fallback.why)
     req_by = required_by(plan)
+    moved = moved_pins(plan)
 
     table = Table(title="Packages", show_lines=False)
     for col in ("package", "version", "wheel set", "required by", "verdict", "why"):
-        table.add_column(col, overflow="fold")
+        # wrap at spaces; a token too long for its cell ends in an ellipsis, never silently cut
+        table.add_column(col, overflow="ellipsis")
     for i in plan.installed:
         if problems[i.name]:
             verdict = "[red]" + escape("; ".join(f"{e.verdict}: {e.requirement} ({e.detail})" for e in problems[i.name])) + "[/red]"
+        elif i.name in moved:
+            m = moved[i.name]
+            verdict = f"[red]moved {escape(m['from'])} → {escape(m['to'])} by {escape(m['by'])}[/red]"
         elif i.no_deps:
             verdict = f"[yellow]--no-deps[/yellow] ({suppressed[i.name]} suppressed)" if suppressed[i.name] else "[yellow]--no-deps[/yellow]"
         else:
             verdict = "[green]ok[/green]"
-        explicit = i.name in whys or i.source != "index"
+        explicit = i.name in whys or i.source != "index" or i.name in moved
         if not (verbose or explicit or problems[i.name]):
             continue
-        table.add_row(escape(i.name), escape(i.version), escape(i.step), escape(", ".join(req_by.get(i.name, []))[:120]),
+        table.add_row(escape(i.name), escape(i.version), escape(i.step), escape(", ".join(req_by.get(i.name, []))),
                       verdict, escape(whys.get(i.name) or i.why or ""))
     c.print(table)
-    hidden = sum(1 for i in plan.installed if not (i.name in whys or i.source != "index" or problems[i.name]))
+    hidden = sum(1 for i in plan.installed
+                 if not (i.name in whys or i.source != "index" or problems[i.name] or i.name in moved))
     if hidden and not verbose:
         c.print(f"  ({hidden} transitive packages satisfied; --verbose lists them)")
 
@@ -207,15 +308,36 @@ def print_report(plan: Plan, needed_by_manifest: dict[str, tuple[str, ...]], con
                 have = f"has {n['found']}" if n["found"] else "missing"
                 c.print(f"    {escape(n['requirement'])}: {escape(have)}; {escape(n['would'])}")
 
+    if plan.clashes:
+        c.print("\n[bold]Clashes[/bold] (no release satisfies everything a wheel set asks; plain pip stops at the first)")
+        for cl in plan.clashes:
+            kept = f"; judged with {cl.kept} in its place" if cl.kept else ""
+            c.print(f"  [red]{escape(cl.package)} in wheel set {escape(cl.step)}[/red]{escape(kept)}")
+            for w in cl.wanted:
+                c.print(f"    wants {escape(w)}")
+            for r in cl.reasons:
+                c.print(f"    {escape(r)}")
+
+    if plan.unjudged:
+        c.print("\n[bold]Could not judge[/bold] (never counted as clean)")
+        for u in plan.unjudged:
+            c.print(f"  [yellow]{escape(u.package)}[/yellow]: {escape(u.reason)}")
+
     c.print("\n[bold]Shared pins[/bold]")
     for s in data["shared_pins"]:
-        state = "[green]held[/green]" if s["installed"] == s["version"] else f"[red]installed {s['installed']}[/red]"
+        if not s["broken"]:
+            state = "[green]held[/green]"
+        elif s["installed"] != s["version"]:
+            state = f"[red]BROKEN: installed {s['installed'] or 'nothing'}[/red]"
+        else:
+            state = "[red]BROKEN[/red]"
         c.print(f"  {escape(s['name'])}=={escape(s['version'])} {state}; needed by {escape(', '.join(s['needed_by']))}"
                 f"; required in the image by {escape(', '.join(s['required_by']) or 'nothing else')}")
         for x in s["excluded_by"]:
             extra = f" (extra [{x['extra']}])" if x["extra"] else ""
+            breaks = " [red](breaks the pin)[/red]" if x["breaks"] else ""
             c.print(f"    excluded by {escape(x['parent'])} {escape(x['parent_version'])}: {escape(x['requirement'])}"
-                    f"{escape(extra)}: {x['verdict']}, {escape(x['detail'])}")
+                    f"{escape(extra)}: {x['verdict']}, {escape(x['detail'])}{breaks}")
 
     if data["torch_abi"]:
         c.print("\n[bold]Tied to torch[/bold] (from each wheel's ELF imports)")
@@ -244,8 +366,21 @@ def print_report(plan: Plan, needed_by_manifest: dict[str, tuple[str, ...]], con
     e = s["edges"]
     c.print(f"\n{e['satisfied']} satisfied, {e['violated']} violated, {e['suppressed']} suppressed, "
             f"{e['unchecked']} unchecked, {e['extra-only']} extra-only, {e['marker-excluded']} marker-excluded; "
-            f"{s['hazards']} order hazards; {s['shared_pins_broken']} shared pins broken")
-    c.print("[green]clean[/green]" if s["clean"] else f"[red]{s['conflicts']} conflict(s)[/red]")
+            f"{s['hazards']} order hazards; {s['shared_pins_broken']} shared pins broken; {s['clashes']} clashes; "
+            f"{s['unjudged']} lookups failed")
+    if s["verdict"] == "conflicts":
+        c.print(f"[red]{s['conflicts']} conflict(s)[/red]"
+                + (f", and {s['unchecked']} could not be judged" if s["unchecked"] else ""))
+    elif s["verdict"] == "unchecked":
+        c.print(f"[yellow]NOT CLEAN: {s['unchecked']} could not be judged[/yellow] (exit 3; --allow-unchecked accepts this)")
+    elif s["unchecked_allowed"]:
+        c.print(f"[green]clean[/green] [yellow]except {s['unchecked']} not judged, allowed by --allow-unchecked[/yellow]")
+    else:
+        c.print("[green]clean[/green]")
+    if data["next_steps"]:
+        c.print("\n[bold]What to do[/bold]")
+        for step in data["next_steps"]:
+            c.print(f"  - {escape(step)}")
     return data
 
 

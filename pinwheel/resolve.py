@@ -13,6 +13,8 @@ environment (python, platform), with the extras the image requests.
 from __future__ import annotations
 
 import dataclasses
+import hashlib
+import json
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -23,7 +25,8 @@ from packaging.specifiers import SpecifierSet
 from packaging.utils import canonicalize_name
 from packaging.version import Version
 
-from .plan import Edge, Hazard, Installed, Plan, PlannedPackage, Step
+from .fsutil import atomic_write
+from .plan import Clash, Edge, Hazard, Installed, Plan, PlannedPackage, Step, Unjudged
 
 
 class MetadataSource(Protocol):
@@ -35,7 +38,11 @@ class MetadataSource(Protocol):
 
 
 class ResolveError(Exception):
-    """The set cannot be evaluated: nothing satisfies a requirement, or input is missing."""
+    """The set cannot be evaluated because input is wrong or missing (exit 2)."""
+
+
+class _Unreadable(Exception):
+    """A lookup the resolver needed failed; the package is recorded as unjudged."""
 
 
 @dataclass(frozen=True)
@@ -66,9 +73,26 @@ def classify_requirements(meta, target_env: dict[str, str], requested: Iterable[
     return out
 
 
-def _requirement_text(req: Requirement) -> str:
-    text = req.name + (f"[{','.join(sorted(req.extras))}]" if req.extras else "") + str(req.specifier)
-    return text
+def requirement_text(req: Requirement) -> str:
+    """name[extras]specifier, without the marker."""
+    return req.name + (f"[{','.join(sorted(req.extras))}]" if req.extras else "") + str(req.specifier)
+
+
+def excludes_shared_pin(edge: Edge, installed: dict[str, Installed], version: str) -> bool:
+    """Does this edge exclude a shared pin's version in a way that breaks the image?
+
+    Any base requirement of an installed package counts, whether or not
+    --no-deps suppresses it; an extra counts when the image requests it.
+    Report and bump both judge shared pins through this one rule.
+    """
+    if edge.verdict not in ("satisfied", "violated", "suppressed"):
+        return False
+    if Requirement(edge.requirement).specifier.contains(version, prereleases=True):
+        return False
+    if edge.verdict == "suppressed" and edge.extra is not None:
+        parent = installed.get(edge.parent)
+        return bool(parent and edge.extra in parent.extras)
+    return True
 
 
 class Resolver:
@@ -77,6 +101,7 @@ class Resolver:
         self.wheels_dir = wheels_dir
         self.max_candidates = max_candidates
         self._meta: dict[tuple[str, str], object] = {}
+        self.failures: list[Unjudged] = []  # lookups that failed where a verdict does not already say so
 
     # --------------------------------------------------------- metadata
 
@@ -126,30 +151,45 @@ class Resolver:
             out.append((p, "index", None))
         return out
 
-    def as_pip_would(self, plan: Plan) -> tuple[dict[str, Installed], list[Hazard]]:
-        """One `pip install` per wheel set, in order, as a hand-written Dockerfile does."""
+    def as_pip_would(self, plan: Plan) -> tuple[dict[str, Installed], list[Hazard], list[Clash], list[Unjudged]]:
+        """One `pip install` per wheel set, in order, as a hand-written Dockerfile does.
+
+        Where pip would stop at a clash, this records it and goes on, so one run
+        shows every clash; a lookup that fails is recorded as unjudged.
+        """
         installed: dict[str, Installed] = {}
         hazards: list[Hazard] = []
+        clashes: list[Clash] = []
+        unjudged: list[Unjudged] = []
         env = plan.target.marker_environment()
         for step in plan.steps:
             if not step.active:
                 continue
             explicit = self.step_packages(plan, step)
             pins = {p.name: p.version for p, _, _ in explicit if p.version}
+            origin = {p.name: (source, p.why) for p, source, _ in explicit}
             chosen: dict[str, Installed] = {}
             constraints: dict[str, list[tuple[Requirement, str]]] = {}
+            clash_at: dict[str, int] = {}  # package -> its entry in clashes, for this step
+            unreadable: set[str] = set()
             queue: list[tuple[Requirement, str]] = []
             for p, source, path in explicit:
                 if p.no_deps or source == "local":
                     chosen[p.name] = Installed(p.name, p.version or "", step.name, source, True, (), p.why)
                 else:
-                    queue.append((Requirement(p.requirement), "(manifest)"))
+                    queue.append((Requirement(p.requirement), "the manifest"))
             while queue:
                 req, via = queue.pop(0)
                 name = canonicalize_name(req.name)
                 if name in chosen and chosen[name].no_deps and chosen[name].step == step.name:
                     continue  # installed with --no-deps in this very step: pip would not touch it
                 constraints.setdefault(name, []).append((req, via))
+                if name in unreadable:
+                    continue
+                if name in clash_at:  # one more requirement takes part in a known clash
+                    clashes[clash_at[name]] = self.clash(plan, step.name, name, constraints[name], pins,
+                                                         installed.get(name))
+                    continue
                 spec = SpecifierSet(",".join(str(r.specifier) for r, _ in constraints[name] if str(r.specifier)))
                 current = chosen.get(name) or installed.get(name)
                 extras = tuple(sorted(set(req.extras) | set(current.extras if current else ())))
@@ -158,13 +198,25 @@ class Resolver:
                 if current and spec.contains(current.version, prereleases=True):
                     version = current.version
                 else:
-                    version = self.pick(plan, name, spec, pins)
+                    try:
+                        version = self.pick(plan, name, spec, pins)
+                    except Exception as exc:  # unreadable: judged as unchecked, never as satisfied
+                        unjudged.append(Unjudged(name, f"cannot list releases of {name}: {exc}"))
+                        unreadable.add(name)
+                        continue
                     if version is None:
-                        wanted = ", ".join(f"{_requirement_text(r)} (from {v})" for r, v in constraints[name])
-                        raise ResolveError(f"wheel set {step.name}: no version of {name} satisfies {wanted}")
-                chosen[name] = Installed(name, version, step.name, "index", False, extras, None)
+                        # pip would stop here. Judge the rest against the manifest's own pin, if it has one.
+                        clash_at[name] = len(clashes)
+                        clashes.append(self.clash(plan, step.name, name, constraints[name], pins, installed.get(name)))
+                        if name not in pins or name in chosen:
+                            continue
+                        version = pins[name]
+                source, why = origin.get(name, ("index", None))
+                chosen[name] = Installed(name, version, step.name, source, False, extras, why)
                 meta = self.meta(plan, name, version)
                 if meta is None:
+                    unjudged.append(Unjudged(name, f"requirements of {name} {version} unreadable, so what plain pip "
+                                                   f"would install with it is unknown: {self.meta_error(name, version)}"))
                     continue
                 for a in classify_requirements(meta, env, extras):
                     if a.active:
@@ -176,7 +228,48 @@ class Resolver:
                     cause = "explicit --no-deps install" if inst.no_deps else ", ".join(sorted(set(causes))) or "manifest"
                     hazards.append(Hazard(step.name, name, before.version, inst.version, before.step, cause))
             installed.update(chosen)
-        return installed, hazards
+        return installed, hazards, clashes, unjudged + self.failures
+
+    def clash(self, plan: Plan, step: str, name: str, wanted: list[tuple[Requirement, str]],
+              pins: dict[str, str], earlier: Installed | None) -> Clash:
+        spec = SpecifierSet(",".join(str(r.specifier) for r, _ in wanted if str(r.specifier)))
+        kept = pins.get(name) or (earlier.version if earlier else None)
+        return Clash(step, name, tuple(f"{requirement_text(r)} (from {v})" for r, v in wanted),
+                     tuple(self.refusals(plan, name, spec, pins)), kept)
+
+    def refusals(self, plan: Plan, name: str, spec: SpecifierSet, pins: dict[str, str], limit: int = 4) -> list[str]:
+        """Why no release of `name` satisfies `spec` here: the same rules as pick(), spelled out."""
+        try:
+            available = self.source.versions(name)
+        except Exception as exc:
+            return [f"cannot list releases of {name}: {exc}"]
+        candidates = sorted(spec.filter(available), reverse=True)
+        if not candidates:
+            newest = ", ".join(str(v) for v in sorted(available, reverse=True)[:3]) or "none"
+            together = " together" if len(spec) > 1 else ""
+            return [f"no release of {name} satisfies {spec or 'any'}{together} (newest: {newest})"]
+        out = []
+        for v in candidates[:limit]:
+            if self.source.best_wheel(name, v, plan.target.python, plan.target.platforms()) is None:
+                out.append(f"{name} {v} has no wheel for Python {plan.target.python} on {plan.target.platform}")
+            elif self.meta(plan, name, str(v)) is None:
+                out.append(f"{name} {v}: metadata unreadable ({self.meta_error(name, str(v))})")
+            else:
+                out += [f"{name} {v} requires {requirement_text(req)}, but the manifest pins {dep}=={pins[dep]}"
+                        for dep, req in self.pin_blockers(plan, name, str(v), pins)]
+        return out
+
+    def pin_blockers(self, plan: Plan, name: str, version: str, pins: dict[str, str]) -> list[tuple[str, Requirement]]:
+        """(pinned package, requirement) for each requirement of name==version that excludes a pin."""
+        meta = self.meta(plan, name, version)
+        if meta is None:
+            return []
+        out = []
+        for a in classify_requirements(meta, plan.target.marker_environment(), ()):
+            dep = canonicalize_name(a.requirement.name)
+            if a.active and dep in pins and not a.requirement.specifier.contains(pins[dep], prereleases=True):
+                out.append((dep, a.requirement))
+        return out
 
     def pick(self, plan: Plan, name: str, spec: SpecifierSet, pins: dict[str, str]) -> str | None:
         """Newest version with a wheel for the target whose own requirements keep this step's pins."""
@@ -185,7 +278,8 @@ class Resolver:
             # the index has, as pip would (the highest match).
             try:
                 available = self.source.versions(name)
-            except Exception:  # unreadable here: judged as unchecked later
+            except Exception as exc:  # unreadable: take the pin as written, and say the lookup failed
+                self.failures.append(Unjudged(name, f"cannot list releases of {name}: {exc}"))
                 return pins[name]
             exact = SpecifierSet(f"=={pins[name]}")
             matches = sorted((v for v in available if exact.contains(v, prereleases=True)
@@ -248,7 +342,7 @@ class Resolver:
                 dep = canonicalize_name(a.requirement.name)
                 have = installed.get(dep)
                 found = have.version if have else None
-                text = _requirement_text(a.requirement)
+                text = requirement_text(a.requirement)
                 ok = found is not None and a.requirement.specifier.contains(found, prereleases=True)
                 if a.marker_excluded:
                     edges.append(Edge(inst.name, inst.version, text, dep, "marker-excluded", found,
@@ -274,9 +368,9 @@ class Resolver:
         try:
             version = self.pick(plan, name, req.specifier, {})
         except Exception as exc:  # the index may not know it; say so
-            return f"would need {_requirement_text(req)}; index lookup failed: {exc}"
+            return f"would need {requirement_text(req)}; index lookup failed: {exc}"
         if version is None:
-            return f"would need {_requirement_text(req)}, which no release satisfies"
+            return f"would need {requirement_text(req)}, which no release satisfies"
         if have is None:
             return f"would install {name} {version}"
         direction = "downgrade" if Version(version) < Version(have.version) else "upgrade"
@@ -291,9 +385,10 @@ def resolve(plan: Plan, source: MetadataSource, wheels_dir: Path | None = None,
     lock installs it, and the plain-pip view is kept to show the churn it removes.
     """
     resolver = Resolver(source, wheels_dir)
-    pip_installed, pip_hazards = resolver.as_pip_would(plan)
+    pip_installed, pip_hazards, clashes, unjudged = resolver.as_pip_would(plan)
     if locked is not None:
         installed, hazards = resolver.as_locked(plan, locked)
+        clashes = []  # the lock resolved the set as a whole; per-step pip clashes are not the image's
     else:
         installed, hazards = pip_installed, pip_hazards
     edges = resolver.judge(plan, installed)
@@ -304,7 +399,14 @@ def resolve(plan: Plan, source: MetadataSource, wheels_dir: Path | None = None,
         hazards=tuple(hazards),
         unlocked_hazards=tuple(pip_hazards),
         locked=locked is not None,
+        clashes=tuple(clashes),
+        unjudged=tuple(unjudged),
     )
+
+
+def fully_judged(plan: Plan) -> bool:
+    """True when every lookup succeeded and no edge is unchecked: only then may a result be remembered."""
+    return not plan.unjudged and not any(e.verdict == "unchecked" for e in plan.edges)
 
 
 def _step_index(plan: Plan, step: str) -> int:
@@ -326,8 +428,6 @@ def read_lock_slices(plan: Plan, lock_dir: Path) -> dict[str, dict[str, str]] | 
 
 def _cache_state(cache_dir: Path) -> str:
     """A digest of every cached index page and metadata file: any change invalidates memos."""
-    import hashlib
-
     digest = hashlib.sha256()
     for sub in ("pages", "metadata"):
         for dirpath, _, files in sorted(os.walk(cache_dir / sub)):
@@ -349,39 +449,61 @@ def wheels_state(plan: Plan, wheels_dir: Path | None) -> list[tuple[str, int, in
     return out
 
 
-def memoized(cache_dir: Path, key_material: object, compute):
-    """compute(), remembered on disk under a key, valid while the metadata cache is unchanged.
+MEMO_VERSION = 3
+
+
+def memoized(cache_dir: Path, key_material: object, compute, *, keep=lambda value: True, refresh: bool = False):
+    """compute(), remembered on disk as JSON under a key, valid while the metadata cache is unchanged.
 
     The stored state of the whole metadata cache must match, so a refreshed page
-    or new metadata always recomputes.
+    or new metadata always recomputes. A value that `keep` rejects (a failed or
+    partial result) is returned but never stored; `refresh` skips the lookup and
+    rewrites the entry. `compute` returns JSON data.
     """
-    import hashlib
-    import pickle
-
-    key = hashlib.sha256(repr((key_material, 2)).encode()).hexdigest()
-    memo = cache_dir / "memo" / f"{key}.pickle"
-    state = _cache_state(cache_dir)
-    if memo.exists():
+    key = hashlib.sha256(repr((key_material, MEMO_VERSION)).encode()).hexdigest()
+    memo = cache_dir / "memo" / f"{key}.json"
+    if not refresh:
         try:
-            stored_state, value = pickle.loads(memo.read_bytes())
-            if stored_state == state:
-                return value
-        except Exception:  # a memo from another version of pinwheel: recompute
+            stored = json.loads(memo.read_text())
+            if stored.get("state") == _cache_state(cache_dir):
+                return stored["value"]
+        except (OSError, ValueError, AttributeError):  # absent, or from another version: recompute
             pass
     value = compute()
-    memo.parent.mkdir(parents=True, exist_ok=True)
-    tmp = memo.with_suffix(f".{os.getpid()}.tmp")
-    tmp.write_bytes(pickle.dumps((_cache_state(cache_dir), value)))
-    tmp.replace(memo)
+    if keep(value):
+        atomic_write(memo, json.dumps({"state": _cache_state(cache_dir), "value": value}).encode())
     return value
 
 
+_RESOLVED = {"installed": Installed, "edges": Edge, "hazards": Hazard, "unlocked_hazards": Hazard,
+             "clashes": Clash, "unjudged": Unjudged}
+
+
+def _resolved_json(plan: Plan) -> dict:
+    return {"locked": plan.locked, **{f: [dataclasses.asdict(x) for x in getattr(plan, f)] for f in _RESOLVED}}
+
+
+def _resolved_from_json(plan: Plan, data: dict) -> Plan:
+    def build(cls, d: dict):
+        return cls(**{k: tuple(v) if isinstance(v, list) else v for k, v in d.items()})
+
+    return dataclasses.replace(plan, locked=data["locked"],
+                               **{f: tuple(build(cls, d) for d in data[f]) for f, cls in _RESOLVED.items()})
+
+
 def resolve_memoized(plan: Plan, source, cache_dir: Path, wheels_dir: Path | None = None,
-                     locked: dict[str, dict[str, str]] | None = None) -> Plan:
-    """resolve(), remembered for identical Plan, lock, local wheels and index (see memoized)."""
+                     locked: dict[str, dict[str, str]] | None = None, refresh: bool = False) -> Plan:
+    """resolve(), remembered for identical Plan, lock, local wheels and index (see memoized).
+
+    Only a fully judged result is remembered: a run that could not read the index
+    is computed again next time.
+    """
     source_key = getattr(source, "memo_key", None) or getattr(source, "index_url", None)
     key = ("resolve", plan, sorted((locked or {}).items()), wheels_state(plan, wheels_dir), source_key)
-    return memoized(cache_dir, key, lambda: resolve(plan, source, wheels_dir, locked))
+    data = memoized(cache_dir, key, lambda: _resolved_json(resolve(plan, source, wheels_dir, locked)),
+                    keep=lambda d: not d["unjudged"] and not any(e["verdict"] == "unchecked" for e in d["edges"]),
+                    refresh=refresh)
+    return _resolved_from_json(plan, data)
 
 
 class RoutedSource:

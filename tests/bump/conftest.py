@@ -40,6 +40,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "abi"))
 from abi_builders import EMPTY_C, STABLE_CPP, UNSTABLE_CPP  # noqa: E402
 from localindex import LocalIndex, _Entry, metadata_text  # noqa: E402
 
+from pinwheel import manifest  # noqa: E402
+from pinwheel.lock import lock_inputs_digest  # noqa: E402
+from pinwheel.plan import plan_variant  # noqa: E402
+
 LINUX = '; platform_system == "Linux"'
 
 TORCH_213 = ["filelock", f"nvidia-cudnn-cu13==9.20.0.48{LINUX}", f"triton==3.7.1{LINUX}",
@@ -220,14 +224,17 @@ class World:
         return ["--manifest", str(manifest or self.manifest), "bump", *args, "--index-url", self.url]
 
 
-def write_lock(lock_dir: Path, slices: dict[str, dict[str, str]]) -> None:
+def write_lock(lock_dir: Path, slices: dict[str, dict[str, str]], manifest_path: Path) -> None:
+    """A hand-made lock that records the manifest's real inputs digest, so it is not stale."""
     lock_dir.mkdir(parents=True, exist_ok=True)
     everything = {}
     for name, pins in slices.items():
         (lock_dir / name).write_text("".join(f"{n}=={v}\n" for n, v in pins.items()))
         everything.update(pins)
+    digest = lock_inputs_digest(plan_variant(manifest.load(manifest_path), "cu130"), "pip-compile")
     (lock_dir / "requirements.txt").write_text(
-        "# pinwheel-inputs: test\n# pinwheel-engine: pip-compile\n" + "".join(f"{n}=={v}\n" for n, v in everything.items()))
+        f"# pinwheel-inputs: {digest}\n# pinwheel-engine: pip-compile\n"
+        + "".join(f"{n}=={v}\n" for n, v in everything.items()))
     (lock_dir / "expect.json").write_text('{"variant": "cu130"}\n')
 
 
@@ -269,7 +276,7 @@ def bump_world(tmp_path, local_index, bump_sos) -> World:
                    "cp311-cp311-linux_x86_64")
     compiled_wheel(root / "wheels", "stable-local", "1.0", bump_sos["stable"], ["torch>=2.13"],
                    "cp311-abi3-linux_x86_64")
-    write_lock(root / "images" / "train" / "lock" / "cu130", LOCK)
+    write_lock(root / "images" / "train" / "lock" / "cu130", LOCK, root / "wheels_manifest.yaml")
 
     clean = tmp_path / "clean"
     clean.mkdir()

@@ -86,8 +86,8 @@ def test_unknown_variant_exits_2(bump_world, capsys) -> None:
 
 
 def test_offline(bump_world, capsys) -> None:
-    # nothing cached yet: a clear message, exit 2
-    assert main(bump_world.argv("torch==2.14.1", "--variant", "cu130", "--offline")) == 2
+    # nothing cached yet: could not judge (exit 3), with a clear message
+    assert main(bump_world.argv("torch==2.14.1", "--variant", "cu130", "--offline")) == 3
     assert "offline" in capsys.readouterr().err
     rc, online = bump_json(bump_world, capsys, "torch==2.14.1")
     rc_off, offline = bump_json(bump_world, capsys, "torch==2.14.1", "--offline")
@@ -102,4 +102,5 @@ def test_unreadable_lock_exits_2(bump_world, capsys) -> None:
     lock.write_text("torch==2.13.0\n")  # no pinwheel-inputs header
     assert main(bump_world.argv("torch==2.14.1", "--variant", "cu130")) == 2
     err = " ".join(capsys.readouterr().err.split())
-    assert "the lock at images/train/lock/cu130 cannot be read" in err and "Traceback" not in err
+    assert "the lock of variant cu130 is stale" in err and "no pinwheel-inputs header" in err
+    assert "Traceback" not in err

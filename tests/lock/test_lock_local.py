@@ -337,3 +337,44 @@ def test_lock_dir_layout(tmp_path):
     path = write_manifest(tmp_path / "wheels_manifest.yaml")
     plan = plan_variant(manifest.load(path), "cu129")
     assert lock_dir(tmp_path, plan) == tmp_path / "images" / "demo" / "lock" / "cu129"
+
+
+# ---------------------------------------------------------------- stale locks
+
+
+def test_report_on_a_stale_lock_says_so_and_is_not_clean(project, index, capsys):
+    index.add("pwt-kern", "1.1", requires=["pwt-frontend>=1.0", "pwt-dsl>=1.0", "pwt-helper"])
+    assert run(project, "lock", "--variant", "cu130", "--engine", "uv") == 0
+    capsys.readouterr()
+    run(project, "report", "--variant", "cu130", "--json")
+    fresh = json.loads(capsys.readouterr().out)
+    assert fresh["locked"] is True and fresh["lock"]["status"] == "ok"
+
+    path = project / "wheels_manifest.yaml"
+    path.write_text(path.read_text().replace('"pwt-kern==1.0"', '"pwt-kern==1.1"'))
+    rc = run(project, "report", "--variant", "cu130", "--json")
+    data = json.loads(capsys.readouterr().out)
+    assert rc == 1
+    assert data["locked"] is False and data["lock"]["status"] == "stale"
+    assert data["summary"]["clean"] is False and data["summary"]["lock"] == "stale"
+    # what the manifest asks for now, not what the stale lock holds
+    assert {p["name"]: p["version"] for p in data["packages"]}["pwt-kern"] == "1.1"
+    assert "make lock" in data["next_steps"][0]
+
+    rc = run(project, "report", "--variant", "cu130")
+    text = capsys.readouterr().out
+    assert rc == 1
+    assert text.splitlines()[0].startswith("lock of cu130 is stale")
+    assert "as locked" not in text
+
+
+@pytest.mark.parametrize("command", [["build"], ["publish"], ["bump", "pwt-dsl==2.0"], ["smoke"]])
+def test_build_bump_publish_refuse_a_stale_lock(project, index, capsys, command):
+    assert run(project, "lock", "--variant", "cu130", "--engine", "uv") == 0
+    path = project / "wheels_manifest.yaml"
+    path.write_text(path.read_text().replace("pwt-torchy==2.0", "pwt-torchy==2.1"))
+    capsys.readouterr()
+    # refused before any engine or index is asked: the stale check comes first
+    assert run(project, *command, "--variant", "cu130") == 2
+    err = capsys.readouterr().err
+    assert "lock of variant cu130 is stale" in err and "make lock" in err

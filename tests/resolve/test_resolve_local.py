@@ -138,15 +138,18 @@ def test_report_offline_from_cache(demo, capsys, tmp_path):
     assert capsys.readouterr().out == first
 
 
-def test_nothing_satisfies_is_a_clear_error(local_index, tmp_path, capsys):
+def test_nothing_satisfies_is_a_finding_not_bad_input(local_index, tmp_path, capsys):
     local_index.add("app", "1.0", requires=["missing-dep>=1"])
     local_index.add("missing-dep", "0.5")
     url = local_index.serve()
     path = tmp_path / "wheels_manifest.yaml"
     path.write_text(MANIFEST.split("  - name: two")[0].replace('      - {requirement: "shared-dsl==1.5"}\n', ""))
-    rc = cli.main(["--manifest", str(path), "report", "--variant", "t", "--index-url", url])
-    assert rc == 2
-    assert "no version of missing-dep satisfies missing-dep>=1 (from app 1.0)" in capsys.readouterr().err.replace("\n", "")
+    rc = cli.main(["--manifest", str(path), "report", "--variant", "t", "--index-url", url, "--json"])
+    data = json.loads(capsys.readouterr().out)
+    assert rc == 1
+    (clash,) = data["clashes"]
+    assert clash["package"] == "missing-dep" and clash["wanted"] == ["missing-dep>=1 (from app 1.0)"]
+    assert clash["reasons"] == ["no release of missing-dep satisfies >=1 (newest: 0.5)"]
 
 
 TORCH_FROM_EXTRA = """\
@@ -174,8 +177,10 @@ def test_torch_from_the_variants_extra_index(local_index, tmp_path, capsys, monk
         path = tmp_path / "wheels_manifest.yaml"
         path.write_text(TORCH_FROM_EXTRA)
         monkeypatch.delenv("DEMO_TORCH_INDEX", raising=False)
-        assert cli.main(["--manifest", str(path), "report", "--json", "--index-url", default_url]) == 0
+        # torch cannot be read without its index: could not judge, which is never clean
+        assert cli.main(["--manifest", str(path), "report", "--json", "--index-url", default_url]) == 3
         data = json.loads(capsys.readouterr().out)
+        assert data["summary"]["verdict"] == "unchecked" and data["summary"]["clean"] is False
         (torch_edge,) = [e for e in data["edges"] if e["parent"] == "torch"]
         assert torch_edge["verdict"] == "unchecked"
         assert "$DEMO_TORCH_INDEX, which is not set" in torch_edge["detail"]
