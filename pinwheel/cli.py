@@ -237,7 +237,8 @@ def cmd_smoke(args: argparse.Namespace) -> int:
 def cmd_publish(args: argparse.Namespace) -> int:
     from .build import tags_for
     from .lock import lock_sha256
-    from .publish import PublishRefused, publish
+    from .engine import EngineError
+    from .publish import PublishRefused, PushPrinter, declared_smoke, parse_allowances, publish
 
     m = manifest_mod.load(args.manifest)
     plan = plan_variant(m, select_variant(m, args))
@@ -248,10 +249,27 @@ def cmd_publish(args: argparse.Namespace) -> int:
     if missing:
         raise UsageError(f"not built: {', '.join(missing)}; run `build.py build` and `build.py smoke` first")
     try:
-        result = publish(engine, tags, args.registry, m.path.parent, require_gpu=args.require_gpu)
+        allowed = parse_allowances(args.allow_skipped, args.reason)
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
+    if args.require_gpu and "gpu" in allowed:
+        raise UsageError("--require-gpu and --allow-skipped gpu contradict each other")
+    declared = declared_smoke(image_dir(m) / "Dockerfile", m.path.parent)
+    try:
+        result = publish(engine, tags, args.registry, m.path.parent, require_gpu=args.require_gpu,
+                         declared=declared, allowed=allowed, progress=PushPrinter(err()))
     except PublishRefused as exc:
         err().print(f"[red]not published:[/red] {escape(str(exc))}")
         return EXIT_PROBLEM
+    except EngineError as exc:
+        err().print(f"[red]push failed:[/red] {escape(str(exc))}")
+        return EXIT_PROBLEM
+    for note in result.notes:
+        err().print(f"note: {escape(note)}")
+    if result.labels:
+        out().print(f"published image {result.pushed_id[:19]}: the smoked image {result.image_id[:19]} with "
+                    f"{', '.join(f'{k}={v}' for k, v in result.labels.items() if k.endswith(('allowed-skipped', 'skip-reason')))}",
+                    markup=False)
     for ref in result.refs:
         out().print(f"[green]pushed[/green] {escape(ref)} {result.digests[ref]}")
     return EXIT_OK
@@ -410,13 +428,25 @@ def build_parser() -> argparse.ArgumentParser:
     sm.add_argument("--quiet", action="store_true")
     sm.set_defaults(func=cmd_smoke)
 
-    pb = sub.add_parser("publish", help="push an image's tags, only if its smoke passed",
+    pb = sub.add_parser("publish", help="push an image's tags, only if every level of its smoke passed",
                         description="Push the variant's tags (or --tag ...) to --registry, only when the smoke recorded "
-                                    "for that image id passed. Re-running pushes the same digests again.")
+                                    "for that image id passed every level the image's smoke declares (the Dockerfile's "
+                                    "smoke target; every level where nothing declares it: static, import, gpu). "
+                                    "A skipped level is not a passed one. --allow-skipped LEVEL with a reason publishes "
+                                    "anyway and records the allowance in the pushed image's labels "
+                                    "(io.pinwheel.smoke.allowed-skipped, io.pinwheel.smoke.skip-reason). "
+                                    "Re-running pushes the same digests again.")
     add_variant_args(pb)
     pb.add_argument("--registry", default="127.0.0.1:5000", help="registry host[:port] (default: 127.0.0.1:5000)")
     pb.add_argument("--tag", action="append", default=[], help="a local tag to publish (repeatable)")
-    pb.add_argument("--require-gpu", action="store_true", help="refuse unless the GPU level passed")
+    pb.add_argument("--require-gpu", action="store_true",
+                    help="refuse unless the GPU level passed, even where the image's smoke does not declare it "
+                         "(the shipped image declares it, so this is the default there)")
+    pb.add_argument("--allow-skipped", action="append", default=[], metavar="LEVEL[=REASON]",
+                    help="publish although this required level (static, import, gpu) was skipped; needs a reason "
+                         "(here or --reason), recorded in the pushed image's labels. Repeatable; LEVEL,LEVEL works. "
+                         "A failed level is never allowed")
+    pb.add_argument("--reason", help="why the --allow-skipped levels may be published without passing")
     pb.set_defaults(func=cmd_publish)
 
     bp = sub.add_parser(

@@ -240,7 +240,12 @@ def test_smoke_then_publish_and_republish(project: Project, registry: str):
     assert record["levels"] == {"static": "passed", "import": "skipped", "gpu": "skipped"}
 
     assert registry_tags(registry, project.repository) is None
-    first = project.cli("publish", "--variant", "cu130", "--registry", registry)
+    # the image's smoke declares the GPU level: skipped is not passed (tests/pipeline/test_publish.py has the rest)
+    refused = project.cli("publish", "--variant", "cu130", "--registry", registry)
+    assert refused.returncode == 1 and "gpu: SKIPPED" in refused.stderr, refused.output[-3000:]
+    assert registry_tags(registry, project.repository) is None
+    allow = ("--allow-skipped", "import,gpu", "--reason", "no GPU on the test host")
+    first = project.cli("publish", "--variant", "cu130", "--registry", registry, *allow)
     assert first.returncode == 0, first.output[-3000:]
     names = sorted(t.split(":", 1)[1] for t in tags)
     assert registry_tags(registry, project.repository) == names
@@ -250,7 +255,7 @@ def test_smoke_then_publish_and_republish(project: Project, registry: str):
     for line in (l for l in first.stdout.splitlines() if l.startswith("pushed ")):
         assert line.split()[-1] == next(iter(digests.values()))
 
-    again = project.cli("publish", "--variant", "cu130", "--registry", registry)
+    again = project.cli("publish", "--variant", "cu130", "--registry", registry, *allow)
     assert again.returncode == 0, again.output[-3000:]
     assert registry_tags(registry, project.repository) == names
     assert {n: manifest_digest(registry, project.repository, n) for n in names} == digests
@@ -281,10 +286,12 @@ def test_publish_refused_without_a_passing_smoke(project_factory, registry: str,
     assert "smoke" in refused.stderr and "failed" in refused.stderr
     assert registry_tags(registry, project.repository) is None
 
-    # static smoke passed, GPU levels skipped: fine without --require-gpu, refused with it
+    # static smoke passed, GPU levels skipped: refused by default (the image declares the GPU level),
+    # and with --require-gpu
     smoke = project.cli("smoke", "--variant", "cu130", tag, "--gpus", "no")
     assert smoke.returncode == 0, smoke.output[-3000:]
-    refused = publish("--require-gpu")
-    assert refused.returncode == 1, refused.output[-3000:]
-    assert "GPU smoke" in refused.stderr and "skipped" in refused.stderr
+    for extra in ((), ("--require-gpu",)):
+        refused = publish(*extra)
+        assert refused.returncode == 1, refused.output[-3000:]
+        assert "gpu: SKIPPED" in refused.stderr and "import: SKIPPED" in refused.stderr, refused.stderr
     assert registry_tags(registry, project.repository) is None

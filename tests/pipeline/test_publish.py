@@ -1,0 +1,199 @@
+"""publish on the real engine and registry: every declared smoke level must pass, skips are allowed
+only with a reason that the pushed image records, and the push shows its layers and bytes.
+
+One tiny image is built once. Each test publishes into its own registry
+namespace (`--registry 127.0.0.1:5000/<ns>`), so the tests do not see each
+other's tags, and sets the smoke record it needs.
+"""
+from __future__ import annotations
+
+import json
+import re
+import uuid
+
+import pytest
+
+from pinwheel.engine import Engine
+from pinwheel.smoke import SmokeResult, record, recorded
+
+from pipeline_support import Project, registry_get
+
+pytestmark = pytest.mark.engine
+
+MANIFEST_ACCEPT = (
+    "application/vnd.docker.distribution.manifest.v2+json",
+    "application/vnd.oci.image.manifest.v1+json",
+)
+REASON = "no GPU runner for this release; smoked on H200 by hand"
+
+
+@pytest.fixture(scope="module")
+def project(project_factory) -> Project:
+    return project_factory("publish")
+
+
+@pytest.fixture(scope="module")
+def built(project: Project) -> dict:
+    result = project.cli("build", "--variant", "cu130", "--quiet", "--json", check=True)
+    return json.loads(result.stdout)
+
+
+@pytest.fixture(scope="module")
+def no_gpu_smoke(project: Project, built: dict) -> dict:
+    """The smoke as it runs here, without a GPU: static passed, import and gpu skipped."""
+    smoke = project.cli("smoke", "--variant", "cu130", built["tags"][0], "--gpus", "no")
+    assert smoke.returncode == 0, smoke.output[-3000:]
+    saved = recorded(built["image_id"], project.root)
+    assert saved is not None and saved["levels"] == {"static": "passed", "import": "skipped", "gpu": "skipped"}
+    return saved
+
+
+def restore(project: Project, saved: dict) -> None:
+    record(SmokeResult(saved["image_id"], saved["ok"], saved["levels"], saved["document"], ""), project.root)
+
+
+def namespace(registry: str) -> tuple[str, str]:
+    ns = f"pub-{uuid.uuid4().hex[:10]}"
+    return f"{registry}/{ns}", ns
+
+
+def publish(project: Project, registry: str, *extra: str):
+    return project.cli("publish", "--variant", "cu130", "--registry", registry, *extra)
+
+
+def registry_tags(registry: str, repository: str) -> list[str] | None:
+    status, _, body = registry_get(registry, f"/v2/{repository}/tags/list")
+    if status == 404:
+        return None
+    assert status == 200, body
+    return sorted(json.loads(body).get("tags") or [])
+
+
+def pushed_config(registry: str, repository: str, tag: str) -> tuple[str, dict, dict]:
+    """(manifest digest, manifest, config) as the registry serves them."""
+    status, headers, body = registry_get(registry, f"/v2/{repository}/manifests/{tag}", MANIFEST_ACCEPT)
+    assert status == 200, body
+    manifest = json.loads(body)
+    status, _, blob = registry_get(registry, f"/v2/{repository}/blobs/{manifest['config']['digest']}")
+    assert status == 200, blob
+    return headers["Docker-Content-Digest"], manifest, json.loads(blob)
+
+
+def test_skipped_gpu_level_is_refused_by_default(project: Project, built: dict, no_gpu_smoke: dict, registry: str):
+    restore(project, no_gpu_smoke)
+    target, ns = namespace(registry)
+    refused = publish(project, target)
+    assert refused.returncode == 1, refused.output[-3000:]
+    assert "not published" in refused.stderr
+    assert "gpu: SKIPPED" in refused.stderr and "import: SKIPPED" in refused.stderr, refused.stderr
+    assert "target smoke" in refused.stderr  # where the required levels were read
+    assert "--allow-skipped import --allow-skipped gpu --reason" in refused.stderr
+    assert registry_tags(registry, f"{ns}/{project.repository}") is None
+
+    # --require-gpu still refuses it, and contradicts allowing the GPU level
+    assert publish(project, target, "--require-gpu").returncode == 1
+    clash = publish(project, target, "--require-gpu", "--allow-skipped", "import,gpu", "--reason", REASON)
+    assert clash.returncode == 2 and "contradict" in clash.stderr, clash.output[-2000:]
+    # allowing only one of the two skipped levels is not enough
+    partial = publish(project, target, "--allow-skipped", "gpu", "--reason", REASON)
+    assert partial.returncode == 1 and "import: SKIPPED" in partial.stderr, partial.output[-2000:]
+    assert registry_tags(registry, f"{ns}/{project.repository}") is None
+
+
+def test_an_allowance_needs_a_reason(project: Project, no_gpu_smoke: dict, registry: str):
+    restore(project, no_gpu_smoke)
+    target, ns = namespace(registry)
+    bad = publish(project, target, "--allow-skipped", "import,gpu")
+    assert bad.returncode == 2, bad.output[-2000:]
+    assert "needs a reason" in bad.stderr
+    assert registry_tags(registry, f"{ns}/{project.repository}") is None
+
+
+def test_allowed_skip_is_recorded_in_the_pushed_image(project: Project, built: dict, no_gpu_smoke: dict,
+                                                       registry: str, engine: Engine):
+    restore(project, no_gpu_smoke)
+    target, ns = namespace(registry)
+    repository = f"{ns}/{project.repository}"
+    first = publish(project, target, "--allow-skipped", "import", "--allow-skipped", f"gpu={REASON}", "--reason", REASON)
+    assert first.returncode == 0, first.output[-3000:]
+    names = sorted(t.split(":", 1)[1] for t in built["tags"])
+    assert registry_tags(registry, repository) == names
+
+    digests = set()
+    for name in names:
+        digest, manifest, config = pushed_config(registry, repository, name)
+        digests.add(digest)
+        labels = config["config"]["Labels"]
+        assert labels["io.pinwheel.smoke.allowed-skipped"] == "import,gpu"
+        assert labels["io.pinwheel.smoke.skip-reason"] == REASON
+        assert labels["io.pinwheel.smoke.skip-reason.gpu"] == REASON
+        assert labels["io.pinwheel.smoke.image-id"] == built["image_id"]
+        assert json.loads(labels["io.pinwheel.smoke.levels"]) == {"static": "passed", "import": "skipped", "gpu": "skipped"}
+        for key, value in built["labels"].items():  # the build's labels are all still there
+            assert labels[key] == value, key
+        # the same layers as the image the smoke ran on, and only new config
+        assert config["rootfs"]["diff_ids"] == list(engine.layers(built["image_id"]))
+        assert manifest["config"]["digest"] != built["image_id"]
+    assert len(digests) == 1, "both tags name one image"
+    for line in (l for l in first.stdout.splitlines() if l.startswith("pushed ")):
+        assert line.split()[-1] in digests
+    # the local tags still name the smoked image
+    assert engine.image_id(built["tags"][0]) == built["image_id"]
+
+    # progress: a line per layer state change (no terminal here), then a summary with bytes
+    layers = engine.layers(built["image_id"])
+    out = first.output
+    assert f"pushing {target}/{built['tags'][0]} ({len(layers)} layers)" in out
+    for diff_id in layers:
+        assert re.search(rf"^  layer {diff_id[7:19]}: (pushed|already in the registry|mounted from)", out, re.M), out
+    assert re.search(r"^  layer [0-9a-f]{12}: pushed \d+(\.\d)? [kMG]?B$", out, re.M), out
+    summaries = re.findall(r"^  (\d+) layers: (\d+) pushed \(([^)]*)\), (\d+) already in the registry \(([^)]*)\)$", out, re.M)
+    assert len(summaries) == 2, out
+    first_tag, second_tag = summaries
+    assert int(first_tag[0]) == len(layers) and int(first_tag[1]) >= 1 and first_tag[2] != "0 B"
+    assert second_tag[1:3] == ("0", "0 B") and int(second_tag[3]) == len(layers)
+    assert not re.search(r"\x1b\[|\r", out), "no terminal escapes in a log"
+
+    # published again: the same digest, nothing sent
+    again = publish(project, target, "--allow-skipped", "import,gpu", "--reason", REASON)
+    assert again.returncode == 0, again.output[-3000:]
+    assert {pushed_config(registry, repository, n)[0] for n in names} == digests
+    assert re.findall(r"^  \d+ layers: 0 pushed \(0 B\)", again.output, re.M), again.output
+
+
+def test_a_failed_smoke_pushes_nothing(project: Project, built: dict, registry: str, engine: Engine):
+    from pinwheel.smoke import run_smoke
+
+    target, ns = namespace(registry)
+    # the import level, forced to run without a driver, cannot import torch
+    failed = run_smoke(engine, built["tags"][0], gpus=False, level="import", env={"PINWHEEL_SMOKE_ASSUME_DRIVER": "1"})
+    assert not failed.ok and failed.levels.get("import") == "failed", failed.output[-2000:]
+    record(failed, project.root)
+    for extra in ((), ("--allow-skipped", "import,gpu", "--reason", REASON)):
+        refused = publish(project, target, *extra)
+        assert refused.returncode == 1, refused.output[-3000:]
+        assert "not published" in refused.stderr and "failed" in refused.stderr
+        assert "import: failed" in refused.stderr
+    assert registry_tags(registry, f"{ns}/{project.repository}") is None
+    assert not engine.docker.image.list(repository_or_tag=f"{target}/{project.repository}")
+
+
+def test_every_level_passed_pushes_the_smoked_image_itself(project: Project, built: dict, registry: str,
+                                                           no_gpu_smoke: dict):
+    # What a GPU host records (the payload's own GPU runs are in tests/smoke and docs/smoke-h200.json).
+    passed = {"static": "passed", "import": "passed", "gpu": "passed"}
+    record(SmokeResult(built["image_id"], True, passed,
+                       {"levels": {lv: {"status": "passed"} for lv in passed}}, ""), project.root)
+    try:
+        target, ns = namespace(registry)
+        result = publish(project, target)
+        assert result.returncode == 0, result.output[-3000:]
+        for name in (t.split(":", 1)[1] for t in built["tags"]):
+            _, manifest, config = pushed_config(registry, f"{ns}/{project.repository}", name)
+            assert manifest["config"]["digest"] == built["image_id"]
+            assert not any(k.startswith("io.pinwheel.smoke.") for k in config["config"]["Labels"])
+        # an allowance nobody needed is said, not recorded
+        noted = publish(project, target, "--allow-skipped", "gpu", "--reason", REASON)
+        assert noted.returncode == 0 and "not needed, gpu passed" in noted.stderr, noted.output[-2000:]
+    finally:
+        restore(project, no_gpu_smoke)
