@@ -21,7 +21,7 @@ from pathlib import Path
 from .engine import Engine
 from .lock import lock_sha256
 from .plan import Plan
-from .render import render_dockerfile
+from .render import missing_wheel, multiple_wheels, render_dockerfile
 
 # The smoke payload is a module of this package, so it ships in the wheel; the
 # build context gets its bytes from wherever the package was imported from.
@@ -132,6 +132,35 @@ def check_inputs(plans: list[Plan], plan: Plan, inputs: BuildInputs) -> None:
                          "run `make lock`")
 
 
+def check_local_wheels(plan: Plan, inputs: BuildInputs) -> list[str]:
+    """Every local wheel this variant installs, checked in wheels/ on the host before the engine starts.
+
+    A required wheel (if_missing: fail) that is missing, or any glob with more
+    than one match, is a BuildError naming the glob and how to provide the
+    wheel: the build would only fail later, in the image's preflight. What a
+    missing skip or fallback wheel will do is returned as warnings.
+    """
+    errors: list[str] = []
+    warnings: list[str] = []
+    for pkg in plan.packages():  # active in this variant: its gates are on
+        if not pkg.local:
+            continue
+        found = sorted(w.name for w in inputs.wheels_dir.glob(pkg.local.glob) if w.is_file()) \
+            if inputs.wheels_dir.is_dir() else []
+        if len(found) > 1:
+            errors.append(f"{multiple_wheels(pkg)} {' '.join(found)}")
+        elif not found:
+            level, message = missing_wheel(pkg)
+            (errors if level == "ERROR" else warnings).append(message)
+    if errors:
+        where = f"(wheels/ is {inputs.wheels_dir})"
+        if len(errors) == 1:
+            raise BuildError(f"{errors[0]} {where}")
+        raise BuildError(f"{len(errors)} local wheels are not usable {where}:\n" +
+                         "\n".join(f"  {e}" for e in errors))
+    return warnings
+
+
 def assemble_context(plan: Plan, inputs: BuildInputs, context: Path) -> None:
     shutil.copy2(inputs.image_dir / "Dockerfile", context / "Dockerfile")
     shutil.copytree(inputs.lock_dir, context / "lock" / plan.variant.name)
@@ -174,6 +203,7 @@ def build_image(plans: list[Plan], plan: Plan, root: Path, engine: Engine, targe
                 progress: bool = True, extra_tags: tuple[str, ...] = ()) -> BuiltImage:
     inputs = BuildInputs.for_plan(plan, root)
     check_inputs(plans, plan, inputs)
+    check_local_wheels(plan, inputs)
     lock_sha = lock_sha256(inputs.lock_dir)
     dated, immutable = tags_for(plan, lock_sha)
     tags = (dated, immutable) if target == "image" else (f"{plan.repository}:{immutable.split(':', 1)[1]}-{target}",)

@@ -191,8 +191,15 @@ def build_variant(m: Manifest, plan: Plan, engine, target: str, quiet: bool):
 
 
 def cmd_build(args: argparse.Namespace) -> int:
+    from .build import BuildError, BuildInputs, check_local_wheels
+
     m = manifest_mod.load(args.manifest)
     plan = plan_variant(m, select_variant(m, args))
+    try:  # on the host, before the engine is touched: a missing required wheel is input to fix
+        for warning in check_local_wheels(plan, BuildInputs.for_plan(plan, m.path.parent)):
+            err().print(f"[yellow]warning:[/yellow] {escape(warning)}")
+    except BuildError as exc:
+        raise UsageError(str(exc)) from None
     built = build_variant(m, plan, engine_or_fail(), args.target, args.quiet)
     if built is None:
         return EXIT_PROBLEM

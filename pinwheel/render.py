@@ -62,22 +62,64 @@ def fallback_lock_file(step: Step, package: PlannedPackage) -> str:
     return f"{step.index:02d}-{step.name}.fallback-{package.name}.txt"
 
 
-def _local_view(step: Step, p: PlannedPackage) -> LocalView:
+def missing_wheel(p: PlannedPackage) -> tuple[str, str]:
+    """(ERROR or WARNING, what it means) for a missing local wheel under its policy.
+
+    The same words in the image's guards and in `build`'s check on the host.
+    """
     assert p.local is not None
     where = f"wheels/{p.local.glob}"
     if p.local.if_missing == "fallback" and p.fallback:
         flags = " --no-deps" if p.fallback.no_deps else ""
-        missing = f"pinwheel: WARNING: {where} is missing; installing fallback {p.fallback.requirement}{flags}"
-    elif p.local.if_missing == "skip":
-        missing = f"pinwheel: WARNING: {where} is missing; skipping {p.name}. To include it: {p.local.how_to_provide}"
-    else:
-        missing = f"pinwheel: ERROR: {where} is missing and {p.name} is required. {p.local.how_to_provide}"
+        return "WARNING", f"{where} is missing; installing fallback {p.fallback.requirement}{flags}"
+    if p.local.if_missing == "skip":
+        return "WARNING", f"{where} is missing; skipping {p.name}. To include it: {p.local.how_to_provide}"
+    return "ERROR", f"{where} is missing and {p.name} is required. {p.local.how_to_provide}"
+
+
+def multiple_wheels(p: PlannedPackage) -> str:
+    assert p.local is not None
+    return f"more than one wheel in wheels/ matches {p.local.glob}; keep one:"
+
+
+def _local_view(step: Step, p: PlannedPackage) -> LocalView:
+    level, missing = missing_wheel(p)
     return LocalView(
         package=p,
         fallback_lock_file=fallback_lock_file(step, p) if p.fallback else None,
-        multiple_message=f"pinwheel: ERROR: more than one wheel in wheels/ matches {p.local.glob}; keep one:",
-        missing_message=missing,
+        multiple_message=f"pinwheel: ERROR: {multiple_wheels(p)}",
+        missing_message=f"pinwheel: {level}: {missing}",
     )
+
+
+@dataclass(frozen=True)
+class PreflightCheck:
+    """One wheel the manifest requires (if_missing: fail), checked before anything is installed."""
+
+    glob: str
+    gates: tuple[str, ...]  # the wheel set's gate and the package's: the check runs when all are on
+    condition: str  # those gates as one shell test; empty when ungated
+    missing_message: str
+    multiple_message: str
+
+
+def preflight_checks(plan: Plan) -> tuple[PreflightCheck, ...]:
+    """Every fail-policy local wheel of every step, active in this variant or not (gates decide in the build)."""
+    checks = []
+    for step in plan.steps:
+        for p in step.packages:
+            if not (p.local and p.local.if_missing == "fail"):
+                continue
+            gates = tuple(dict.fromkeys(g for g in (step.gate, p.gate) if g))
+            level, missing = missing_wheel(p)
+            checks.append(PreflightCheck(
+                glob=p.local.glob,
+                gates=gates,
+                condition=" && ".join(f'[ "${{{g}}}" = "1" ]' for g in gates),
+                missing_message=f"pinwheel: {level}: {missing}",
+                multiple_message=f"pinwheel: ERROR: {multiple_wheels(p)}",
+            ))
+    return tuple(checks)
 
 
 def _step_view(step: Step) -> StepView:
@@ -107,6 +149,7 @@ def render_dockerfile(plans: Sequence[Plan]) -> str:
     first = plans[0]
     if any(p.image != first.image for p in plans):
         raise ValueError("all Plans rendered into one Dockerfile must be of one image")
+    preflight = preflight_checks(first)
     text = _environment().get_template("Dockerfile.j2").render(
         manifest=first.manifest_path,
         image=first.image,
@@ -117,5 +160,7 @@ def render_dockerfile(plans: Sequence[Plan]) -> str:
         gates=first.gates,
         gate_defaults={g.name: first.build_args[g.name] for g in first.gates},
         steps=[_step_view(s) for s in first.steps],
+        preflight=preflight,
+        preflight_gates=[g.name for g in first.gates if any(g.name in c.gates for c in preflight)],
     )
     return text

@@ -3,6 +3,21 @@
 # --build-arg VARIANT=<variant> and the gate values `build.py build` passes.
 # Secrets (CA bundle, index configuration) arrive only as BuildKit secrets.
 ARG BASE=pinwheel/base:bookworm-py311
+
+# ---- preflight: every wheel the manifest requires (if_missing: fail) is in
+# wheels/, exactly once, before anything is installed. A stage of its own: the
+# image stage reads only its marker, so a changed wheel re-runs this check and
+# no layer below it.
+FROM ${BASE} AS preflight
+RUN --mount=type=bind,source=wheels,target=/tmp/wheels \
+    set -eu; \
+    missing=0; \
+    set -- /tmp/wheels/demo_fail-*.whl; \
+    if [ ! -e "$1" ]; then echo 'pinwheel: ERROR: wheels/demo_fail-*.whl is missing and demo-fail is required. run `make wheels` in ../demo' >&2; missing=1; \
+    elif [ "$#" -gt 1 ]; then echo 'pinwheel: ERROR: more than one wheel in wheels/ matches demo_fail-*.whl; keep one:' "$@" >&2; missing=1; fi; \
+    if [ "$missing" != 0 ]; then exit 1; fi; \
+    mkdir -p /tmp/pinwheel; echo passed > /tmp/pinwheel/preflight
+
 FROM ${BASE} AS image
 
 ARG VARIANT=cu130
@@ -14,7 +29,9 @@ ENV VIRTUAL_ENV=/opt/venv \
     PIP_NO_INPUT=1 \
     PIP_ROOT_USER_ACTION=ignore
 
-RUN python3 -m venv /opt/venv
+# The first step waits for the preflight; its marker is all it reads from it.
+RUN --mount=type=bind,from=preflight,source=/tmp/pinwheel/preflight,target=/tmp/pinwheel/preflight \
+    python3 -m venv /opt/venv
 
 # ---- wheel set 1/3: core. pure-python base
 #   six==1.16.0: tiny and stable

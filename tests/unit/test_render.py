@@ -163,15 +163,104 @@ def test_no_syntax_line_and_secrets_only_as_mounts():
             assert "--mount=type=cache,target=/root/.cache/pip" in run
 
 
+GATED_PREFLIGHT = """\
+manifest_version: 1
+image: {name: demo, repository: pinwheel/demo}
+gates:
+  ENABLE_CUDA_13: {when: "cuda >= 13", why: "CUDA 13 kernels only"}
+  ENABLE_TORCH_214: {when: "torch >= 2.14", why: "needs torch 2.14"}
+variants:
+  cu130: {cuda: "13.0", torch: "2.13.0", python: "3.11", platform: manylinux_2_36_x86_64, base: "pinwheel/base:bookworm-py311", tag: "cu130-{date}"}
+wheel_sets:
+  - name: core
+    why: "index and a required local wheel"
+    packages:
+      - {requirement: "six==1.16.0"}
+      - requirement: "demo-a==1.0"
+        why: "a"
+        local: {glob: "demo_a-*.whl", if_missing: fail, how_to_provide: "make a"}
+      - requirement: "demo-skip==1.0"
+        why: "skip"
+        local: {glob: "demo_skip-*.whl", if_missing: skip}
+  - name: cuda13
+    why: "CUDA 13 only"
+    gate: ENABLE_CUDA_13
+    packages:
+      - requirement: "demo-b==1.0"
+        why: "b"
+        local: {glob: "demo_b-1.?-*.whl", if_missing: fail, how_to_provide: "make b"}
+      - requirement: "demo-c==1.0"
+        gate: ENABLE_TORCH_214
+        why: "c"
+        local: {glob: "demo_c-*.whl", if_missing: fail, how_to_provide: "make c"}
+"""
+
+GATED_PREFLIGHT_STAGE = """\
+ARG BASE=pinwheel/base:bookworm-py311
+
+# ---- preflight: every wheel the manifest requires (if_missing: fail) is in
+# wheels/, exactly once, before anything is installed. A stage of its own: the
+# image stage reads only its marker, so a changed wheel re-runs this check and
+# no layer below it.
+FROM ${BASE} AS preflight
+ARG ENABLE_CUDA_13=1
+ARG ENABLE_TORCH_214=0
+RUN --mount=type=bind,source=wheels,target=/tmp/wheels \\
+    set -eu; \\
+    missing=0; \\
+    set -- /tmp/wheels/demo_a-*.whl; \\
+    if [ ! -e "$1" ]; then echo 'pinwheel: ERROR: wheels/demo_a-*.whl is missing and demo-a is required. make a' >&2; missing=1; \\
+    elif [ "$#" -gt 1 ]; then echo 'pinwheel: ERROR: more than one wheel in wheels/ matches demo_a-*.whl; keep one:' "$@" >&2; missing=1; fi; \\
+    if [ "${ENABLE_CUDA_13}" = "1" ]; then \\
+    set -- /tmp/wheels/demo_b-1.?-*.whl; \\
+    if [ ! -e "$1" ]; then echo 'pinwheel: ERROR: wheels/demo_b-1.?-*.whl is missing and demo-b is required. make b' >&2; missing=1; \\
+    elif [ "$#" -gt 1 ]; then echo 'pinwheel: ERROR: more than one wheel in wheels/ matches demo_b-1.?-*.whl; keep one:' "$@" >&2; missing=1; fi; \\
+    fi; \\
+    if [ "${ENABLE_CUDA_13}" = "1" ] && [ "${ENABLE_TORCH_214}" = "1" ]; then \\
+    set -- /tmp/wheels/demo_c-*.whl; \\
+    if [ ! -e "$1" ]; then echo 'pinwheel: ERROR: wheels/demo_c-*.whl is missing and demo-c is required. make c' >&2; missing=1; \\
+    elif [ "$#" -gt 1 ]; then echo 'pinwheel: ERROR: more than one wheel in wheels/ matches demo_c-*.whl; keep one:' "$@" >&2; missing=1; fi; \\
+    fi; \\
+    if [ "$missing" != 0 ]; then exit 1; fi; \\
+    mkdir -p /tmp/pinwheel; echo passed > /tmp/pinwheel/preflight
+
+FROM ${BASE} AS image
+"""
+
+
+def test_preflight_checks_every_fail_wheel_under_its_gates_before_any_install(tmp_path):
+    text = render_text(GATED_PREFLIGHT, tmp_path)
+    start = text.index("ARG BASE=")
+    end = text.index("FROM ${BASE} AS image\n") + len("FROM ${BASE} AS image\n")
+    assert text[start:end] == GATED_PREFLIGHT_STAGE
+    # the image stage's first RUN waits for the preflight's marker; every install comes after it
+    image = text[end:]
+    first_run = image.index("\nRUN ")
+    assert image[first_run:].startswith(
+        "\nRUN --mount=type=bind,from=preflight,source=/tmp/pinwheel/preflight,target=/tmp/pinwheel/preflight \\\n"
+        "    python3 -m venv /opt/venv\n")
+    assert "pip install" not in text[:end] and "pip install" not in image[:first_run]
+    # skip and fallback wheels are not the preflight's business
+    assert "demo_skip" not in text[:end]
+
+
+def test_no_fail_policy_no_preflight():
+    text = (ROOT / "images" / "train" / "Dockerfile").read_text()
+    assert "preflight" not in text
+    assert "\nRUN python3 -m venv /opt/venv\n" in text
+
+
 def test_manifest_strings_cannot_inject_shell(tmp_path):
     evil = POLICIES.replace('run `make wheels` in ../demo', "it's here; $(touch /tmp/pwned) `id` \\\" done")
     text = render_text(evil, tmp_path)
-    line = next(l for l in text.splitlines() if "demo_fail-*.whl is missing" in l)
-    echoed = line.strip().removeprefix("echo ").removesuffix(" >&2; \\")
-    assert shlex.split(echoed) == [
-        "pinwheel: ERROR: wheels/demo_fail-*.whl is missing and demo-fail is required. "
-        "it's here; $(touch /tmp/pwned) `id` \" done"
-    ]
+    lines = [l for l in text.splitlines() if "demo_fail-*.whl is missing" in l]
+    assert len(lines) == 2  # the preflight's guard and the install step's
+    for line in lines:
+        echoed = re.search(r"echo (.*) >&2;", line).group(1)
+        assert shlex.split(echoed) == [
+            "pinwheel: ERROR: wheels/demo_fail-*.whl is missing and demo-fail is required. "
+            "it's here; $(touch /tmp/pwned) `id` \" done"
+        ]
 
 
 def test_glob_quoting_keeps_only_wildcards_active():
@@ -190,11 +279,14 @@ def run_scripts(dockerfile: str) -> list[str]:
     return scripts
 
 
-@pytest.mark.parametrize("source", ["shipped", "policies"])
+@pytest.mark.parametrize("source", ["shipped", "policies", "gated-preflight"])
 def test_shellcheck_every_run_script(source, tmp_path):
     if not shutil.which("shellcheck"):
         pytest.fail("shellcheck is not installed: `make tools` (Debian package shellcheck)")
-    text = (ROOT / "images" / "train" / "Dockerfile").read_text() if source == "shipped" else render_text(POLICIES, tmp_path)
+    if source == "shipped":
+        text = (ROOT / "images" / "train" / "Dockerfile").read_text()
+    else:
+        text = render_text(POLICIES if source == "policies" else GATED_PREFLIGHT, tmp_path)
     scripts = run_scripts(text)
     assert len(scripts) >= 4
     for script in scripts:
