@@ -9,6 +9,7 @@ TORCH ?=
 PKG ?=
 IMAGE ?=
 PYTEST_ARGS ?=
+PUBLISH_ARGS ?=
 
 .PHONY: help deps engine registry tools render check-render report lock image smoke publish bump base e2e test bench clean
 
@@ -60,7 +61,7 @@ smoke: deps engine
 	$(PY) build.py smoke --cuda $(CUDA) $(IMAGE)
 
 publish: deps engine registry
-	$(PY) build.py publish --cuda $(CUDA)
+	$(PY) build.py publish --cuda $(CUDA) $(PUBLISH_ARGS)
 
 bump: deps
 	$(PY) build.py bump $(if $(TORCH),torch==$(TORCH),$(PKG)) --cuda $(CUDA)
