@@ -1,11 +1,14 @@
 """The `pinwheel` command line (also `python build.py <command>`).
 
 Exit codes: 0 clean, 1 the thing checked is wrong (conflicts, stale files,
-failed build or smoke), 2 bad input (manifest, arguments).
+failed build or smoke), 2 bad input (manifest, arguments), 3 could not judge
+(the index or its cache could not answer; never reported as clean).
 """
 from __future__ import annotations
 
 import argparse
+import codecs
+import dataclasses
 import difflib
 import json
 import sys
@@ -17,21 +20,31 @@ from rich.markup import escape
 
 from . import manifest as manifest_mod
 from .manifest import Manifest, ManifestError
+from .index import DEFAULT_DEADLINE
 from .plan import Plan, plan_variant
 
-EXIT_OK, EXIT_PROBLEM, EXIT_BAD_INPUT = 0, 1, 2
+EXIT_OK, EXIT_PROBLEM, EXIT_BAD_INPUT, EXIT_UNCHECKED = 0, 1, 2, 3
 
 
 class UsageError(Exception):
     """Bad arguments or environment the user must fix; exit 2."""
 
 
+# Without a terminal (CI logs, pipes) nothing is wrapped or cut: tables take the width they need.
+UNBOUNDED_WIDTH = 100_000
+
+
+def _console(stream) -> Console:
+    width = None if stream.isatty() else UNBOUNDED_WIDTH
+    return Console(file=stream, highlight=False, soft_wrap=True, width=width)
+
+
 def out() -> Console:
-    return Console(highlight=False, soft_wrap=True)
+    return _console(sys.stdout)
 
 
 def err() -> Console:
-    return Console(stderr=True, highlight=False, soft_wrap=True)
+    return _console(sys.stderr)
 
 
 # ------------------------------------------------------------------ paths
@@ -67,6 +80,11 @@ def select_variant(m: Manifest, args: argparse.Namespace) -> str:
     return next(iter(m.variants))
 
 
+def add_deadline_arg(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--index-deadline", type=float, metavar="SECONDS", default=None,
+                   help=f"stop retrying an index that keeps failing after this long (default {DEFAULT_DEADLINE:g})")
+
+
 def add_variant_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--variant", help="variant name from the manifest (e.g. cu130)")
     p.add_argument("--cuda", help="pick the variant by CUDA major version (e.g. 13)")
@@ -78,41 +96,69 @@ def index_client(args: argparse.Namespace, m: Manifest, plan: Plan | None = None
     from .resolve import RoutedSource
 
     cache = m.path.parent / ".cache" / "index"
-    offline = getattr(args, "offline", False)
-    client = IndexClient(index_url=getattr(args, "index_url", None), cache_dir=cache, offline=offline)
+    options = {"cache_dir": cache, "offline": getattr(args, "offline", False),
+               "deadline": getattr(args, "index_deadline", None) or DEFAULT_DEADLINE,
+               "refresh": getattr(args, "refresh", False)}
+    client = IndexClient(index_url=getattr(args, "index_url", None), **options)
     if plan is None or not plan.variant.torch_index_env:
         return client
     url = plan.variant.torch_index_url()
-    torch_source = (IndexClient(index_url=url, cache_dir=cache, offline=offline) if url else
-                    plan.variant.torch_index_unset())
+    torch_source = IndexClient(index_url=url, **options) if url else plan.variant.torch_index_unset()
     return RoutedSource(client, {"torch": torch_source})
+
+
+def lock_state(plan: Plan, root: Path):
+    """The committed lock against the manifest, compared before anything else reads the lock."""
+    from .lock import check_lock
+    from .plan import LockState
+
+    check = check_lock(plan, root)
+    return LockState(check.status, check.detail)
+
+
+def require_fresh_lock(plan: Plan, root: Path) -> None:
+    """build, bump and publish never act on a stale lock."""
+    state = lock_state(plan, root)
+    if state.status == "stale":
+        raise UsageError(f"the lock of variant {plan.variant.name} is stale ({state.detail}): "
+                         f"run `make lock` (build.py lock --variant {plan.variant.name})")
 
 
 def cmd_report(args: argparse.Namespace) -> int:
     from .index import IndexClientError
     from .report import needed_by, print_report, to_json, torch_abi
     from .resolve import ResolveError, memoized, read_lock_slices, resolve_memoized, wheels_state
+    from .plan import LockState
 
     m = manifest_mod.load(args.manifest)
     plan = plan_variant(m, select_variant(m, args))
+    root = m.path.parent
     lock_dir = image_dir(m) / "lock" / plan.variant.name
-    locked = None if args.no_lock else read_lock_slices(plan, lock_dir)
+    state = LockState("ignored", "--no-lock") if args.no_lock else lock_state(plan, root)
+    # A stale lock is never evaluated: the report shows what the manifest asks for now.
+    locked = read_lock_slices(plan, lock_dir) if state.status == "ok" else None
+    plan = dataclasses.replace(plan, lock_state=state)
     try:
         client = index_client(args, m, plan)
-        cache_dir = m.path.parent / ".cache" / "index"
-        resolved = resolve_memoized(plan, client, cache_dir, m.path.parent / "wheels", locked)
+        cache_dir = root / ".cache" / "index"
+        resolved = resolve_memoized(plan, client, cache_dir, root / "wheels", locked, refresh=args.refresh)
         default_client = getattr(client, "default", client)
-        wheels = m.path.parent / "wheels"
+        wheels = root / "wheels"
         abi = memoized(cache_dir, ("torch_abi", resolved.installed, wheels_state(plan, wheels), args.offline),
-                       lambda: torch_abi(resolved, client, default_client, m.path.parent, wheels, args.offline))
-    except (ResolveError, IndexClientError) as exc:
+                       lambda: torch_abi(resolved, client, default_client, root, wheels, args.offline),
+                       keep=lambda rows: all(r["abi_class"] != "unknown" for r in rows), refresh=args.refresh)
+    except ResolveError as exc:
         raise UsageError(str(exc)) from None
+    except IndexClientError as exc:
+        err().print(f"[yellow]could not judge:[/yellow] {escape(str(exc))}")
+        return EXIT_UNCHECKED
     if args.json:
-        data = to_json(resolved, needed_by(m), abi)
+        data = to_json(resolved, needed_by(m), abi, allow_unchecked=args.allow_unchecked)
         sys.stdout.write(json.dumps(data, indent=2, sort_keys=False) + "\n")
     else:
-        data = print_report(resolved, needed_by(m), out(), verbose=args.verbose, abi=abi)
-    return EXIT_OK if data["summary"]["clean"] else EXIT_PROBLEM
+        data = print_report(resolved, needed_by(m), out(), verbose=args.verbose, abi=abi,
+                            allow_unchecked=args.allow_unchecked)
+    return {"clean": EXIT_OK, "conflicts": EXIT_PROBLEM, "unchecked": EXIT_UNCHECKED}[data["summary"]["verdict"]]
 
 
 # --------------------------------------------------------------- commands
@@ -195,6 +241,7 @@ def cmd_build(args: argparse.Namespace) -> int:
 
     m = manifest_mod.load(args.manifest)
     plan = plan_variant(m, select_variant(m, args))
+    require_fresh_lock(plan, m.path.parent)
     try:  # on the host, before the engine is touched: a missing required wheel is input to fix
         for warning in check_local_wheels(plan, BuildInputs.for_plan(plan, m.path.parent)):
             err().print(f"[yellow]warning:[/yellow] {escape(warning)}")
@@ -219,7 +266,9 @@ def cmd_smoke(args: argparse.Namespace) -> int:
     engine = engine_or_fail()
     image = args.image or args.image_opt
     if not image:
-        built = build_variant(m, plan_variant(m, select_variant(m, args)), engine, "image", args.quiet)
+        plan = plan_variant(m, select_variant(m, args))
+        require_fresh_lock(plan, m.path.parent)
+        built = build_variant(m, plan, engine, "image", args.quiet)
         if built is None:
             return EXIT_PROBLEM
         image = built.tags[0]
@@ -249,6 +298,7 @@ def cmd_publish(args: argparse.Namespace) -> int:
 
     m = manifest_mod.load(args.manifest)
     plan = plan_variant(m, select_variant(m, args))
+    require_fresh_lock(plan, m.path.parent)
     engine = engine_or_fail()
     lock_dir = image_dir(m) / "lock" / plan.variant.name
     tags = list(args.tag) or list(tags_for(plan, lock_sha256(lock_dir)))
@@ -288,13 +338,17 @@ def cmd_bump(args: argparse.Namespace) -> int:
 
     m = manifest_mod.load(args.manifest)
     variant = select_variant(m, args)
+    require_fresh_lock(plan_variant(m, variant), m.path.parent)
     client = index_client(args, m)
     if not args.refresh:
         client.max_age = PAGE_MAX_AGE  # a bump check does not need pages newer than an hour
     try:
         report = bump(m, variant, args.requirements, client, offline=args.offline, list_all=args.all)
-    except (BumpInputError, IndexClientError) as exc:
+    except BumpInputError as exc:
         raise UsageError(str(exc)) from None
+    except IndexClientError as exc:
+        err().print(f"[yellow]could not judge:[/yellow] {escape(str(exc))}")
+        return EXIT_UNCHECKED
     if args.json:
         sys.stdout.write(json.dumps(report.to_json(), indent=2) + "\n")
     else:
@@ -378,7 +432,8 @@ def build_parser() -> argparse.ArgumentParser:
             "  pinwheel smoke --variant cu130      run the smoke (static everywhere, GPU where present)\n"
             "  pinwheel publish --variant cu130    push the tags, only if the smoke passed\n"
             "  pinwheel bump torch==2.14.1         what breaks before anyone bumps torch\n\n"
-            "Exit codes: 0 clean, 1 problems found (conflicts, stale files, failed build/smoke), 2 bad input."
+            "Exit codes: 0 clean, 1 problems found (conflicts, stale files, failed build/smoke), 2 bad input,\n"
+            "3 could not judge (index unreachable or not cached; never reported as clean)."
         ),
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
@@ -399,7 +454,7 @@ def build_parser() -> argparse.ArgumentParser:
                      "satisfied, violated, suppressed by --no-deps (with what pip would have done), unchecked,\n"
                      "extra-only or marker-excluded. Also: shared pins and who excludes them, and install-order\n"
                      "hazards (a later wheel set changing what an earlier one installed).\n"
-                     "Exit 0 clean, 1 conflicts, 2 bad input."),
+                     "Exit 0 clean, 1 conflicts (a stale lock is one), 2 bad input, 3 could not judge (unchecked)."),
         formatter_class=argparse.RawDescriptionHelpFormatter)
     add_variant_args(rp)
     rp.add_argument("--json", action="store_true", help="print the report as JSON (schema pinwheel.report/1)")
@@ -407,6 +462,10 @@ def build_parser() -> argparse.ArgumentParser:
     rp.add_argument("--no-lock", action="store_true", help="ignore the lock: show what plain pip per wheel set does")
     rp.add_argument("--verbose", "-v", action="store_true", help="list transitive packages too")
     rp.add_argument("--index-url", help="index to read metadata from (default: pip's configuration)")
+    rp.add_argument("--allow-unchecked", action="store_true",
+                    help="let requirements that could not be judged pass as clean (they are still listed)")
+    rp.add_argument("--refresh", action="store_true", help="ignore the cached pages, metadata and results; rewrite them")
+    add_deadline_arg(rp)
     rp.set_defaults(func=cmd_report)
 
     b = sub.add_parser("build", help="build an image variant on the BuildKit engine",
@@ -472,6 +531,7 @@ def build_parser() -> argparse.ArgumentParser:
     bp.add_argument("--refresh", action="store_true", help="re-read index pages even when the cached ones are fresh")
     bp.add_argument("--all", action="store_true", help="list every package, not only those the bump touches")
     bp.add_argument("--index-url", help="index to read metadata from (default: pip's configuration)")
+    add_deadline_arg(bp)
     bp.set_defaults(func=cmd_bump)
 
     lk = sub.add_parser(
@@ -491,8 +551,33 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
+def _global_options_after_subcommand(parser: argparse.ArgumentParser) -> None:
+    """`pinwheel report --manifest X` works as `pinwheel --manifest X report` does."""
+    for action in parser._subparsers._group_actions:  # argparse has no public accessor for subparsers
+        for sub in set(action.choices.values()):
+            sub.add_argument("--manifest", type=Path, default=argparse.SUPPRESS,
+                             help="the manifest (default: ./wheels_manifest.yaml)")
+
+
+def _printable_everywhere() -> None:
+    """Output never crashes on a narrow encoding (PYTHONIOENCODING=ascii): → becomes ->."""
+    def replace(exc: UnicodeError):
+        bad = exc.object[exc.start:exc.end]
+        return ("".join("->" if ch == "→" else "?" for ch in bad), exc.end)
+
+    try:
+        codecs.lookup_error("pinwheel-replace")
+    except LookupError:
+        codecs.register_error("pinwheel-replace", replace)
+    for stream in (sys.stdout, sys.stderr):
+        if hasattr(stream, "reconfigure"):
+            stream.reconfigure(errors="pinwheel-replace")
+
+
 def main(argv: Sequence[str] | None = None) -> int:
+    _printable_everywhere()
     parser = build_parser()
+    _global_options_after_subcommand(parser)
     args = parser.parse_args(argv)
     try:
         return args.func(args)
