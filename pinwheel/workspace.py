@@ -1,0 +1,117 @@
+"""Where every file lives: in the repository that holds the manifest, in the cache, and in the image.
+
+No other module spells a path or a file name of these; they ask a Workspace
+(repository and cache) or read InImage (paths the template and the smoke share).
+"""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+# Environment variable that moves the one cache root (default: <root>/.cache).
+CACHE_ENV = "PINWHEEL_CACHE_DIR"
+
+
+class LockFiles:
+    """File names inside a variant's lock directory."""
+
+    REQUIREMENTS_IN = "requirements.in"  # the resolver's inputs (generated, for review)
+    CONSTRAINTS = "constraints.txt"  # shared pins + --no-deps and fallback pins
+    REQUIREMENTS = "requirements.txt"  # the whole lock, hashed
+    EXPECT = "expect.json"  # pins and suppressed requirements, for the smoke
+
+    @staticmethod
+    def step(index: int, name: str) -> str:
+        """One install step's slice: NN-<step>.txt."""
+        return f"{index:02d}-{name}.txt"
+
+    @staticmethod
+    def fallback(index: int, step: str, package: str) -> str:
+        """The lock of one local wheel's index fallback: NN-<step>.fallback-<package>.txt."""
+        return f"{index:02d}-{step}.fallback-{package}.txt"
+
+
+class InImage:
+    """Paths inside the build and the image that the template, the build context and the smoke share."""
+
+    TOOL_DIR = "/opt/pinwheel"
+    SMOKE_PAYLOAD = "/opt/pinwheel/smoke_payload.py"
+    EXPECT = "/opt/pinwheel/expect.json"
+    WHEELS_MOUNT = "/tmp/wheels"
+    LOCK_DIR = "/tmp/pinwheel/lock"
+    PREFLIGHT_MARK = "/tmp/pinwheel/preflight"
+    SMOKE_JSON = "/tmp/smoke.json"
+
+
+@dataclass(frozen=True)
+class Workspace:
+    """The repository root (the manifest's directory) and the image it builds."""
+
+    root: Path
+    image: str
+
+    @classmethod
+    def of(cls, manifest) -> "Workspace":
+        return cls(Path(manifest.path).parent, manifest.image.name)
+
+    # -------------------------------------------------------- committed
+
+    @property
+    def image_dir(self) -> Path:
+        return self.root / "images" / self.image
+
+    @property
+    def dockerfile(self) -> Path:
+        return self.image_dir / "Dockerfile"
+
+    def lock_dir(self, variant: str) -> Path:
+        return self.image_dir / "lock" / variant
+
+    def lock_file(self, variant: str, name: str) -> Path:
+        return self.lock_dir(variant) / name
+
+    def relative(self, path: Path) -> str:
+        """A path as the user sees it: relative to the root where it lies under it."""
+        try:
+            return Path(path).resolve().relative_to(self.root.resolve()).as_posix()
+        except ValueError:
+            return str(path)
+
+    # -------------------------------------------------------- inputs
+
+    @property
+    def wheels_dir(self) -> Path:
+        return self.root / "wheels"
+
+    # -------------------------------------------------------- not committed
+
+    @property
+    def cache_root(self) -> Path:
+        env = os.environ.get(CACHE_ENV)
+        return Path(env) if env else self.root / ".cache"
+
+    @property
+    def index_cache(self) -> Path:
+        """Index pages and metadata, shared by report, lock and bump; memos live under it."""
+        return self.cache_root / "index"
+
+    @property
+    def abi_cache(self) -> Path:
+        """ELF classification results, by wheel sha256."""
+        return self.cache_root / "abi"
+
+    @property
+    def wheel_cache(self) -> Path:
+        """Wheels downloaded to classify their ABI."""
+        return self.cache_root / "wheels"
+
+    @property
+    def base_cache(self) -> Path:
+        """Root filesystem tarballs of bootstrap bases."""
+        return self.cache_root / "base"
+
+    @property
+    def smoke_results(self) -> Path:
+        """The smoke verdict recorded per image id, where publish looks for it."""
+        return self.root / ".pinwheel" / "smoke"
