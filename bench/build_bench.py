@@ -51,8 +51,8 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from pinwheel import manifest as manifest_mod  # noqa: E402
-from pinwheel.build import build_image  # noqa: E402
-from pinwheel.engine import Engine  # noqa: E402
+from pinwheel.image.build import build_image  # noqa: E402
+from pinwheel.image.engine import Engine  # noqa: E402
 from pinwheel.index import ca_bundle, default_index_url  # noqa: E402
 from pinwheel.plan import plan_variant  # noqa: E402
 
@@ -229,7 +229,7 @@ def run(args: argparse.Namespace) -> dict:
     if reason:
         raise SystemExit(f"no engine: {reason}")
     run_id = uuid.uuid4().hex[:8]
-    results: dict = {"variant": args.variant, "engine": engine.server_version(), "run": run_id, "images": {}}
+    results: dict = {"variant": args.variant, "engine": str(engine.docker.version().server.version), "run": run_id, "images": {}}
     with tempfile.TemporaryDirectory(prefix="pinwheel-bench-") as tmp:
         work = Path(tmp)
         pw = Pinwheel(engine, args.variant, work, run_id)

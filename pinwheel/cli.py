@@ -22,6 +22,7 @@ from . import manifest as manifest_mod
 from .manifest import Manifest, ManifestError
 from .index import DEFAULT_DEADLINE
 from .plan import Plan, plan_variant
+from .workspace import Workspace
 
 EXIT_OK, EXIT_PROBLEM, EXIT_BAD_INPUT, EXIT_UNCHECKED = 0, 1, 2, 3
 
@@ -51,7 +52,7 @@ def err() -> Console:
 
 
 def image_dir(m: Manifest) -> Path:
-    return m.path.parent / "images" / m.image.name
+    return Workspace.of(m).image_dir
 
 
 def plans_for(m: Manifest, variant: str | None) -> list[Plan]:
@@ -168,29 +169,30 @@ def cmd_render(args: argparse.Namespace) -> int:
     from .render import render_dockerfile
 
     m = manifest_mod.load(args.manifest)
-    target = image_dir(m) / "Dockerfile"
+    ws = Workspace.of(m)
+    target = ws.dockerfile
     text = render_dockerfile(plans_for(m, None))
     if args.check:
         current = target.read_text() if target.exists() else ""
         if current == text:
-            out().print(f"{target.relative_to(m.path.parent)} is up to date")
+            out().print(f"{ws.relative(target)} is up to date")
             return EXIT_OK
         diff = difflib.unified_diff(current.splitlines(True), text.splitlines(True),
                                     f"{target} (committed)", f"{target} (rendered)")
         sys.stdout.writelines(diff)
-        err().print(f"[red]{target.relative_to(m.path.parent)} is out of date: run `make render`[/red]")
+        err().print(f"[red]{ws.relative(target)} is out of date: run `make render`[/red]")
         return EXIT_PROBLEM
     if args.stdout:
         sys.stdout.write(text)
         return EXIT_OK
     target.parent.mkdir(parents=True, exist_ok=True)
     target.write_text(text)
-    out().print(f"wrote {target.relative_to(m.path.parent)}")
+    out().print(f"wrote {ws.relative(target)}")
     return EXIT_OK
 
 
 def engine_or_fail():
-    from .engine import Engine
+    from .image.engine import Engine
 
     engine = Engine()
     reason = engine.unavailable_reason()
@@ -199,8 +201,8 @@ def engine_or_fail():
     return engine
 
 
-def ensure_variant_base(plan: Plan, engine, progress: bool = True) -> None:
-    from .base import BaseImageError, ensure_base, suite_for_python
+def ensure_variant_base(plan: Plan, ws: Workspace, engine, progress: bool = True) -> None:
+    from .image.base import BaseImageError, ensure_base, suite_for_python
 
     base = plan.variant.base
     if engine.image_exists(base):
@@ -208,7 +210,8 @@ def ensure_variant_base(plan: Plan, engine, progress: bool = True) -> None:
     if not base.startswith("pinwheel/base:"):
         raise UsageError(f"base image {base} is not in the engine; pull it first (`docker pull {base}`)")
     try:
-        ensure_base(base, plan.variant.python, engine, suite=suite_for_python(plan.variant.python), progress=progress)
+        ensure_base(base, plan.variant.python, engine, suite=suite_for_python(plan.variant.python),
+                    cache_dir=ws.base_cache, progress=progress)
     except BaseImageError as exc:
         raise UsageError(str(exc)) from None
 
@@ -216,17 +219,17 @@ def ensure_variant_base(plan: Plan, engine, progress: bool = True) -> None:
 def cmd_base(args: argparse.Namespace) -> int:
     m = manifest_mod.load(args.manifest)
     plan = plan_variant(m, select_variant(m, args))
-    ensure_variant_base(plan, engine_or_fail())
+    ensure_variant_base(plan, Workspace.of(m), engine_or_fail())
     out().print(f"base image {plan.variant.base} is ready")
     return EXIT_OK
 
 
 def build_variant(m: Manifest, plan: Plan, engine, target: str, quiet: bool):
     """The built image, or None when the build failed (its log tail already printed)."""
-    from .build import BuildError, build_image
-    from .engine import BuildFailed
+    from .image.build import BuildError, build_image
+    from .image.engine import BuildFailed
 
-    ensure_variant_base(plan, engine)
+    ensure_variant_base(plan, Workspace.of(m), engine)
     try:
         return build_image(plans_for(m, None), plan, m.path.parent, engine, target=target, progress=not quiet)
     except BuildError as exc:
@@ -237,7 +240,7 @@ def build_variant(m: Manifest, plan: Plan, engine, target: str, quiet: bool):
 
 
 def cmd_build(args: argparse.Namespace) -> int:
-    from .build import BuildError, BuildInputs, check_local_wheels
+    from .image.build import BuildError, BuildInputs, check_local_wheels
 
     m = manifest_mod.load(args.manifest)
     plan = plan_variant(m, select_variant(m, args))
@@ -260,7 +263,7 @@ def cmd_build(args: argparse.Namespace) -> int:
 
 
 def cmd_smoke(args: argparse.Namespace) -> int:
-    from .smoke import record, run_smoke
+    from .image.smoke import record, run_smoke
 
     m = manifest_mod.load(args.manifest)
     engine = engine_or_fail()
@@ -276,7 +279,7 @@ def cmd_smoke(args: argparse.Namespace) -> int:
         raise UsageError(f"image {image} is not in the engine")
     gpus = {"auto": None, "yes": True, "no": False}[args.gpus]
     result = run_smoke(engine, image, gpus=gpus, level=args.level)
-    path = record(result, m.path.parent)
+    path = record(result, Workspace.of(m).smoke_results)
     sys.stdout.write(result.output)
     for level, status in result.levels.items():
         colour = {"passed": "green", "failed": "red"}.get(status, "yellow")
@@ -286,15 +289,15 @@ def cmd_smoke(args: argparse.Namespace) -> int:
         f"[yellow]passed up to the levels that ran; {', '.join(skipped)} SKIPPED (not passed)[/yellow]" if skipped
         else "[green]passed[/green]")
     out().print(f"smoke {verdict} for {escape(image)} ({result.image_id[:19]}); "
-                f"recorded in {path.relative_to(m.path.parent)}")
+                f"recorded in {Workspace.of(m).relative(path)}")
     return EXIT_OK if result.ok else EXIT_PROBLEM
 
 
 def cmd_publish(args: argparse.Namespace) -> int:
-    from .build import tags_for
+    from .image.build import tags_for
     from .lock import lock_sha256
-    from .engine import EngineError
-    from .publish import PublishRefused, PushPrinter, declared_smoke, parse_allowances, publish
+    from .image.engine import EngineError
+    from .image.publish import PublishRefused, PushPrinter, declared_smoke, parse_allowances, publish
 
     m = manifest_mod.load(args.manifest)
     plan = plan_variant(m, select_variant(m, args))
@@ -311,9 +314,9 @@ def cmd_publish(args: argparse.Namespace) -> int:
         raise UsageError(str(exc)) from None
     if args.require_gpu and "gpu" in allowed:
         raise UsageError("--require-gpu and --allow-skipped gpu contradict each other")
-    declared = declared_smoke(image_dir(m) / "Dockerfile", m.path.parent)
+    declared = declared_smoke(Workspace.of(m).dockerfile, m.path.parent)
     try:
-        result = publish(engine, tags, args.registry, m.path.parent, require_gpu=args.require_gpu,
+        result = publish(engine, tags, args.registry, Workspace.of(m).smoke_results, require_gpu=args.require_gpu,
                          declared=declared, allowed=allowed, progress=PushPrinter(err()))
     except PublishRefused as exc:
         err().print(f"[red]not published:[/red] {escape(str(exc))}")

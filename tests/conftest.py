@@ -11,8 +11,8 @@ from typing import Iterator
 
 import pytest
 
-from pinwheel.base import BaseImageError, base_ref, ensure_base
-from pinwheel.engine import Engine
+from pinwheel.image.base import BaseImageError, base_ref, ensure_base
+from pinwheel.image.engine import Engine
 
 try:  # tests/ as a package or as a plain directory on sys.path
     from .localindex import LocalIndex

@@ -20,7 +20,7 @@ import pytest
 from packaging.utils import canonicalize_name
 
 from pinwheel import manifest
-from pinwheel.engine import Engine
+from pinwheel.image.engine import Engine
 from pinwheel.lock import lock_sha256, parse_requirements
 from pinwheel.plan import plan_variant
 

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from pinwheel.base import BaseImageError, apt_sources, base_ref, debian_mirror, ensure_base, suite_for_python
+from pinwheel.image.base import BaseImageError, apt_sources, base_ref, debian_mirror, ensure_base, suite_for_python
 
 
 def _apt_dir(tmp_path: Path, one_line: str = "", deb822: str = "") -> Path:
@@ -81,6 +81,6 @@ def test_suite_python_rules() -> None:
     assert base_ref("trixie", "3.13.5") == "pinwheel/base:trixie-py313"
     assert suite_for_python("3.13") == "trixie"
     with pytest.raises(BaseImageError, match=r"bookworm ships Python 3\.11, not 3\.13.*trixie"):
-        ensure_base("pinwheel/base:x", "3.13", engine=None, suite="bookworm")  # type: ignore[arg-type]
+        ensure_base("pinwheel/base:x", "3.13", engine=None, suite="bookworm", cache_dir=Path("unused"))  # type: ignore[arg-type]
     with pytest.raises(BaseImageError, match="no known Debian suite ships Python 3.12"):
-        ensure_base("pinwheel/base:x", "3.12", engine=None, suite="bookworm")  # type: ignore[arg-type]
+        ensure_base("pinwheel/base:x", "3.12", engine=None, suite="bookworm", cache_dir=Path("unused"))  # type: ignore[arg-type]

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from pinwheel.base import LABEL_PYTHON, LABEL_SUITE, ensure_base
-from pinwheel.engine import BuildFailed, Engine, import_rootfs
+from pinwheel.image.base import LABEL_PYTHON, LABEL_SUITE, ensure_base
+from pinwheel.image.engine import BuildFailed, Engine, import_rootfs
 
 pytestmark = pytest.mark.engine
 
@@ -48,7 +48,7 @@ def test_build_label_secret_run_and_save(engine: Engine, base_image: str, tmp_pa
         context,
         dockerfile,
         tags=[tag],
-        labels={"org.pinwheel.test.run": run_id},
+        labels={"io.pinwheel.test.run": run_id},
         build_args={"BASE": base_image, "GREETING": greeting},
         secrets={"token": secret_file},
         target=None,
@@ -58,7 +58,7 @@ def test_build_label_secret_run_and_save(engine: Engine, base_image: str, tmp_pa
         assert image_id.startswith("sha256:")
         assert engine.image_exists(tag)
         assert engine.image_id(tag) == image_id
-        assert engine.labels(tag)["org.pinwheel.test.run"] == run_id
+        assert engine.labels(tag)["io.pinwheel.test.run"] == run_id
         assert engine.size(tag) > 0
 
         # The secret was there during the build ...
@@ -102,7 +102,7 @@ def test_run_returns_exit_code_and_both_streams(engine: Engine, base_image: str)
 
 
 def test_ensure_base_is_idempotent(engine: Engine, base_image: str) -> None:
-    assert ensure_base(base_image, "3.11", engine, suite="bookworm") is False
+    assert ensure_base(base_image, "3.11", engine, suite="bookworm", cache_dir=Path("unused")) is False
     labels = engine.labels(base_image)
     assert labels[LABEL_SUITE] == "bookworm"
     assert labels[LABEL_PYTHON].startswith("3.11.")
@@ -119,9 +119,9 @@ def test_push_to_registry(engine: Engine, registry: str, tmp_path: Path) -> None
     repo = f"pinwheel-test/tiny-{run_id}"
     remote = f"{registry}/{repo}:v1"
 
-    import_rootfs(rootfs, local, engine, changes=[f"LABEL org.pinwheel.test.run={run_id}"])
+    import_rootfs(rootfs, local, engine, changes=[f"LABEL io.pinwheel.test.run={run_id}"])
     try:
-        assert engine.labels(local)["org.pinwheel.test.run"] == run_id
+        assert engine.labels(local)["io.pinwheel.test.run"] == run_id
         engine.tag(local, remote)
         events = []
         pushed = engine.push(remote, on_event=events.append)

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from pinwheel.engine import Engine, EngineError, PushEvent, _loopback_registry, _PushOutputParser, parse_push_line
+from pinwheel.image.engine import Engine, EngineError, PushEvent, _loopback_registry, _PushOutputParser, parse_push_line
 
 # Recorded from `docker push` (CLI 28, engine 20.10) on a terminal, 3 layers, one already in the registry.
 TTY_OUTPUT = (
@@ -131,7 +131,7 @@ def test_without_the_registrys_sizes_the_progress_totals_are_used(fake_engine: E
 
 
 def test_without_a_terminal_the_state_lines_still_arrive(fake_engine: Engine, monkeypatch):
-    import pinwheel.engine as engine_mod
+    import pinwheel.image.engine as engine_mod
 
     monkeypatch.setattr(engine_mod, "_run_in_pty", lambda command, feed: None)
     monkeypatch.setattr(fake_engine, "_manifest_layer_sizes", lambda ref, count: None)

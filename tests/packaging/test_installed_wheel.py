@@ -107,7 +107,7 @@ def project(tmp_path: Path) -> Path:
 
 def test_the_installed_package_is_the_wheel_not_the_checkout(installed: Path, project: Path, tmp_path: Path):
     proc = run([str(installed / "python"), "-I", "-c",
-                "import pinwheel.render, pinwheel.build as b; print(pinwheel.render.__file__); print(b.PAYLOAD)"],
+                "import pinwheel.render, pinwheel.image.build as b; print(pinwheel.render.__file__); print(b.PAYLOAD)"],
                project, clean_env(tmp_path))
     assert proc.returncode == 0, proc.stderr
     render_file, payload = proc.stdout.split()

@@ -13,7 +13,7 @@ from typing import Iterator
 import pytest
 
 from engine_support import REGISTRY_ADDR, engine_unavailable
-from pinwheel.engine import Engine
+from pinwheel.image.engine import Engine
 
 from pipeline_support import (
     Project,

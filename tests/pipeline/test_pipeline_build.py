@@ -2,7 +2,7 @@
 
 The image is tiny: every package is a generated wheel on a test index (see
 pipeline_support for how a build step reaches it), on the bootstrap base.
-Builds go through `pinwheel.build.build_image` and through `python build.py`.
+Builds go through `pinwheel.image.build.build_image` and through `python build.py`.
 """
 from __future__ import annotations
 
@@ -14,9 +14,10 @@ from pathlib import Path
 
 import pytest
 
-from pinwheel.build import build_image
-from pinwheel.engine import BuildFailed, Engine
+from pinwheel.image.build import build_image
+from pinwheel.image.engine import BuildFailed, Engine
 from pinwheel.lock import lock_sha256
+from pinwheel.workspace import Workspace
 
 from pipeline_support import (
     LOCAL_VERSION,
@@ -237,7 +238,7 @@ def test_smoke_then_publish_and_republish(project: Project, registry: str):
     assert re.search(r"static: PASSED", smoke.stdout)
     assert re.search(r"import: SKIPPED", smoke.stdout)
     assert re.search(r"gpu: SKIPPED", smoke.stdout)
-    record = json.loads((project.root / ".pinwheel" / "smoke" / f"{image_id.replace(':', '_')}.json").read_text())
+    record = json.loads((Workspace(project.root, "").smoke_results / f"{image_id.replace(':', '_')}.json").read_text())
     assert record["ok"] is True
     assert record["levels"] == {"static": "passed", "import": "skipped", "gpu": "skipped"}
 
@@ -264,7 +265,7 @@ def test_smoke_then_publish_and_republish(project: Project, registry: str):
 
 
 def test_publish_refused_without_a_passing_smoke(project_factory, registry: str, engine: Engine):
-    from pinwheel.smoke import record, run_smoke
+    from pinwheel.image.smoke import record, run_smoke
 
     project = project_factory("refused")
     built = project.cli("build", "--variant", "cu130", "--quiet", "--json", check=True)
@@ -282,7 +283,7 @@ def test_publish_refused_without_a_passing_smoke(project_factory, registry: str,
     # smoke failed: the payload's import level, forced to run without a driver, cannot import torch
     failed = run_smoke(engine, tag, gpus=False, level="import", env={"PINWHEEL_SMOKE_ASSUME_DRIVER": "1"})
     assert not failed.ok and failed.levels.get("import") == "failed", failed.output[-2000:]
-    record(failed, project.root)
+    record(failed, Workspace(project.root, "").smoke_results)
     refused = publish()
     assert refused.returncode == 1, refused.output[-3000:]
     assert "smoke" in refused.stderr and "failed" in refused.stderr

@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from pinwheel.build import BuildError, BuildInputs, assemble_context, check_local_wheels, write_secrets
-from pinwheel.engine import BuildFailed, Engine
+from pinwheel.image.build import BuildError, BuildInputs, assemble_context, check_local_wheels, write_secrets
+from pinwheel.image.engine import BuildFailed, Engine
 
 from pipeline_support import Project
 
@@ -72,7 +72,7 @@ def test_a_changed_local_wheel_reruns_the_preflight_but_no_layer_below_it(projec
                                                                           local_wheel_files, tmp_path, capsys):
     """The preflight bind-mounts wheels/, so it re-runs when a wheel changes; the image stage reads only
     its marker, whose bytes never change, so the wheel sets below stay cached up to the local one."""
-    from pinwheel.build import build_image
+    from pinwheel.image.build import build_image
 
     from pipeline_support import LOCAL_WHEELS, build_local_wheels
 

@@ -13,8 +13,9 @@ import uuid
 
 import pytest
 
-from pinwheel.engine import Engine
-from pinwheel.smoke import SmokeResult, record, recorded
+from pinwheel.image.engine import Engine
+from pinwheel.image.smoke import SmokeResult, record, recorded
+from pinwheel.workspace import Workspace
 
 from pipeline_support import Project, registry_get
 
@@ -43,13 +44,13 @@ def no_gpu_smoke(project: Project, built: dict) -> dict:
     """The smoke as it runs here, without a GPU: static passed, import and gpu skipped."""
     smoke = project.cli("smoke", "--variant", "cu130", built["tags"][0], "--gpus", "no")
     assert smoke.returncode == 0, smoke.output[-3000:]
-    saved = recorded(built["image_id"], project.root)
+    saved = recorded(built["image_id"], Workspace(project.root, "").smoke_results)
     assert saved is not None and saved["levels"] == {"static": "passed", "import": "skipped", "gpu": "skipped"}
     return saved
 
 
 def restore(project: Project, saved: dict) -> None:
-    record(SmokeResult(saved["image_id"], saved["ok"], saved["levels"], saved["document"], ""), project.root)
+    record(SmokeResult(saved["image_id"], saved["ok"], saved["levels"], saved["document"], ""), Workspace(project.root, "").smoke_results)
 
 
 def namespace(registry: str) -> tuple[str, str]:
@@ -162,13 +163,13 @@ def test_allowed_skip_is_recorded_in_the_pushed_image(project: Project, built: d
 
 
 def test_a_failed_smoke_pushes_nothing(project: Project, built: dict, registry: str, engine: Engine):
-    from pinwheel.smoke import run_smoke
+    from pinwheel.image.smoke import run_smoke
 
     target, ns = namespace(registry)
     # the import level, forced to run without a driver, cannot import torch
     failed = run_smoke(engine, built["tags"][0], gpus=False, level="import", env={"PINWHEEL_SMOKE_ASSUME_DRIVER": "1"})
     assert not failed.ok and failed.levels.get("import") == "failed", failed.output[-2000:]
-    record(failed, project.root)
+    record(failed, Workspace(project.root, "").smoke_results)
     for extra in ((), ("--allow-skipped", "import,gpu", "--reason", REASON)):
         refused = publish(project, target, *extra)
         assert refused.returncode == 1, refused.output[-3000:]
@@ -183,7 +184,7 @@ def test_every_level_passed_pushes_the_smoked_image_itself(project: Project, bui
     # What a GPU host records (the payload's own GPU runs are in tests/smoke and docs/smoke-h200.json).
     passed = {"static": "passed", "import": "passed", "gpu": "passed"}
     record(SmokeResult(built["image_id"], True, passed,
-                       {"levels": {lv: {"status": "passed"} for lv in passed}}, ""), project.root)
+                       {"levels": {lv: {"status": "passed"} for lv in passed}}, ""), Workspace(project.root, "").smoke_results)
     try:
         target, ns = namespace(registry)
         result = publish(project, target)

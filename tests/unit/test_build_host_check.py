@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 
 from pinwheel import cli, manifest
-from pinwheel.build import BuildError, BuildInputs, check_local_wheels
+from pinwheel.image.build import BuildError, BuildInputs, check_local_wheels
 from pinwheel.plan import plan_variant
 
 MANIFEST = """\
@@ -119,12 +119,12 @@ def test_more_than_one_match_is_an_error_under_any_policy(project, glob_owner):
 
 def test_build_exits_2_before_any_engine_call(project, monkeypatch, capsys):
     """The CLI refuses on the host: no Engine is ever made, so nothing reaches docker."""
-    import pinwheel.engine
+    import pinwheel.image.engine
 
     def no_engine(*args, **kwargs):
         raise AssertionError("the engine was touched before the local wheels were checked")
 
-    monkeypatch.setattr(pinwheel.engine.Engine, "__init__", no_engine)
+    monkeypatch.setattr(pinwheel.image.engine.Engine, "__init__", no_engine)
     monkeypatch.setattr(cli, "engine_or_fail", no_engine)
     assert cli.main(["--manifest", str(project / "wheels_manifest.yaml"), "render"]) == 0
     rc = cli.main(["--manifest", str(project / "wheels_manifest.yaml"), "build", "--variant", "cu129"])

@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 
-from pinwheel.engine import PushEvent, PushedLayer, PushResult
-from pinwheel.publish import (
+from pinwheel.image.engine import PushEvent, PushedLayer, PushResult
+from pinwheel.image.publish import (
     LEVELS,
     DeclaredSmoke,
     PublishRefused,
@@ -24,7 +24,7 @@ from pinwheel.publish import (
     publish,
     summary,
 )
-from pinwheel.smoke import SmokeResult, record
+from pinwheel.image.smoke import SmokeResult, record
 
 ROOT = Path(__file__).resolve().parents[2]
 ALL = DeclaredSmoke(LEVELS, "test: every level")

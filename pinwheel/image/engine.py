@@ -139,15 +139,15 @@ class Engine:
     @property
     def docker(self) -> DockerClient:
         if self._client is None:
-            from python_on_whales import DockerClient
+            from python_on_whales import DockerClient  # lazy: ~0.5 s to import, paid only by engine commands
 
             self._client = DockerClient(client_call=self._client_call)
         return self._client
 
     @staticmethod
     def _errors() -> tuple[type[BaseException], ...]:
-        from python_on_whales.client_config import ClientNotFoundError
-        from python_on_whales.exceptions import DockerException
+        from python_on_whales.client_config import ClientNotFoundError  # lazy: ~0.5 s to import, paid only by engine commands
+        from python_on_whales.exceptions import DockerException  # lazy: ~0.5 s to import, paid only by engine commands
 
         return (DockerException, ClientNotFoundError, FileNotFoundError, PermissionError)
 
@@ -167,9 +167,6 @@ class Engine:
     def available(self) -> bool:
         """True when a daemon answers and buildx works."""
         return self.unavailable_reason() is None
-
-    def server_version(self) -> str:
-        return str(self.docker.version().server.version)
 
     # -- build --------------------------------------------------------------
     def build(
@@ -191,8 +188,8 @@ class Engine:
         With ``progress`` the plain build log streams to stderr. On failure
         raises :class:`BuildFailed` carrying the tail of the log.
         """
-        from python_on_whales.client_config import ClientNotFoundError
-        from python_on_whales.exceptions import DockerException
+        from python_on_whales.client_config import ClientNotFoundError  # lazy: ~0.5 s to import, paid only by engine commands
+        from python_on_whales.exceptions import DockerException  # lazy: ~0.5 s to import, paid only by engine commands
 
         secret_specs = [f"id={sid},src={Path(src).resolve()}" for sid, src in (secrets or {}).items()]
         for sid, src in (secrets or {}).items():

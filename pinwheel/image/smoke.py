@@ -11,9 +11,9 @@ import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..workspace import InImage
 from .engine import Engine
 
-RESULTS_DIR = Path(".pinwheel") / "smoke"
 JSON_MARK = "--- pinwheel smoke json ---"
 
 
@@ -34,8 +34,8 @@ def run_smoke(engine: Engine, image: str, gpus: bool | None = None, level: str =
               env: dict[str, str] | None = None) -> SmokeResult:
     gpus = host_has_gpu() if gpus is None else gpus
     # The payload prints a human summary and writes JSON to a file; hand both back on stdout.
-    script = ('python /opt/pinwheel/smoke_payload.py --expect /opt/pinwheel/expect.json --level "$1" '
-              '--json /tmp/smoke.json; rc=$?; echo; echo "$2"; cat /tmp/smoke.json 2>/dev/null; exit $rc')
+    script = (f'python {InImage.SMOKE_PAYLOAD} --expect {InImage.EXPECT} --level "$1" '
+              f'--json {InImage.SMOKE_JSON}; rc=$?; echo; echo "$2"; cat {InImage.SMOKE_JSON} 2>/dev/null; exit $rc')
     result = engine.run(image, ["sh", "-c", script, "smoke", level, JSON_MARK], gpus=gpus, env=env)
     summary, _, payload = result.stdout.partition(JSON_MARK)
     try:
@@ -47,14 +47,19 @@ def run_smoke(engine: Engine, image: str, gpus: bool | None = None, level: str =
     return SmokeResult(engine.image_id(image), ok, levels, document, summary + result.stderr)
 
 
-def record(result: SmokeResult, root: Path) -> Path:
-    path = root / RESULTS_DIR / f"{result.image_id.replace(':', '_')}.json"
+def _result_path(results_dir: Path, image_id: str) -> Path:
+    return Path(results_dir) / f"{image_id.replace(':', '_')}.json"
+
+
+def record(result: SmokeResult, results_dir: Path) -> Path:
+    """Remember the verdict by image id in results_dir (Workspace.smoke_results)."""
+    path = _result_path(results_dir, result.image_id)
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps({"image_id": result.image_id, "ok": result.ok, "levels": result.levels,
                                 "document": result.document}, indent=2) + "\n")
     return path
 
 
-def recorded(image_id: str, root: Path) -> dict | None:
-    path = root / RESULTS_DIR / f"{image_id.replace(':', '_')}.json"
+def recorded(image_id: str, results_dir: Path) -> dict | None:
+    path = _result_path(results_dir, image_id)
     return json.loads(path.read_text()) if path.exists() else None

@@ -27,12 +27,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Mapping, Protocol, Sequence
 
+from . import labels
 from .engine import Engine, EngineError, PushEvent, PushResult
 from .smoke import recorded
 
 LEVELS = ("static", "import", "gpu")  # cumulative, as the smoke payload runs them
 SMOKE_TARGET = "smoke"
-LABEL = "io.pinwheel.smoke"
+LABEL = labels.SMOKE
 LABEL_IMAGE_ID = f"{LABEL}.image-id"  # the image the smoke ran on
 LABEL_LEVELS = f"{LABEL}.levels"  # JSON: level -> passed | skipped | not-run
 LABEL_ALLOWED = f"{LABEL}.allowed-skipped"  # comma-separated levels published without passing
@@ -259,7 +260,7 @@ def _statuses(levels: Mapping[str, str]) -> str:
 # ------------------------------------------------------------------ publish
 
 
-def publish(engine: Engine, tags: list[str], registry: str, root: Path, require_gpu: bool = False,
+def publish(engine: Engine, tags: list[str], registry: str, smoke_results: Path, require_gpu: bool = False,
             declared: DeclaredSmoke | None = None, allowed: Mapping[str, str] | None = None,
             progress: PushProgress | None = None) -> Published:
     if not tags:
@@ -269,7 +270,7 @@ def publish(engine: Engine, tags: list[str], registry: str, root: Path, require_
         raise PublishRefused(f"the tags point at different images: {ids}")
     image_id = next(iter(ids.values()))
     try:
-        smoke = recorded(image_id, root)
+        smoke = recorded(image_id, smoke_results)
     except (OSError, ValueError) as exc:
         raise PublishRefused(f"the smoke record of image {image_id[:19]} is unreadable ({exc}); "
                              "run `build.py smoke` again") from None

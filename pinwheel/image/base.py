@@ -2,7 +2,7 @@
 
 Used where no container registry is reachable to pull a base from. The
 Debian mirror comes from the machine's own apt sources, read at run time.
-The root filesystem tarball is cached (``.cache/base/`` by default), so a
+The root filesystem tarball is cached (in Workspace.base_cache), so a
 second bootstrap only re-imports it.
 """
 
@@ -15,10 +15,10 @@ import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Sequence
+from typing import Sequence
 
-if TYPE_CHECKING:  # pragma: no cover
-    from pinwheel.engine import Engine
+from . import labels
+from .engine import Engine, write_rootfs_tar
 
 __all__ = [
     "AptSource",
@@ -41,8 +41,8 @@ SUITE_PYTHON: dict[str, str] = {
 
 BASE_PACKAGES: tuple[str, ...] = ("python3", "python3-venv", "python3-pip", "ca-certificates")
 
-LABEL_SUITE = "org.pinwheel.base.suite"
-LABEL_PYTHON = "org.pinwheel.base.python"
+LABEL_SUITE = labels.BASE_SUITE
+LABEL_PYTHON = labels.BASE_PYTHON
 
 
 class BaseImageError(RuntimeError):
@@ -233,11 +233,6 @@ def debian_mirror(
 # --- bootstrap -----------------------------------------------------------------
 
 
-def _cache_dir() -> Path:
-    root = os.environ.get("PINWHEEL_CACHE_DIR")
-    return (Path(root) if root else Path.cwd() / ".cache") / "base"
-
-
 def _ensure_debootstrap() -> str:
     found = shutil.which("debootstrap")
     if found:
@@ -298,20 +293,20 @@ def ensure_base(
     python_version: str,
     engine: Engine,
     suite: str = "bookworm",
-    cache_dir: Path | None = None,
+    *,
+    cache_dir: Path,
     progress: bool = False,
 ) -> bool:
     """Make sure the local base image ``ref`` exists; True when it had to be created.
 
     The image is a minbase Debian ``suite`` with python3, venv, pip and CA
     certificates. ``python_version`` must be the suite's python3 (X.Y).
+    ``cache_dir`` keeps the root filesystem tarball (Workspace.base_cache).
     """
     expected = _check_suite_python(suite, python_version)
     if engine.image_exists(ref):
         return False
-    from pinwheel.engine import write_rootfs_tar
-
-    cache = Path(cache_dir) if cache_dir is not None else _cache_dir()
+    cache = Path(cache_dir)
     cache.mkdir(parents=True, exist_ok=True)
     stem = f"{suite}-py{expected.replace('.', '')}"
     tarball = cache / f"{stem}.tar"

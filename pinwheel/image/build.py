@@ -18,15 +18,18 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
+from . import labels
 from .engine import Engine
-from .lock import lock_sha256
-from .plan import Plan
-from .render import missing_wheel, multiple_wheels, render_dockerfile
+from ..index import ca_bundle, default_index_url, pip_setting
+from ..lock import lock_sha256
+from ..plan import Plan
+from ..workspace import LockFiles, Workspace
+from ..render import missing_wheel, multiple_wheels, render_dockerfile
 
 # The smoke payload is a module of this package, so it ships in the wheel; the
 # build context gets its bytes from wherever the package was imported from.
-PAYLOAD = importlib.resources.files(__package__).joinpath("smoke_payload.py")
-LABEL_PREFIX = "io.pinwheel"
+PAYLOAD = importlib.resources.files("pinwheel").joinpath("smoke_payload.py")
+LABEL_PREFIX = labels.PREFIX
 
 
 class BuildError(Exception):
@@ -44,8 +47,8 @@ class BuildInputs:
 
     @classmethod
     def for_plan(cls, plan: Plan, root: Path) -> "BuildInputs":
-        image_dir = root / "images" / plan.image
-        return cls(root, image_dir, image_dir / "lock" / plan.variant.name, root / "wheels")
+        ws = Workspace(root, plan.image)
+        return cls(root, ws.image_dir, ws.lock_dir(plan.variant.name), ws.wheels_dir)
 
 
 @dataclass(frozen=True)
@@ -124,10 +127,10 @@ def locked_versions(lock_dir: Path) -> dict[str, str]:
 
 def check_inputs(plans: list[Plan], plan: Plan, inputs: BuildInputs) -> None:
     """Refuse to build from a stale Dockerfile or without a lock."""
-    dockerfile = inputs.image_dir / "Dockerfile"
+    dockerfile = Workspace(inputs.root, plan.image).dockerfile
     if not dockerfile.exists() or dockerfile.read_text() != render_dockerfile(plans):
         raise BuildError(f"{dockerfile.relative_to(inputs.root)} is missing or out of date: run `make render`")
-    if not (inputs.lock_dir / "requirements.txt").exists():
+    if not (inputs.lock_dir / LockFiles.REQUIREMENTS).exists():
         raise BuildError(f"variant {plan.variant.name} has no lock in {inputs.lock_dir.relative_to(inputs.root)}: "
                          "run `make lock`")
 
@@ -177,8 +180,6 @@ def assemble_context(plan: Plan, inputs: BuildInputs, context: Path) -> None:
 
 def write_secrets(plan: Plan, secrets_dir: Path) -> dict[str, Path]:
     """The CA bundle and pip's index configuration, as files for BuildKit secrets."""
-    from .index import ca_bundle, default_index_url, pip_setting
-
     secrets: dict[str, Path] = {}
     ca = ca_bundle()
     if ca and Path(ca).is_file():

@@ -1,0 +1,1 @@
+"""The image stages: the engine adapter, bootstrap bases, build, smoke and publish."""
