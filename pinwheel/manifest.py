@@ -8,7 +8,9 @@ from __future__ import annotations
 import hashlib
 import os
 import re
+import stat
 import string
+import unicodedata
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
@@ -24,6 +26,13 @@ POLICIES = ("fail", "skip", "fallback")
 GATE_VARIABLES = ("cuda", "python", "torch")
 TAG_FIELDS = ("date", "variant", "cuda", "torch", "python")
 
+# Bounds on what a manifest may be, so that no input can make loading slow or
+# large: the file's size, each string's length and how deep the YAML nests.
+# Anchors and aliases are refused outright (an alias bomb expands without end).
+MAX_FILE_BYTES = 256 * 1024
+MAX_STRING_CHARS = 4096
+MAX_DEPTH = 32
+
 # Names that end up in image references, ARGs, paths and shell words: keep them
 # to characters no shell or Dockerfile gives a meaning to.
 _STEP_NAME = re.compile(r"^[a-z0-9][a-z0-9-]{0,40}$")
@@ -37,6 +46,15 @@ _PLATFORM = re.compile(r"^(manylinux_2_\d+|musllinux_1_\d+)_(x86_64|aarch64)$")
 _ABS_PATH = re.compile(r"^/[A-Za-z0-9_./-]{1,200}$")
 _GATE_EXPR = re.compile(r"^\s*(?P<var>[a-z]+)\s*(?P<spec>(==|!=|>=|<=|~=|>|<).*)$")
 _ARCH = re.compile(r"^\d+\.\d+a?$")
+_PACKAGE_NAME = re.compile(r"^([A-Z0-9]|[A-Z0-9][A-Z0-9._-]*[A-Z0-9])$", re.IGNORECASE)  # PEP 508
+# Characters no manifest text may hold, anywhere in the file: C0 controls but tab,
+# newline and carriage return; DEL and the C1 controls (NEL included: YAML would
+# break the line there, and editors would not); the Unicode line and paragraph
+# separators; surrogates and the two non-characters YAML refuses.
+_BAD_RAW = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\u2028\u2029\ud800-\udfff\ufffe\uffff]")
+# Unicode categories refused inside a string value: controls, format characters
+# (bidi overrides, zero-width joiners), surrogates, line and paragraph separators.
+_BAD_CATEGORIES = frozenset({"Cc", "Cf", "Cs", "Zl", "Zp"})
 
 
 class ManifestError(Exception):
@@ -44,8 +62,17 @@ class ManifestError(Exception):
 
     def __init__(self, path: Path | str, line: int, key: str, message: str):
         self.path, self.line, self.key, self.message = str(path), line, key, message
-        where = f"{self.path}:{line}" if line > 0 else self.path  # line 0: the file as a whole
-        super().__init__(f"{where}: {key}: {message}")
+        shown = _one_line(self.path, 1000)
+        where = f"{shown}:{line}" if line > 0 else shown  # line 0: the file as a whole
+        super().__init__(f"{where}: {_one_line(key, 200)}: {_one_line(message, 600)}")
+
+
+def _one_line(text: str, limit: int) -> str:
+    """Text fit for one line of a terminal: unprintable characters escaped, long text cut."""
+    if not text.isprintable():
+        text = "".join(c if c.isprintable() else c.encode("unicode_escape", "backslashreplace").decode("ascii")
+                       for c in text)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 # ---------------------------------------------------------------- typed model
@@ -198,45 +225,163 @@ class _Node:
         self.key_line = line  # the line of the key that holds it, where there is one
 
 
-def _compose(text: str, path: Path) -> _Node:
-    try:
-        root = yaml.compose(text, Loader=yaml.SafeLoader)
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        line = mark.line + 1 if mark else 0
-        problem = getattr(exc, "problem", None) or str(exc)
-        raise ManifestError(path, line, "(yaml)", f"not valid YAML: {problem}") from None
-    if root is None:
-        raise ManifestError(path, 1, "(top)", "the manifest is empty")
-    return _convert(root, path, "(top)")
-
-
-def _convert(node: yaml.Node, path: Path, key: str) -> Any:
-    line = node.start_mark.line + 1
-    if isinstance(node, yaml.MappingNode):
-        out: dict[str, Any] = {}
-        lines: dict[Any, int] = {}
-        for k_node, v_node in node.value:
-            k_line = k_node.start_mark.line + 1
-            if not isinstance(k_node, yaml.ScalarNode):
-                raise ManifestError(path, k_line, key, "keys must be plain strings")
-            k = str(k_node.value)
-            if k in out:
-                raise ManifestError(path, k_line, _join(key, k), f"duplicate key (first on line {lines[k]})")
-            out[k] = _convert(v_node, path, _join(key, k))
-            if isinstance(out[k], _Node):
-                out[k].key_line = k_line
-            lines[k] = k_line
-        return _Node(out, line, lines)
-    if isinstance(node, yaml.SequenceNode):
-        items = [_convert(v, path, f"{key}[{i}]") for i, v in enumerate(node.value)]
-        return _Node(items, line, {i: v.start_mark.line + 1 for i, v in enumerate(node.value)})
-    return _Scalar(yaml.constructor.SafeConstructor().construct_object(node), line)
-
-
 class _Scalar:
     def __init__(self, value: Any, line: int):
         self.value, self.line = value, line
+        self.key_line = line
+
+
+_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml when present: same events, faster
+_RESOLVER = yaml.resolver.Resolver()
+_CONSTRUCTOR = yaml.constructor.SafeConstructor()
+_STR_TAG = "tag:yaml.org,2002:str"
+_CONSTRUCT = {
+    "tag:yaml.org,2002:null": _CONSTRUCTOR.construct_yaml_null,
+    "tag:yaml.org,2002:bool": _CONSTRUCTOR.construct_yaml_bool,
+    "tag:yaml.org,2002:int": _CONSTRUCTOR.construct_yaml_int,
+    "tag:yaml.org,2002:float": _CONSTRUCTOR.construct_yaml_float,
+    "tag:yaml.org,2002:timestamp": _CONSTRUCTOR.construct_yaml_timestamp,
+}
+
+
+class _Frame:
+    """A mapping or sequence being composed, with its dotted key."""
+
+    __slots__ = ("node", "key", "pending", "pending_line")
+
+    def __init__(self, node: _Node, key: str):
+        self.node, self.key = node, key
+        self.pending: str | None = None  # a mapping's key whose value comes next
+        self.pending_line = 0
+
+    def child_key(self) -> str:
+        if isinstance(self.node.value, list):
+            return f"{self.key}[{len(self.node.value)}]"
+        return self.key if self.pending is None else _join(self.key, self.pending)
+
+
+def _compose(text: str, path: Path) -> Any:
+    """Compose the YAML event stream into _Node/_Scalar trees, iteratively and within bounds.
+
+    Working on events (not yaml.compose) keeps deep nesting from recursing and lets
+    anchors, aliases, tags, over-long strings and over-deep nesting be refused before
+    anything is built from them."""
+    _check_text(text, path)
+    stack: list[_Frame] = []
+    root: Any = None
+    documents = 0
+
+    def fail(line: int, key: str, message: str) -> ManifestError:
+        return ManifestError(path, line, key, message)
+
+    def attach(child: Any) -> None:
+        nonlocal root
+        if not stack:
+            root = child
+            return
+        top = stack[-1]
+        node = top.node
+        if isinstance(node.value, list):
+            node.lines[len(node.value)] = child.line
+            node.value.append(child)
+        else:
+            k = top.pending
+            assert k is not None
+            child.key_line = top.pending_line
+            node.value[k] = child
+            node.lines[k] = top.pending_line
+            top.pending = None
+
+    try:
+        for event in yaml.parse(text, Loader=_LOADER):
+            if isinstance(event, (yaml.StreamStartEvent, yaml.StreamEndEvent, yaml.DocumentEndEvent)):
+                continue
+            line = event.start_mark.line + 1
+            if isinstance(event, yaml.DocumentStartEvent):
+                documents += 1
+                if documents > 1:
+                    raise fail(line, "(top)", "only one YAML document is allowed (remove the second '---')")
+                continue
+            if isinstance(event, (yaml.MappingEndEvent, yaml.SequenceEndEvent)):
+                attach(stack.pop().node)
+                continue
+            top = stack[-1] if stack else None
+            is_key = top is not None and isinstance(top.node.value, dict) and top.pending is None
+            key = "(top)" if top is None else (top.key if is_key else top.child_key())
+            if isinstance(event, yaml.AliasEvent) or event.anchor is not None:
+                raise fail(line, key, "anchors and aliases are not allowed")
+            if event.tag is not None:
+                raise fail(line, key, f"YAML tags are not allowed (found {event.tag!r}); quote the value instead")
+            if isinstance(event, (yaml.MappingStartEvent, yaml.SequenceStartEvent)):
+                if is_key:
+                    raise fail(line, key, "keys must be plain strings")
+                if len(stack) >= MAX_DEPTH:
+                    raise fail(line, key, f"nested deeper than {MAX_DEPTH} levels")
+                value: Any = {} if isinstance(event, yaml.MappingStartEvent) else []
+                stack.append(_Frame(_Node(value, line, {}), key))
+                continue
+            # a scalar
+            raw = event.value
+            if len(raw) > MAX_STRING_CHARS:
+                raise fail(line, key, f"a value of {len(raw)} characters; the limit is {MAX_STRING_CHARS}")
+            if is_key:
+                assert top is not None
+                if any(unicodedata.category(c) in _BAD_CATEGORIES for c in raw):
+                    raise fail(line, key, f"key {_show(raw)} holds a control character; keys must be plain strings")
+                if raw in top.node.value:
+                    raise fail(line, _join(top.key, raw), f"duplicate key (first on line {top.node.lines[raw]})")
+                top.pending, top.pending_line = raw, line
+                continue
+            attach(_Scalar(_scalar_value(event, path, line, key), line))
+    except yaml.YAMLError as exc:
+        raise _yaml_error(exc, text, path) from None
+    if root is None:
+        raise ManifestError(path, 1, "(top)", "the manifest is empty")
+    return root
+
+
+def _scalar_value(event: yaml.ScalarEvent, path: Path, line: int, key: str) -> Any:
+    tag = _RESOLVER.resolve(yaml.ScalarNode, event.value, event.implicit)
+    construct = _CONSTRUCT.get(tag)
+    if construct is None:  # a string (or a YAML 1.1 oddity like '=' or '<<': keep the text)
+        return event.value
+    try:
+        return construct(yaml.ScalarNode(tag, event.value, event.start_mark, event.end_mark))
+    except (ValueError, OverflowError, yaml.YAMLError):
+        kind = tag.rsplit(":", 1)[-1]
+        raise ManifestError(path, line, key, f"{_show(event.value)} reads as a {kind} but is not a valid one; "
+                                             "quote it if it is text") from None
+
+
+def _check_text(text: str, path: Path) -> None:
+    if len(text) > MAX_FILE_BYTES:
+        raise ManifestError(path, 0, "(file)", f"{len(text)} characters; a manifest may be at most {_size(MAX_FILE_BYTES)}")
+    bad = _BAD_RAW.search(text)
+    if bad:
+        line = text.count("\n", 0, bad.start()) + 1
+        raise ManifestError(path, line, "(file)", f"control character U+{ord(bad.group()):04X} is not allowed")
+
+
+def _yaml_error(exc: yaml.YAMLError, text: str, path: Path) -> ManifestError:
+    mark = getattr(exc, "problem_mark", None) or getattr(exc, "context_mark", None)
+    problem = " ".join((getattr(exc, "problem", None) or str(exc)).split())
+    if mark and "cannot start any token" in problem:
+        lines = text.splitlines()
+        if mark.line < len(lines) and "\t" in lines[mark.line][: mark.column + 1]:
+            problem += " (a tab: YAML indents with spaces only)"
+    if mark is None:
+        return ManifestError(path, 0, "(file)", f"not valid YAML: {problem}")
+    return ManifestError(path, mark.line + 1, "(yaml)", f"not valid YAML: {problem}")
+
+
+def _show(value: str, limit: int = 60) -> str:
+    """A value quoted for a message, cut if long."""
+    text = repr(value)
+    return text if len(text) <= limit else text[: limit - 4] + "...'"
+
+
+def _size(n: int) -> str:
+    return f"{n // 1024} KiB" if n % 1024 == 0 else f"{n} bytes"
 
 
 def _join(prefix: str, key: str | int) -> str:
@@ -280,10 +425,13 @@ class _Reader:
         value = node.value
         if not value.strip():
             raise self.fail(node.line, key, "must not be empty")
-        if "\n" in value or "\x00" in value:
+        if "\n" in value or "\r" in value:
             raise self.fail(node.line, key, "must be a single line")
+        bad = next((c for c in value if unicodedata.category(c) in _BAD_CATEGORIES), None)
+        if bad is not None:
+            raise self.fail(node.line, key, f"holds the control character U+{ord(bad):04X}; only printable text is allowed")
         if pattern and not pattern.match(value):
-            raise self.fail(node.line, key, f"{value!r} is not a valid {what or 'value'}")
+            raise self.fail(node.line, key, f"{_show(value)} is not a valid {what or 'value'}")
         return value
 
     def boolean(self, node: Any, key: str) -> bool:
@@ -296,7 +444,8 @@ class _Reader:
         try:
             req = Requirement(text)
         except InvalidRequirement as exc:
-            raise self.fail(node.line, key, f"not a PEP 508 requirement: {exc}") from None
+            reason = str(exc).splitlines()[0] if str(exc) else "unparsable"
+            raise self.fail(node.line, key, f"not a PEP 508 requirement: {reason}") from None
         if req.url:
             raise self.fail(node.line, key, "direct URL requirements are not allowed; use a local wheel")
         if req.marker is not None:
@@ -338,16 +487,64 @@ def _closest(key: str, allowed: set[str]) -> str:
 
 
 def load(path: Path | str) -> Manifest:
+    """Read and validate the manifest at path (taken as given: relative stays relative)."""
     path = Path(path)
-    try:
-        data = path.read_bytes()
-    except OSError as exc:
-        raise ManifestError(path, 0, "(file)", f"cannot read: {exc.strerror}") from None
+    data = _read(path)
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as exc:
-        raise ManifestError(path, 0, "(file)", f"not UTF-8: {exc.reason}") from None
+        line = data.count(b"\n", 0, exc.start) + 1
+        raise ManifestError(path, line, "(file)", f"not UTF-8: {exc.reason} (byte 0x{data[exc.start]:02x})") from None
     return parse(text, path, sha256=hashlib.sha256(data).hexdigest())
+
+
+def _read(path: Path) -> bytes:
+    """The bytes of a regular file of at most MAX_FILE_BYTES; anything else is a located error.
+
+    A FIFO would block and a device like /dev/zero never ends, so only regular files
+    are opened (checked before opening, and again on the open descriptor), and never
+    more than the limit plus one byte is read."""
+    def fail(message: str) -> ManifestError:
+        return ManifestError(path, 0, "(file)", message)
+
+    def check(st: os.stat_result) -> None:
+        if stat.S_ISDIR(st.st_mode):
+            raise fail("is a directory, not a manifest file")
+        if not stat.S_ISREG(st.st_mode):
+            raise fail(f"is a {_file_kind(st.st_mode)}, not a regular file; pinwheel reads manifests from files only")
+        if st.st_size > MAX_FILE_BYTES:
+            raise fail(f"{st.st_size} bytes; a manifest may be at most {_size(MAX_FILE_BYTES)}")
+
+    try:
+        check(os.stat(path))
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOCTTY", 0)
+                     | getattr(os, "O_CLOEXEC", 0))
+    except OSError as exc:
+        raise fail(f"cannot read: {exc.strerror or exc}") from None
+    try:
+        check(os.fstat(fd))  # the file opened is the file checked
+        chunks, total = [], 0
+        while total <= MAX_FILE_BYTES:
+            chunk = os.read(fd, min(1 << 16, MAX_FILE_BYTES + 1 - total))
+            if not chunk:
+                break
+            chunks.append(chunk)
+            total += len(chunk)
+    except OSError as exc:
+        raise fail(f"cannot read: {exc.strerror or exc}") from None
+    finally:
+        os.close(fd)
+    if total > MAX_FILE_BYTES:
+        raise fail(f"more than {_size(MAX_FILE_BYTES)}; a manifest may be at most that")
+    return b"".join(chunks)
+
+
+def _file_kind(mode: int) -> str:
+    for test, kind in ((stat.S_ISFIFO, "FIFO"), (stat.S_ISCHR, "character device"), (stat.S_ISBLK, "block device"),
+                       (stat.S_ISSOCK, "socket")):
+        if test(mode):
+            return kind
+    return "special file"
 
 
 def parse(text: str, path: Path | str = "wheels_manifest.yaml", sha256: str | None = None) -> Manifest:
@@ -450,12 +647,15 @@ def _variants(r: _Reader, node: Any) -> dict[str, Variant]:
 
 def _check_tag(r: _Reader, tag: str, line: int, key: str) -> None:
     try:
-        fields = [f for _, f, _, _ in string.Formatter().parse(tag) if f is not None]
+        parts = [(f, spec, conv) for _, f, spec, conv in string.Formatter().parse(tag) if f is not None]
     except ValueError as exc:
         raise r.fail(line, key, f"bad tag pattern: {exc}") from None
-    for f in fields:
+    for f, spec, conv in parts:
         if f not in TAG_FIELDS:
-            raise r.fail(line, key, f"unknown placeholder {{{f}}}; known: {', '.join('{' + t + '}' for t in TAG_FIELDS)}")
+            raise r.fail(line, key, f"unknown placeholder {{{f if len(f) <= 40 else f[:37] + '...'}}}; "
+                                    f"known: {', '.join('{' + t + '}' for t in TAG_FIELDS)}")
+        if spec or conv:
+            raise r.fail(line, key, f"placeholder {{{f}}} takes no format spec or conversion")
     sample = tag.format(**{f: "x" for f in TAG_FIELDS})
     if not re.fullmatch(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}", sample):
         raise r.fail(line, key, f"{tag!r} does not make a valid image tag (letters, digits, '_', '.', '-')")
@@ -470,13 +670,29 @@ def _shared_pins(r: _Reader, node: Any) -> tuple[SharedPin, ...]:
         key = f"shared_pins[{i}]"
         m = r.mapping(item, key, {"requirement", "needed_by", "why"}, {"requirement", "needed_by", "why"}).value
         req = r.requirement(m["requirement"], f"{key}.requirement")
-        needed = tuple(r.string(n, f"{key}.needed_by[{j}]") for j, n in enumerate(r.sequence(m["needed_by"], f"{key}.needed_by", 1)))
+        needed = _needed_by(r, m["needed_by"], f"{key}.needed_by")
         name = canonicalize_name(req.name)
         if name in seen:
             raise r.fail(item.line, f"{key}.requirement", f"{name} is already a shared pin (line {seen[name]})")
         seen[name] = item.line
         pins.append(SharedPin(req, needed, r.string(m["why"], f"{key}.why"), item.line))
     return tuple(pins)
+
+
+def _needed_by(r: _Reader, node: Any, key: str) -> tuple[str, ...]:
+    names: list[str] = []
+    seen: dict[str, int] = {}
+    for j, n in enumerate(r.sequence(node, key, 1)):
+        name = r.string(n, f"{key}[{j}]")
+        if not _PACKAGE_NAME.match(name):
+            raise r.fail(n.line, f"{key}[{j}]", f"{_show(name)} is not a package name "
+                                               "(PEP 508: letters, digits, '.', '_', '-')")
+        canonical = canonicalize_name(name)
+        if canonical in seen:
+            raise r.fail(n.line, f"{key}[{j}]", f"{name} is listed twice (first as item {seen[canonical]})")
+        seen[canonical] = j
+        names.append(name)
+    return tuple(names)
 
 
 def _wheel_sets(r: _Reader, node: Any, gates: dict[str, Gate]) -> tuple[WheelSet, ...]:
