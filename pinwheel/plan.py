@@ -8,7 +8,7 @@ reports read it; none of them reaches back into the manifest.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Literal
 
 from .manifest import Gate, LocalWheel, Manifest, Package, Variant, pinned_version
@@ -153,6 +153,8 @@ class Plan:
     build_args: dict[str, str]
     steps: tuple[Step, ...]
     shared_pins: dict[str, str]
+    # Who needs each shared pin (the manifest's needed_by), by pin name.
+    shared_pin_needs: dict[str, tuple[str, ...]] = field(default_factory=dict)
     # Filled by resolve(): the image as it will be installed.
     installed: tuple[Installed, ...] = ()
     edges: tuple[Edge, ...] = ()
@@ -199,6 +201,7 @@ def plan_variant(manifest: Manifest, variant_name: str) -> Plan:
         build_args={"VARIANT": variant.name, **{k: "1" if v else "0" for k, v in gate_on.items()}},
         steps=tuple(steps),
         shared_pins={p.name: p.version for p in manifest.shared_pins},
+        shared_pin_needs={p.name: p.needed_by for p in manifest.shared_pins},
     )
 
 
