@@ -1,0 +1,356 @@
+"""A seeded fuzzer over the shipped manifest.
+
+Every mutant either loads, or is refused with a ManifestError that names a place
+(file:line, or the file as a whole) on one line, fast, and through the CLI with
+exit 2 and no traceback. Nothing else may happen: no other exception, no hang.
+"""
+from __future__ import annotations
+
+import copy
+import random
+import re
+import subprocess
+import sys
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any, Callable, Iterator
+
+import pytest
+import yaml
+
+from pinwheel import cli, manifest
+
+REPO = Path(__file__).resolve().parents[2]
+SHIPPED = (REPO / "wheels_manifest.yaml").read_text(encoding="utf-8")
+DATA = yaml.safe_load(SHIPPED)
+SEED = 0
+WANTED = 400
+PER_CASE_SECONDS = 1.0  # generous: a load takes milliseconds; this only catches a hang or a blow-up
+
+BAD_VERSIONS = ["", "13..0", "v", "1.0.0+", "1.0.0+-", "1.0a-b", "==2.13.0", "2.13.0 final", "latest", "1,0", "13.0.",
+                "٣.١١", "1.0.0\u00a0", "2.13.0+cu130/x"]
+BAD_REQUIREMENTS = ["torch", "torch==", "torch>=2.13", "torch==2.13.*", "torch===banana", "torch[=2.13.0",
+                    "torch[cu13==2.13.0", "tor ch==2.13.0", "torch;rm==2.13.0", "torch==2.13.0; os_name == 'nt'",
+                    "torch @ https://example.invalid/torch.whl", "torch==2.13.0 --hash=sha256:00", "-e torch==1.0",
+                    "torch==1.0,==2.0", "torch==1.0; (((", "../torch==1.0", "torch$(id)==1.0", "torch==1.0\\",
+                    "torch ==1.0 ==2.0", "[cu13]==1.0"]
+UNICODE = ["é", "中文", "🚀", "\u202e", "\u200b", "\u200d", "\ufeff", "１３", "e\u0301", "\U0010fffd", "\u00a0", "Ω"]
+CONTROL = ["\x00", "\x01", "\x07", "\x08", "\x1b", "\x7f", "\x85", "\x9b", "\t", "\r", "\n", "\u2028", "\u2029", "\x0c"]
+SWAPS: list[Any] = [0, 1, -1, 2, 13.0, 1e309, 10**40, True, False, None, "", "x", [], {}, ["a"], {"a": 1}, [[]],
+                    "13.0", "yes", "null"]
+HUGE: list[Any] = ["x" * 5000, "9" * 5000, 10**4000, ["sglang"] * 3000, {f"k{i}": i for i in range(2000)}]
+RAW_BYTES = [b"\xff", b"\xc3", b"\xed\xa0\x80", b"\xf4\x90\x80\x80", b"\xc0\xaf", b"\x00", b"\xfe\xff"]
+TAGS = ["!!binary", "!!python/object/apply:os.system", "!!str", "!!int", "!!set", "!custom", "!", "!!timestamp",
+        "!<tag:yaml.org,2002:str>", "!!omap"]
+
+
+# ------------------------------------------------------------- the mutants
+
+
+def node_paths(data: Any, prefix: tuple = ()) -> Iterator[tuple]:
+    if isinstance(data, dict):
+        items = data.items()
+    elif isinstance(data, list):
+        items = enumerate(data)
+    else:
+        return
+    for k, v in items:
+        yield prefix + (k,)
+        yield from node_paths(v, prefix + (k,))
+
+
+PATHS = list(node_paths(DATA))
+
+
+def get(data: Any, path: tuple) -> Any:
+    for k in path:
+        data = data[k]
+    return data
+
+
+def parent_of(data: Any, path: tuple) -> tuple[Any, Any]:
+    return get(data, path[:-1]), path[-1]
+
+
+STRING_PATHS = [p for p in PATHS if isinstance(get(DATA, p), str)]
+REQUIREMENT_PATHS = [p for p in PATHS if p[-1] == "requirement"]
+VERSION_PATHS = [p for p in PATHS if p[-1] in ("cuda", "torch", "python")]
+DICT_PATHS = [()] + [p for p in PATHS if isinstance(get(DATA, p), dict)]
+LIST_PATHS = [p for p in PATHS if isinstance(get(DATA, p), list)]
+
+
+def dump(data: Any) -> bytes:
+    dumper = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
+    return yaml.dump(data, Dumper=dumper, sort_keys=False, allow_unicode=True, width=10**9).encode("utf-8")
+
+
+def structural(rng: random.Random) -> tuple[str, bytes]:
+    """Mutate the parsed manifest and write it back out as YAML."""
+    data = copy.deepcopy(DATA)
+    op = rng.choice(["delete", "duplicate", "swap", "version", "requirement", "unicode", "control", "huge",
+                     "rename", "unknown", "string", "shuffle"])
+    if op == "delete":
+        path = rng.choice(PATHS)
+        parent, k = parent_of(data, path)
+        del parent[k]
+    elif op == "duplicate":
+        path = rng.choice(LIST_PATHS)
+        items = get(data, path)
+        if items:
+            i = rng.randrange(len(items))
+            items.insert(rng.randrange(len(items) + 1), copy.deepcopy(items[i]))
+    elif op == "swap":
+        path = rng.choice(PATHS)
+        parent, k = parent_of(data, path)
+        parent[k] = copy.deepcopy(rng.choice(SWAPS))
+    elif op == "version":
+        path = rng.choice(VERSION_PATHS + REQUIREMENT_PATHS)
+        parent, k = parent_of(data, path)
+        bad = rng.choice(BAD_VERSIONS)
+        parent[k] = (parent[k].split("==")[0] + "==" + bad) if k == "requirement" else bad
+    elif op == "requirement":
+        path = rng.choice(REQUIREMENT_PATHS + [p for p in STRING_PATHS if "needed_by" in p])
+        parent, k = parent_of(data, path)
+        parent[k] = rng.choice(BAD_REQUIREMENTS)
+    elif op in ("unicode", "control"):
+        path = rng.choice(STRING_PATHS)
+        parent, k = parent_of(data, path)
+        value = parent[k]
+        at = rng.randrange(len(value) + 1)
+        parent[k] = value[:at] + rng.choice(UNICODE if op == "unicode" else CONTROL) + value[at:]
+    elif op == "huge":
+        path = rng.choice(PATHS)
+        parent, k = parent_of(data, path)
+        parent[k] = copy.deepcopy(rng.choice(HUGE))
+    elif op == "rename":
+        path = rng.choice([p for p in PATHS if isinstance(p[-1], str)])
+        parent, k = parent_of(data, path)
+        new = rng.choice([k[:-1], k.upper(), k + "s", k.replace("_", "-"), " " + k, k + "\u200b", "", "~", "1"])
+        if new not in parent:
+            parent[new] = parent.pop(k)
+    elif op == "unknown":
+        parent = get(data, rng.choice(DICT_PATHS))
+        parent[rng.choice(["extra", "order", "nodeps", "registry", "<<", "=", "null"])] = rng.choice(SWAPS[:12])
+    elif op == "string":  # a string where another kind of value was, and back
+        path = rng.choice(STRING_PATHS)
+        parent, k = parent_of(data, path)
+        parent[k] = rng.choice(["$(id)", "; rm -rf /", "../../etc/passwd", "{date}", "{}", "%s", "*", "a" * 200,
+                                "\\", "'", '"', "#", "- x", ": x", "&a", "*a", "!x"])
+    elif op == "shuffle":
+        path = rng.choice(LIST_PATHS)
+        rng.shuffle(get(data, path))
+    return f"structural:{op}", dump(data)
+
+
+def textual(rng: random.Random) -> tuple[str, bytes]:
+    """Mutate the text of the shipped manifest, where YAML itself can be broken."""
+    lines = SHIPPED.splitlines(keepends=True)
+    content = [i for i, line in enumerate(lines) if line.strip() and not line.lstrip().startswith("#")]
+    values = [i for i in content if re.match(r"^\s*(- )?[a-z_]+: \S", lines[i])]
+    op = rng.choice(["delete-line", "duplicate-line", "swap-lines", "indent", "tab", "truncate", "raw-control",
+                     "raw-unicode", "anchor", "bomb", "deep-flow", "deep-block", "document", "tag", "bytes",
+                     "long-line", "huge-int", "oversize", "flow-break", "quote-break"])
+    text = SHIPPED
+    if op == "delete-line":
+        del lines[rng.choice(content)]
+        text = "".join(lines)
+    elif op == "duplicate-line":
+        i = rng.choice(content)
+        lines.insert(i + rng.choice([0, 1]), lines[i])
+        text = "".join(lines)
+    elif op == "swap-lines":
+        i = rng.choice(content[:-1])
+        lines[i], lines[i + 1] = lines[i + 1], lines[i]
+        text = "".join(lines)
+    elif op == "indent":
+        i = rng.choice(content)
+        lines[i] = (" " * rng.randint(1, 3) + lines[i]) if rng.random() < 0.5 else lines[i][rng.randint(1, 2):]
+        text = "".join(lines)
+    elif op == "tab":
+        i = rng.choice([i for i in content if lines[i].startswith(" ")])
+        lines[i] = "\t" + lines[i].lstrip(" ")
+        text = "".join(lines)
+    elif op == "truncate":
+        text = SHIPPED[: rng.randrange(len(SHIPPED))]
+    elif op in ("raw-control", "raw-unicode"):
+        at = rng.randrange(len(SHIPPED))
+        text = SHIPPED[:at] + rng.choice(CONTROL if op == "raw-control" else UNICODE) + SHIPPED[at:]
+    elif op == "anchor":
+        i, j = rng.sample(values, 2)
+        name = rng.choice(["a", "x1", "pin"])
+        lines[i] = re.sub(r": ", f": &{name} ", lines[i], count=1)
+        lines[j] = re.sub(r": .*", f": *{name}", lines[j], count=1)
+        text = "".join(lines)
+    elif op == "bomb":
+        depth = rng.randint(3, 12)
+        bomb = "".join(f"  l{k}: &l{k} [{', '.join([f'*l{k - 1}'] * 9) if k else 'lol'}]\n" for k in range(depth))
+        i = rng.choice([i for i in values if lines[i].startswith("  ") and not lines[i].startswith("   ")])
+        lines.insert(i, bomb)
+        text = "".join(lines)
+    elif op == "deep-flow":
+        n = rng.choice([31, 32, 33, 50, 500, 5000])
+        i = rng.choice(values)
+        lines[i] = re.sub(r": .*", ": " + "[" * n + "]" * n, lines[i], count=1)
+        text = "".join(lines)
+    elif op == "deep-block":
+        n = rng.choice([30, 33, 40, 100])
+        text = SHIPPED + "deep:\n" + "".join(" " * (k + 1) + f"k{k}:\n" for k in range(n)) + " " * (n + 1) + "x\n"
+    elif op == "document":
+        i = rng.choice(content)
+        lines.insert(i, rng.choice(["---\n", "...\n", "%YAML 1.1\n---\n", "--- |\n"]))
+        text = "".join(lines)
+    elif op == "tag":
+        i = rng.choice(values)
+        lines[i] = re.sub(r": ", f": {rng.choice(TAGS)} ", lines[i], count=1)
+        text = "".join(lines)
+    elif op == "bytes":
+        data = SHIPPED.encode()
+        at = rng.randrange(len(data))
+        return f"textual:{op}", data[:at] + rng.choice(RAW_BYTES) + data[at:]
+    elif op == "long-line":
+        i = rng.choice(values)
+        lines[i] = lines[i].rstrip("\n") + "x" * rng.choice([4097, 10_000, 100_000]) + "\n"
+        text = "".join(lines)
+    elif op == "huge-int":
+        i = rng.choice(values)
+        lines[i] = re.sub(r": .*", ": " + rng.choice(["9" * 5000, "1" + "0" * 4300, "0x" + "f" * 4000, "1e99999",
+                                                      "-" + "9" * 4000, "1:" * 2000 + "1"]), lines[i], count=1)
+        text = "".join(lines)
+    elif op == "oversize":
+        text = SHIPPED + "#" * (manifest.MAX_FILE_BYTES + rng.randint(1, 1000)) + "\n"
+    elif op == "flow-break":
+        i = rng.choice(content)
+        at = rng.randrange(len(lines[i]))
+        lines[i] = lines[i][:at] + rng.choice(["[", "]", "{", "}", ",", ":", "? ", "- ", "|", ">", "%", "@", "`"]) \
+            + lines[i][at:]
+        text = "".join(lines)
+    elif op == "quote-break":
+        i = rng.choice([i for i in content if '"' in lines[i]])
+        lines[i] = lines[i].replace('"', rng.choice(["", "'", '"\\', '\\"', '"\\x', '"\\u12']), 1)
+        text = "".join(lines)
+    return f"textual:{op}", text.encode("utf-8", "surrogatepass")
+
+
+def mutants(wanted: int = WANTED) -> list[tuple[str, bytes]]:
+    """The first `wanted` distinct mutants of the seeded generator."""
+    rng = random.Random(SEED)
+    seen: dict[bytes, str] = {SHIPPED.encode(): "shipped"}
+    out: list[tuple[str, bytes]] = []
+    attempts = 0
+    while len(out) < wanted and attempts < wanted * 20:
+        attempts += 1
+        label, data = (structural if rng.random() < 0.5 else textual)(rng)
+        if data not in seen:
+            seen[data] = label
+            out.append((f"{len(out):03d}-{label}", data))
+    return out
+
+
+MUTANTS = mutants()
+
+
+# -------------------------------------------------------------- the checks
+
+
+def located(e: manifest.ManifestError, path: Path) -> bool:
+    text = str(e)
+    if not text.isprintable():  # one line, nothing a terminal would act on
+        return False
+    if e.line > 0:
+        return re.match(rf"{re.escape(str(path))}:{e.line}: [^:]*\S: \S", text) is not None
+    return e.key == "(file)" and text.startswith(f"{path}: (file): ")
+
+
+def load_one(path: Path) -> tuple[str, float, manifest.ManifestError | None]:
+    start = time.perf_counter()
+    try:
+        manifest.load(path)
+    except manifest.ManifestError as e:
+        return "invalid", time.perf_counter() - start, e
+    return "valid", time.perf_counter() - start, None
+
+
+@pytest.fixture(scope="module")
+def results(tmp_path_factory) -> list[tuple[str, Path, str, float, manifest.ManifestError | None]]:
+    root = tmp_path_factory.mktemp("fuzz")
+    out = []
+    for label, data in MUTANTS:
+        path = root / f"{label.replace(':', '-')}.yaml"
+        path.write_bytes(data)
+        try:
+            verdict, seconds, error = load_one(path)
+        except BaseException as exc:  # noqa: BLE001 - the point is to catch anything that is not a ManifestError
+            pytest.fail(f"{label}: manifest.load raised {type(exc).__name__}: {exc!r}"[:2000])
+        out.append((label, path, verdict, seconds, error))
+    return out
+
+
+def test_enough_distinct_mutants():
+    assert len(MUTANTS) >= 300
+    assert len({data for _, data in MUTANTS}) == len(MUTANTS)
+    kinds = {label.split("-", 1)[1].split(":")[0] for label, _ in MUTANTS}
+    assert kinds == {"structural", "textual"}
+    ops = {label.split("-", 1)[1] for label, _ in MUTANTS}
+    assert len(ops) >= 25, sorted(ops)
+
+
+def test_mutants_are_deterministic():
+    assert mutants(60) == MUTANTS[:60]
+
+
+def test_every_mutant_loads_or_is_refused_with_a_location(results):
+    bad = []
+    for label, path, verdict, _, error in results:
+        if verdict == "invalid" and not located(error, path):
+            bad.append(f"{label}: {error!r}")
+    assert not bad, "\n".join(bad[:20])
+    invalid = sum(1 for r in results if r[2] == "invalid")
+    assert invalid >= 250, f"only {invalid} of {len(results)} mutants were refused: the fuzzer lost its teeth"
+
+
+def test_every_load_is_fast(results):
+    slow = [(label, round(seconds, 3)) for label, _, _, seconds, _ in results if seconds > PER_CASE_SECONDS]
+    assert not slow, slow
+    assert sum(r[3] for r in results) < 20
+
+
+def test_refusals_exit_2_in_process(results, capsys):
+    bad = []
+    for label, path, verdict, _, error in results:
+        if verdict != "invalid":
+            continue
+        rc = cli.main(["--manifest", str(path), "render", "--stdout"])
+        captured = capsys.readouterr()
+        if rc != 2 or captured.out or "Traceback" in captured.err or captured.err != f"error: {error}\n":
+            bad.append(f"{label}: rc={rc} err={captured.err!r} out={captured.out[:200]!r}")
+    assert not bad, "\n".join(bad[:20])
+
+
+def test_valid_mutants_stay_valid_on_a_second_load(results):
+    for label, path, verdict, _, _ in results:
+        if verdict == "valid":
+            m = manifest.load(path)
+            assert m.variants and m.wheel_sets, label
+
+
+def test_a_sample_through_the_real_cli(results):
+    rng = random.Random(SEED)
+    invalid = [r for r in results if r[2] == "invalid"]
+    sample = rng.sample(invalid, 20)
+
+    def run(case):
+        label, path, _, _, error = case
+        start = time.perf_counter()
+        proc = subprocess.run([sys.executable, "build.py", "--manifest", str(path), "render", "--stdout"],
+                              cwd=REPO, capture_output=True, text=True, timeout=60)
+        return label, error, proc, time.perf_counter() - start
+
+    with ThreadPoolExecutor(max_workers=4) as pool:
+        runs = list(pool.map(run, sample))
+    for label, error, proc, seconds in runs:
+        assert proc.returncode == 2, (label, proc.stderr)
+        assert re.fullmatch(r"error: [^\n]+\n", proc.stderr), (label, proc.stderr)
+        assert proc.stderr == f"error: {error}\n", label
+        assert "Traceback" not in proc.stderr and not proc.stdout, label
+        assert seconds < 30, label
