@@ -2,6 +2,10 @@
 
 Every error names the file, the line and the dotted key, so a bad manifest is
 fixed in one look. Nothing here touches the network or the engine.
+
+Loading is bounded whatever the input: only a regular file of at most
+MAX_FILE_BYTES is read, strings are at most MAX_STRING_CHARS, nesting at most
+MAX_DEPTH levels, and YAML anchors, aliases and tags are refused.
 """
 from __future__ import annotations
 
@@ -234,7 +238,6 @@ class _Scalar:
 _LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml when present: same events, faster
 _RESOLVER = yaml.resolver.Resolver()
 _CONSTRUCTOR = yaml.constructor.SafeConstructor()
-_STR_TAG = "tag:yaml.org,2002:str"
 _CONSTRUCT = {
     "tag:yaml.org,2002:null": _CONSTRUCTOR.construct_yaml_null,
     "tag:yaml.org,2002:bool": _CONSTRUCTOR.construct_yaml_bool,
@@ -684,7 +687,7 @@ def _needed_by(r: _Reader, node: Any, key: str) -> tuple[str, ...]:
     seen: dict[str, int] = {}
     for j, n in enumerate(r.sequence(node, key, 1)):
         name = r.string(n, f"{key}[{j}]")
-        if not _PACKAGE_NAME.match(name):
+        if not _PACKAGE_NAME.fullmatch(name):
             raise r.fail(n.line, f"{key}[{j}]", f"{_show(name)} is not a package name "
                                                "(PEP 508: letters, digits, '.', '_', '-')")
         canonical = canonicalize_name(name)
