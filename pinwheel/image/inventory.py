@@ -1,0 +1,234 @@
+"""What Python distributions an image holds, read from its layers without running it.
+
+`docker save` gives the image's layer tars in order. Each layer is replayed
+onto a map of the files that matter (every `*.dist-info` directory's
+METADATA, RECORD, INSTALLER, direct_url.json and top_level.txt), honouring
+whiteouts (`.wh.<name>` deletes a path, `.wh..wh..opq` empties a directory),
+so a package a later layer uninstalled is gone. No interpreter in the image is
+needed: a base without python on PATH, or with an entrypoint that is not
+python, is read the same way.
+
+The inventory is one value with three uses: step 0 of the resolver for a base
+with an environment, the build's plan-vs-as-built check, and `inspect`/`diff`.
+"""
+from __future__ import annotations
+
+import csv
+import io
+import json
+import posixpath
+import re
+import tarfile
+import tempfile
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import IO, Iterable, Iterator
+
+from packaging.metadata import Metadata
+from packaging.utils import canonicalize_name
+
+from .engine import Engine
+
+SCHEMA = "pinwheel.inventory/1"
+WANTED = frozenset({"METADATA", "RECORD", "INSTALLER", "direct_url.json", "top_level.txt"})
+# <prefix>/lib/pythonX.Y/{site,dist}-packages/<name>-<version>.dist-info/<file>, and Debian's
+# /usr/lib/python3/dist-packages, where the interpreter's version is not in the path.
+_DIST_INFO = re.compile(
+    r"^(?P<site>(?P<prefix>.*?)/lib/python(?P<py>3(?:\.\d+)?)/(?:site|dist)-packages)/"
+    r"(?P<dir>[^/]+\.dist-info)/(?P<file>[^/]+)$")
+WHITEOUT = ".wh."
+OPAQUE = ".wh..wh..opq"
+# Bytes read from one metadata file at most: a hostile base must not exhaust memory.
+MAX_FILE_BYTES = 8 * 1024 * 1024
+
+
+class InventoryError(Exception):
+    """The image could not be read (not a docker save archive, unreadable layer)."""
+
+
+@dataclass(frozen=True)
+class Distribution:
+    """One installed distribution, as its dist-info records it."""
+
+    name: str  # canonical
+    version: str
+    requires_dist: tuple[str, ...]
+    provides_extra: tuple[str, ...]
+    installer: str | None
+    direct_url: str | None  # direct_url.json's url, for git, local and URL installs
+    top_level: tuple[str, ...]
+    size: int  # bytes, summed from RECORD
+    site: str  # the site-packages directory in the image
+    layer: int  # the layer (0-based) that last wrote its METADATA
+
+
+@dataclass(frozen=True)
+class Inventory:
+    image: str  # the reference it was read from
+    image_id: str
+    digest: str | None  # the repository digest, where the image has one
+    distributions: tuple[Distribution, ...] = ()
+    layers: int = 0
+    notes: tuple[str, ...] = field(default_factory=tuple)
+
+    def by_name(self, site: str | None = None) -> dict[str, Distribution]:
+        return {d.name: d for d in self.distributions if site is None or d.site == site}
+
+    @property
+    def sites(self) -> tuple[str, ...]:
+        return tuple(sorted({d.site for d in self.distributions}))
+
+    def to_json(self) -> dict:
+        return {"schema": SCHEMA, "image": self.image, "image_id": self.image_id, "digest": self.digest,
+                "layers": self.layers, "notes": list(self.notes),
+                "distributions": [{**asdict(d), "requires_dist": list(d.requires_dist),
+                                   "provides_extra": list(d.provides_extra), "top_level": list(d.top_level)}
+                                  for d in self.distributions]}
+
+    @classmethod
+    def from_json(cls, data: dict) -> "Inventory":
+        if data.get("schema") != SCHEMA:
+            raise InventoryError(f"not a {SCHEMA} document (schema {data.get('schema')!r})")
+        dists = tuple(Distribution(**{k: tuple(v) if isinstance(v, list) else v for k, v in d.items()})
+                      for d in data["distributions"])
+        return cls(data["image"], data["image_id"], data.get("digest"), dists, data.get("layers", 0),
+                   tuple(data.get("notes", ())))
+
+
+# ------------------------------------------------------------------ layers
+
+
+def replay_layers(layers: Iterable[IO[bytes]]) -> tuple[dict[str, tuple[int, bytes]], int]:
+    """path -> (layer index, bytes) of every wanted dist-info file in the final filesystem."""
+    files: dict[str, tuple[int, bytes]] = {}
+    count = 0
+    for index, stream in enumerate(layers):
+        count += 1
+        with tarfile.open(fileobj=stream, mode="r|*") as layer:
+            for member in layer:
+                path = "/" + member.name.lstrip("./").lstrip("/")
+                parent, base = posixpath.split(path)
+                if base == OPAQUE:
+                    _drop_under(files, parent, keep_layer=index)
+                    continue
+                if base.startswith(WHITEOUT):
+                    _drop_under(files, posixpath.join(parent, base[len(WHITEOUT):]))
+                    continue
+                match = _DIST_INFO.match(path)
+                if not match or match["file"] not in WANTED:
+                    continue
+                if member.isfile():
+                    fh = layer.extractfile(member)
+                    data = fh.read(MAX_FILE_BYTES + 1) if fh else b""
+                    if len(data) > MAX_FILE_BYTES:
+                        raise InventoryError(f"{path} in layer {index} is over {MAX_FILE_BYTES} bytes")
+                    files[path] = (index, data)
+                elif member.issym() or member.islnk():
+                    files.pop(path, None)  # a link is not a record pinwheel trusts
+    return files, count
+
+
+def _drop_under(files: dict[str, tuple[int, bytes]], path: str, keep_layer: int | None = None) -> None:
+    """A whiteout of `path` removes it and everything below it (an opaque dir keeps its own layer's files)."""
+    prefix = path.rstrip("/") + "/"
+    for p in [p for p, (layer, _) in files.items() if (p == path or p.startswith(prefix))
+              and (keep_layer is None or layer != keep_layer)]:
+        del files[p]
+
+
+def distributions(files: dict[str, tuple[int, bytes]]) -> tuple[list[Distribution], list[str]]:
+    """Group the replayed files by dist-info directory; a dist-info without METADATA is noted, not guessed."""
+    groups: dict[tuple[str, str], dict[str, tuple[int, bytes]]] = {}
+    for path, value in files.items():
+        m = _DIST_INFO.match(path)
+        assert m is not None
+        groups.setdefault((m["site"], m["dir"]), {})[m["file"]] = value
+    out, notes = [], []
+    for (site, dirname), parts in sorted(groups.items()):
+        if "METADATA" not in parts:
+            notes.append(f"{site}/{dirname} has no METADATA; left out")
+            continue
+        layer, raw = parts["METADATA"]
+        try:
+            meta = Metadata.from_email(raw, validate=False)
+        except Exception as exc:  # packaging raises an ExceptionGroup for several problems at once
+            notes.append(f"{site}/{dirname}/METADATA is unreadable ({exc}); left out")
+            continue
+        record = _record(parts.get("RECORD", (0, b""))[1])
+        top = parts.get("top_level.txt", (0, b""))[1].decode(errors="replace").split()
+        out.append(Distribution(
+            name=canonicalize_name(str(meta.name)),
+            version=str(meta.version),
+            requires_dist=tuple(str(r) for r in meta.requires_dist or ()),
+            provides_extra=tuple(str(e) for e in meta.provides_extra or ()),
+            installer=parts["INSTALLER"][1].decode(errors="replace").strip() or None if "INSTALLER" in parts else None,
+            direct_url=_direct_url(parts.get("direct_url.json", (0, b""))[1]),
+            top_level=tuple(sorted(set(top) or _top_level_from_record(record))),
+            size=sum(size for _, size in record),
+            site=site,
+            layer=layer,
+        ))
+    return out, notes
+
+
+def _record(raw: bytes) -> list[tuple[str, int]]:
+    rows = []
+    for row in csv.reader(io.StringIO(raw.decode(errors="replace"))):
+        if row and len(row) >= 3:
+            rows.append((row[0], int(row[2]) if row[2].isdigit() else 0))
+    return rows
+
+
+def _top_level_from_record(record: list[tuple[str, int]]) -> set[str]:
+    """Importable names from RECORD where top_level.txt is absent: package dirs and single modules."""
+    names = set()
+    for path, _ in record:
+        head, sep, _rest = path.partition("/")
+        if sep:
+            if not head.endswith((".dist-info", ".data")) and head not in ("..", "__pycache__", "bin"):
+                names.add(head)
+        elif head.endswith(".py"):
+            names.add(head[:-3])
+        elif ".cpython-" in head or head.endswith(".abi3.so"):
+            names.add(head.split(".", 1)[0])
+    return names
+
+
+def _direct_url(raw: bytes) -> str | None:
+    if not raw:
+        return None
+    try:
+        return str(json.loads(raw).get("url")) or None
+    except (ValueError, AttributeError):
+        return None
+
+
+# ------------------------------------------------------------------ archives
+
+
+def read_saved(archive: Path) -> tuple[dict[str, tuple[int, bytes]], int]:
+    """Replay the layers of a `docker save` archive, in the order its manifest.json gives."""
+    try:
+        with tarfile.open(archive) as outer:
+            manifest = json.load(outer.extractfile("manifest.json"))  # type: ignore[arg-type]
+            layer_names = manifest[0]["Layers"]
+
+            def streams() -> Iterator[IO[bytes]]:
+                for name in layer_names:
+                    fh = outer.extractfile(name)
+                    if fh is None:
+                        raise InventoryError(f"{archive.name}: layer {name} is missing")
+                    yield fh
+
+            return replay_layers(streams())
+    except (tarfile.TarError, KeyError, IndexError, ValueError) as exc:
+        raise InventoryError(f"{archive.name} is not a docker save archive ({exc})") from None
+
+
+def read_image(engine: Engine, ref: str, scratch: Path | None = None) -> Inventory:
+    """The inventory of an image in the engine, from its layers (the image is never run)."""
+    with tempfile.TemporaryDirectory(dir=scratch, prefix="inventory-") as tmp:
+        archive = engine.save(ref, Path(tmp) / "image.tar")
+        files, count = read_saved(archive)
+    dists, notes = distributions(files)
+    return Inventory(ref, engine.image_id(ref), engine.repo_digest(ref), tuple(dists), count, tuple(notes))

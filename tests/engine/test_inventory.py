@@ -1,0 +1,135 @@
+"""An image's Python distributions, read from its layers: hand-made archives, and a real image."""
+from __future__ import annotations
+
+import io
+import json
+import tarfile
+import uuid
+from pathlib import Path
+
+import pytest
+
+from pinwheel.image.engine import Engine
+from pinwheel.image.inventory import Inventory, InventoryError, read_image, read_saved, distributions
+
+SITE = "/usr/local/lib/python3.11/dist-packages"
+
+
+def metadata(name: str, version: str, requires: tuple[str, ...] = (), extras: tuple[str, ...] = ()) -> bytes:
+    lines = ["Metadata-Version: 2.1", f"Name: {name}", f"Version: {version}"]
+    lines += [f"Provides-Extra: {e}" for e in extras] + [f"Requires-Dist: {r}" for r in requires]
+    return ("\n".join(lines) + "\n").encode()
+
+
+def layer(files: dict[str, bytes]) -> bytes:
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w") as tar:
+        for path, data in files.items():
+            info = tarfile.TarInfo(path.lstrip("/"))
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
+    return buf.getvalue()
+
+
+def archive(tmp_path: Path, layers: list[dict[str, bytes]]) -> Path:
+    path = tmp_path / "image.tar"
+    with tarfile.open(path, "w") as outer:
+        names = []
+        for i, files in enumerate(layers):
+            data = layer(files)
+            info = tarfile.TarInfo(f"{i:04d}/layer.tar")
+            info.size = len(data)
+            outer.addfile(info, io.BytesIO(data))
+            names.append(info.name)
+        manifest = json.dumps([{"Config": "c.json", "RepoTags": [], "Layers": names}]).encode()
+        info = tarfile.TarInfo("manifest.json")
+        info.size = len(manifest)
+        outer.addfile(info, io.BytesIO(manifest))
+    return path
+
+
+def dist_info(name: str, version: str, **kw) -> dict[str, bytes]:
+    d = f"{SITE}/{name.replace('-', '_')}-{version}.dist-info"
+    record = f"{name.replace('-', '_')}/__init__.py,sha256=x,1200\n{d.rsplit('/', 1)[1]}/METADATA,,\n".encode()
+    return {f"{d}/METADATA": metadata(name, version, **kw), f"{d}/RECORD": record, f"{d}/INSTALLER": b"pip\n"}
+
+
+def test_layers_replay_in_order_with_whiteouts(tmp_path):
+    first = {**dist_info("apache-tvm-ffi", "0.1.11"), **dist_info("torch", "2.13.0", requires=("filelock",)),
+             **dist_info("gone", "1.0")}
+    # a later layer downgrades tvm-ffi (pip removes the old dist-info, adds the new one) and uninstalls `gone`
+    old = f"{SITE}/apache_tvm_ffi-0.1.11.dist-info"
+    second = {**dist_info("apache-tvm-ffi", "0.1.9"),
+              f"{SITE}/.wh.apache_tvm_ffi-0.1.11.dist-info": b"",
+              f"{SITE}/.wh.gone-1.0.dist-info": b""}
+    files, count = read_saved(archive(tmp_path, [first, second]))
+    assert count == 2 and not any(p.startswith(old) for p in files)
+    dists, notes = distributions(files)
+    by_name = {d.name: d for d in dists}
+    assert set(by_name) == {"apache-tvm-ffi", "torch"} and notes == []
+    tvm = by_name["apache-tvm-ffi"]
+    assert (tvm.version, tvm.layer, tvm.installer, tvm.site) == ("0.1.9", 1, "pip", SITE)
+    assert by_name["torch"].requires_dist == ("filelock",)
+    assert by_name["torch"].size == 1200 and by_name["torch"].top_level == ("torch",)
+
+
+def test_an_opaque_directory_hides_what_lower_layers_had(tmp_path):
+    first = dist_info("old-env-pkg", "1.0")
+    second = {f"{SITE}/.wh..wh..opq": b"", **dist_info("new-pkg", "2.0")}
+    files, _ = read_saved(archive(tmp_path, [first, second]))
+    assert [d.name for d in distributions(files)[0]] == ["new-pkg"]
+
+
+def test_a_dist_info_without_metadata_is_noted_not_guessed(tmp_path):
+    d = f"{SITE}/half-1.0.dist-info"
+    files, _ = read_saved(archive(tmp_path, [{f"{d}/RECORD": b""}]))
+    dists, notes = distributions(files)
+    assert dists == [] and "has no METADATA" in notes[0]
+
+
+def test_not_an_archive_is_a_clear_error(tmp_path):
+    bad = tmp_path / "x.tar"
+    bad.write_bytes(b"not a tar")
+    with pytest.raises(InventoryError, match="not a docker save archive"):
+        read_saved(bad)
+
+
+def test_inventory_json_round_trip():
+    inv = Inventory("img:1", "sha256:abc", None, tuple(distributions(
+        {f"{SITE}/a-1.0.dist-info/METADATA": (0, metadata("a", "1.0", requires=("b>=1",)))})[0]), 1)
+    assert Inventory.from_json(json.loads(json.dumps(inv.to_json()))) == inv
+
+
+# ------------------------------------------------------------------ real engine
+
+BASE_DOCKERFILE = """\
+FROM {base}
+# a third-party base: packages in the system interpreter (no venv), written by hand in
+# layers, one later layer downgrading a package and one uninstalling another, and an
+# entrypoint that is not python
+RUN set -e; d={site}; for spec in apache_tvm_ffi:0.1.11 torch:2.13.0 gone:1.0; do \\
+      n=${{spec%%:*}}; v=${{spec#*:}}; mkdir -p "$d/$n-$v.dist-info" "$d/$n"; \\
+      printf 'Metadata-Version: 2.1\\nName: %s\\nVersion: %s\\n' "$n" "$v" > "$d/$n-$v.dist-info/METADATA"; \\
+      printf 'pip\\n' > "$d/$n-$v.dist-info/INSTALLER"; \\
+      printf '%s/__init__.py,,10\\n' "$n" > "$d/$n-$v.dist-info/RECORD"; touch "$d/$n/__init__.py"; done
+RUN set -e; d={site}; rm -rf "$d/apache_tvm_ffi-0.1.11.dist-info" "$d/gone-1.0.dist-info"; \\
+    mkdir -p "$d/apache_tvm_ffi-0.1.9.dist-info"; \\
+    printf 'Metadata-Version: 2.1\\nName: apache-tvm-ffi\\nVersion: 0.1.9\\n' > "$d/apache_tvm_ffi-0.1.9.dist-info/METADATA"
+ENTRYPOINT ["/bin/false"]
+"""
+
+
+@pytest.mark.engine
+def test_read_a_real_image_without_running_it(engine: Engine, base_image: str, tmp_path: Path):
+    tag = f"pinwheel-test/inventory:{uuid.uuid4().hex[:8]}"
+    (tmp_path / "Dockerfile").write_text(BASE_DOCKERFILE.format(base=base_image, site=SITE))
+    engine.build(tmp_path, tmp_path / "Dockerfile", tags=[tag])
+    try:
+        inv = read_image(engine, tag, scratch=tmp_path)
+        found = {d.name: d.version for d in inv.distributions if d.site == SITE}
+        assert found == {"apache-tvm-ffi": "0.1.9", "torch": "2.13.0"}
+        assert inv.image_id == engine.image_id(tag) and inv.layers >= 3
+        # the base's own Debian python packages are read too, from their own site
+        assert any(d.site != SITE for d in inv.distributions)
+    finally:
+        engine.remove(tag, force=True)
