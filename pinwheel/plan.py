@@ -11,6 +11,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Literal
 
+from .index.target import target_environment, target_platforms
 from .manifest import Gate, LocalWheel, Manifest, Package, Variant, pinned_version
 
 Verdict = Literal["satisfied", "violated", "suppressed", "unchecked", "marker-excluded", "extra-only"]
@@ -26,15 +27,10 @@ class Target:
 
     def platforms(self) -> list[str]:
         """The platform tags the target's pip accepts, most specific first."""
-        from .index import expand_platforms
-
-        arch = self.platform.split("_", 3)[-1] if self.platform.startswith("manylinux_") else ""
-        return expand_platforms([self.platform]) + ([f"linux_{arch}"] if arch else [])
+        return target_platforms(self.platform)
 
     def marker_environment(self) -> dict[str, str]:
         """PEP 508 marker values of the target (not the host)."""
-        from .index import target_environment
-
         return target_environment(self.python, self.platform)
 
 

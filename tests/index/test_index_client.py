@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import socket
+import zipfile
 from pathlib import Path
 
 import pytest
@@ -198,8 +199,6 @@ def test_hash_mismatch_on_metadata_file(local_index, tmp_path):
 def test_ranged_metadata_checked_against_record(local_index, tmp_path):
     # METADATA that differs from the hash RECORD lists: a corrupt or tampered wheel
     wheel = local_index.add("pkg", "1.0", requires=["dep"], metadata_file=False)
-    import zipfile
-
     with zipfile.ZipFile(wheel) as zf:
         members = {n: zf.read(n) for n in zf.namelist()}
     members["pkg-1.0.dist-info/METADATA"] += b"Requires-Dist: evil\n"

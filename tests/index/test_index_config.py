@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import os
+import socket
 
 import pytest
+import requests
+from pip._internal.models.index import PyPI
 
-from pinwheel import index
-from pinwheel.index import IndexClient, ca_bundle, default_index_url
+from pinwheel.index import IndexClient, IndexUnavailable, ca_bundle, config, default_index_url
 
 
 @pytest.fixture
@@ -16,9 +18,9 @@ def pip_env(monkeypatch, tmp_path):
     for var in ("PIP_INDEX_URL", "PIP_CONFIG_FILE"):
         monkeypatch.delenv(var, raising=False)
     monkeypatch.setenv("PIP_CONFIG_FILE", os.devnull)  # pip: load no config files at all
-    index._pip_config.cache_clear()
+    config._pip_config.cache_clear()
     yield monkeypatch
-    index._pip_config.cache_clear()
+    config._pip_config.cache_clear()
 
 
 def test_index_url_from_environment(pip_env):
@@ -41,8 +43,6 @@ def test_install_section_overrides_global(pip_env, tmp_path):
 
 
 def test_index_url_defaults_to_pips_own(pip_env):
-    from pip._internal.models.index import PyPI
-
     assert default_index_url() == PyPI.simple_url
 
 
@@ -81,8 +81,6 @@ def test_client_verifies_with_the_ca_bundle(monkeypatch, tmp_path):
 
 
 def test_requests_carry_the_bundle(local_index, monkeypatch, tmp_path):
-    import requests
-
     seen = []
 
     class Recording(requests.Session):
@@ -100,10 +98,6 @@ def test_requests_carry_the_bundle(local_index, monkeypatch, tmp_path):
 
 
 def test_errors_do_not_show_passwords(tmp_path):
-    import socket
-
-    from pinwheel.index import IndexUnavailable
-
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]

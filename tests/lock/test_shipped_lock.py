@@ -10,13 +10,19 @@ from pathlib import Path
 import pytest
 
 from pinwheel import cli, manifest
-from pinwheel.lock import check_lock, lock_sha256, read_lock
+from pinwheel.lock import check_lock, lock_installs, lock_sha256, locked_versions, read_lock
 from pinwheel.plan import plan_variant
 from pinwheel.render import StepView
 
 ROOT = Path(__file__).resolve().parents[2]
 MANIFEST = ROOT / "wheels_manifest.yaml"
 CU130 = ROOT / "images" / "train" / "lock" / "cu130"
+
+
+def slice_of(lock, name: str):
+    """The one file of the lock that installs `name`."""
+    (found,) = [s for s in lock.slices + lock.fallbacks if name in s.versions]
+    return found
 
 
 def test_lock_check_exits_0(capsys):
@@ -52,26 +58,48 @@ def test_slices_match_the_dockerfile_and_the_design():
     dockerfile = (ROOT / "images" / "train" / "Dockerfile").read_text()
     for f in re.findall(r"COPY lock/\$\{VARIANT\}/(\S+) ", dockerfile):
         assert (CU130 / f).exists(), f
-    assert lock.slice_of("torch").file == "01-torch.txt" and lock.versions["torch"] == "2.13.0"
-    assert lock.slice_of("nvidia-cutlass-dsl").file == "02-kernels.txt"
+    assert slice_of(lock, "torch").file == "01-torch.txt" and lock.versions["torch"] == "2.13.0"
+    assert slice_of(lock, "nvidia-cutlass-dsl").file == "02-kernels.txt"
     assert lock.versions["nvidia-cutlass-dsl"] == "4.6.2" and lock.versions["apache-tvm-ffi"] == "0.1.11"
     # the --no-deps step's 1.26.0, not the newer release flashinfer alone would pull
-    assert lock.slice_of("nvidia-cudnn-frontend").names == ["nvidia-cudnn-frontend"]
+    assert list(slice_of(lock, "nvidia-cudnn-frontend").versions) == ["nvidia-cudnn-frontend"]
     assert lock.versions["nvidia-cudnn-frontend"] == "1.26.0"
     # one cuda-bindings for torch and cuda-python, installed with torch
-    assert lock.slice_of("cuda-bindings").file == "01-torch.txt" and lock.versions["cuda-bindings"].startswith("13.4.")
+    assert slice_of(lock, "cuda-bindings").file == "01-torch.txt" and lock.versions["cuda-bindings"].startswith("13.4.")
     assert [f.file for f in lock.fallbacks] == ["04-local-kernels.fallback-flash-mla.txt"]
     assert lock.fallbacks[0].versions == {"sgl-flash-mla": "1.0.0"}
 
 
 def test_expect_json():
-    lock = read_lock(CU130)
+    plan = plan_variant(manifest.load(MANIFEST), "cu130")
     expect = json.loads((CU130 / "expect.json").read_text())
     assert expect["schema"] == 1 and expect["variant"] == "cu130"
-    assert expect["pins"] == lock.image_versions
+    assert expect["pins"] == locked_versions(plan, CU130)  # what the image installs with every local wheel
     assert "sgl-flash-mla" not in expect["pins"] and expect["fallbacks"] == {"sgl-flash-mla": "1.0.0"}
     assert 'nvidia-cutlass-dsl[cu13]==4.5.0; extra == "cutedsl"' in expect["suppressed"]["nvidia-cudnn-frontend"]
     assert expect["suppressed"]["sgl-flash-mla"] == ["torch>=2.14.1"]
+
+
+def test_what_the_lock_installs_step_by_step(tmp_path):
+    """The one reader: each step's slice, and a fallback file only where its local wheel is missing."""
+    plan = plan_variant(manifest.load(MANIFEST), "cu130")
+    lock = read_lock(CU130)
+    with_wheels = lock_installs(plan, CU130)
+    assert list(with_wheels) == [s.name for s in plan.steps]
+    assert with_wheels == {s.name: {} for s in plan.steps} | {s.step: s.versions for s in lock.slices}
+    assert "sgl-flash-mla" not in locked_versions(plan, CU130)
+
+    wheels = tmp_path / "wheels"
+    wheels.mkdir()
+    without = lock_installs(plan, CU130, wheels)  # no flash_mla wheel: its fallback is installed
+    assert without["local-kernels"] == {"sgl-flash-mla": "1.0.0"}
+    assert {k: v for k, v in without.items() if k != "local-kernels"} == \
+        {k: v for k, v in with_wheels.items() if k != "local-kernels"}
+    (wheels / "flash_mla-1.0.0+cu130torch2.13-cp39-abi3-linux_x86_64.whl").write_bytes(b"")
+    assert lock_installs(plan, CU130, wheels) == with_wheels
+
+    assert lock_installs(plan, tmp_path / "no-lock") is None
+    assert locked_versions(plan, tmp_path / "no-lock") == {}
 
 
 def test_no_index_url_or_machine_path():

@@ -1,0 +1,574 @@
+"""The index client: project pages, wheel selection for a target, METADATA, with a cache and retries.
+
+The resolver asks three questions of the index: which files does a project
+have (``files``/``versions``), which wheel would a *target* interpreter and
+platform install (``best_wheel``), and what does that wheel declare
+(``metadata``).  Answers come from the Simple API (PEP 691 JSON, falling back to
+PEP 503 HTML), from PEP 658 ``.metadata`` files, and where those are missing
+from the wheel itself, read through HTTP Range requests (only the zip central
+directory and the METADATA member), or downloaded whole when the server ignores
+Range.
+
+Everything is cached on disk so that a resolve can be repeated offline::
+
+    <cache_dir>/pages/<index-key>/<project>.json      parsed project page + fetch time
+    <cache_dir>/metadata/<sha256[:2]>/<sha256>.METADATA   raw METADATA of a wheel
+
+``index-key`` is a short hash of the index URL; metadata is keyed by the wheel's
+sha256, so it is shared between indexes serving the same file.
+
+Nothing here touches the network or runs pip at import time.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import re
+import tempfile
+import threading
+import time
+import zipfile
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import IO, Any, Iterable, Mapping, Sequence
+from urllib.parse import urljoin, urlsplit
+
+import requests
+from packaging.utils import NormalizedName, canonicalize_name
+from packaging.version import Version
+
+from ..fsutil import atomic_open, atomic_write
+from .config import ca_bundle, default_index_url
+from .errors import (
+    CacheMiss,
+    HashMismatch,
+    IndexClientError,
+    IndexUnavailable,
+    MetadataUnavailable,
+    PackageNotFound,
+    redact,
+)
+from .files import IndexFile, file_or_none, parse_html_page, parse_json_page
+from .metadata import DistMetadata, RangeFile, local_metadata, parse_metadata, read_metadata_from_zip
+from .target import python_tuple, target_tags
+
+log = logging.getLogger(__name__)
+
+ACCEPT = (
+    "application/vnd.pypi.simple.v1+json, "
+    "application/vnd.pypi.simple.v1+html;q=0.2, "
+    "text/html;q=0.01"
+)
+# First ranged read takes the tail of the wheel: the end-of-central-directory
+# record plus, for most wheels, the whole central directory.
+TAIL_BYTES = 64 * 1024
+# Whole-wheel downloads stay in memory up to this size, then spill to disk.
+SPOOL_BYTES = 32 * 1024 * 1024
+RETRY_STATUS = frozenset({429}) | frozenset(range(500, 600))
+# Total seconds a client waits on the network, retries included (report --index-deadline).
+DEFAULT_DEADLINE = 60.0
+# Connection failures worth another attempt.
+_NETWORK_ERRORS = (requests.ConnectionError, requests.Timeout, requests.exceptions.ChunkedEncodingError)
+
+
+class IndexClient:
+    """Reads a Simple API index, with retries and an on-disk cache.
+
+    ``retries`` is the number of *additional* attempts after the first one; the
+    waits before them are ``backoff``, ``2*backoff``, ``4*backoff``... seconds.
+    ``max_age`` (seconds), when set, lets a cached project page be used without
+    asking the index; by default each page is refreshed once per client when
+    online (with If-None-Match/If-Modified-Since where the server gave an ETag or
+    Last-Modified).  ``offline=True`` never touches the network and raises
+    :class:`CacheMiss` for anything the cache lacks.  ``verify`` defaults to
+    :func:`ca_bundle`.  ``probe_metadata`` asks for ``<wheel>.metadata`` even when
+    the page does not advertise it.  ``cache_dir`` is the repository's index cache
+    (``Workspace.index_cache``), so that every command shares one.
+    """
+
+    def __init__(
+        self,
+        index_url: str | None = None,
+        *,
+        cache_dir: Path | str,
+        offline: bool = False,
+        session: requests.Session | None = None,
+        retries: int = 4,
+        backoff: float = 0.5,
+        timeout: float = 30,
+        max_age: float | None = None,
+        verify: str | bool | None = None,
+        probe_metadata: bool = True,
+        deadline: float | None = DEFAULT_DEADLINE,
+        refresh: bool = False,
+    ) -> None:
+        self._index_url = index_url.rstrip("/") + "/" if index_url else None
+        self.cache_dir = Path(cache_dir)
+        self.offline = offline
+        self._session = session
+        self._verify = verify
+        self.retries = max(0, int(retries))
+        self.backoff = backoff
+        self.timeout = timeout
+        self.max_age = max_age
+        # Try <url>.metadata even when the page does not advertise it: some
+        # mirrors drop the PEP 658 attributes but still serve the files.
+        self.probe_metadata = probe_metadata
+        self.deadline = deadline
+        self.refresh = refresh
+        self._failing_since: float | None = None
+        self._failed_hosts: set[str] = set()
+        self._pages: dict[str, list[IndexFile]] = {}
+        self._lock = threading.Lock()
+        self._name_locks: dict[str, threading.Lock] = {}
+        self.stats = {"page_requests": 0, "metadata_requests": 0, "range_requests": 0, "downloads": 0}
+
+    def sibling(self, index_url: str) -> "IndexClient":
+        """A client of another index with this one's cache, mode, retries and deadline."""
+        return IndexClient(
+            index_url, cache_dir=self.cache_dir, offline=self.offline, retries=self.retries, backoff=self.backoff,
+            timeout=self.timeout, max_age=self.max_age, verify=self._verify, probe_metadata=self.probe_metadata,
+            deadline=self.deadline, refresh=self.refresh,
+        )
+
+    # -- plumbing ----------------------------------------------------------
+
+    @property
+    def index_url(self) -> str:
+        if self._index_url is None:
+            self._index_url = default_index_url().rstrip("/") + "/"
+        return self._index_url
+
+    @property
+    def session(self) -> requests.Session:
+        if self._session is None:
+            self._session = requests.Session()
+        return self._session
+
+    @property
+    def verify(self) -> str | bool:
+        if self._verify is None:
+            self._verify = ca_bundle() or True
+        return self._verify
+
+    def _key_lock(self, key: str) -> threading.Lock:
+        with self._lock:
+            return self._name_locks.setdefault(key, threading.Lock())
+
+    def _request(
+        self,
+        url: str,
+        *,
+        what: str,
+        name: str | None,
+        headers: Mapping[str, str] | None = None,
+        stream: bool = False,
+    ) -> requests.Response:
+        """GET with retries on 5xx/429, connection errors and timeouts, within the client's deadline."""
+        if self.offline:
+            raise CacheMiss(f"offline: {what} is not in the cache ({redact(url)})", name=name)
+        host = urlsplit(url).netloc
+        last = ""
+        attempts = 1 if host in self._failed_hosts else self.retries + 1
+        tried = 0
+        for attempt in range(attempts):
+            if attempt:
+                delay = min(self.backoff * (2 ** (attempt - 1)), self._remaining())
+                log.debug("retrying %s in %.2fs (%s)", redact(url), delay, last)
+                if delay > 0:
+                    time.sleep(delay)
+            remaining = self._remaining()
+            if remaining <= 0:
+                break
+            tried += 1
+            started = time.monotonic()  # a failure's clock starts when its attempt did
+            try:
+                resp = self.session.get(
+                    url,
+                    headers=dict(headers or {}),
+                    stream=stream,
+                    timeout=min(self.timeout, remaining),
+                    verify=self.verify,
+                )
+            except _NETWORK_ERRORS as exc:
+                last = f"{type(exc).__name__}: {exc}"
+                self._failing_since = self._failing_since or started
+                continue
+            if resp.status_code in RETRY_STATUS:
+                last = f"HTTP {resp.status_code}"
+                resp.close()
+                self._failing_since = self._failing_since or started
+                continue
+            self._failed_hosts.discard(host)
+            self._failing_since = None
+            return resp
+        self._failed_hosts.add(host)
+        if self._remaining() <= 0:
+            why = f"gave up at the {self.deadline:g} s network deadline" + (f" (last error: {last})" if last else "")
+        else:
+            why = f"unavailable after {tried} attempt{'s' if tried != 1 else ''} ({last})"
+        raise IndexUnavailable(f"index {redact(self.index_url)}: {what}: {redact(url)} {why}", name=name, url=url)
+
+    def _remaining(self) -> float:
+        if self.deadline is None:
+            return float("inf")
+        if self._failing_since is None:
+            return self.deadline
+        return self.deadline - (time.monotonic() - self._failing_since)
+
+    # -- project pages -----------------------------------------------------
+
+    def _page_url(self, name: str) -> str:
+        return urljoin(self.index_url, f"{canonicalize_name(name)}/")
+
+    def _page_cache_path(self, name: str) -> Path:
+        key = hashlib.sha256(self.index_url.encode()).hexdigest()[:16]
+        return self.cache_dir / "pages" / key / f"{canonicalize_name(name)}.json"
+
+    def _read_page_cache(self, name: str) -> dict[str, Any] | None:
+        path = self._page_cache_path(name)
+        try:
+            return json.loads(path.read_text())
+        except FileNotFoundError:
+            return None
+        except (OSError, ValueError) as exc:
+            log.warning("ignoring unreadable cache file %s: %s", path, exc)
+            return None
+
+    def files(self, name: str) -> list[IndexFile]:
+        """All files of a project (wheels and sdists) as the index lists them."""
+        cname = canonicalize_name(name)
+        with self._key_lock(f"page:{cname}"):
+            if cname in self._pages:
+                return list(self._pages[cname])
+            files = self._load_page(cname)
+            self._pages[cname] = files
+            return list(files)
+
+    def _load_page(self, cname: str) -> list[IndexFile]:
+        cached = self._read_page_cache(cname)
+        url = self._page_url(cname)
+        if self.offline:
+            if cached is None:
+                raise CacheMiss(
+                    f"offline: the index page of package {cname!r} is not in the cache "
+                    f"({self._page_cache_path(cname)})",
+                    name=cname,
+                )
+            return [f for f in map(file_or_none, cached["files"]) if f is not None]
+        if cached is not None and self.refresh:
+            cached = None  # --refresh: an unconditional request, and the page rewritten
+        if cached is not None and self.max_age is not None:
+            if time.time() - float(cached.get("fetched", 0)) <= self.max_age:
+                return [f for f in map(file_or_none, cached["files"]) if f is not None]
+        headers = {"Accept": ACCEPT}
+        if cached is not None:
+            if cached.get("etag"):
+                headers["If-None-Match"] = cached["etag"]
+            if cached.get("last_modified"):
+                headers["If-Modified-Since"] = cached["last_modified"]
+        self.stats["page_requests"] += 1
+        resp = self._request(url, what=f"index page of package {cname!r}", name=cname, headers=headers)
+        with resp:
+            if resp.status_code == 304 and cached is not None:
+                cached["fetched"] = time.time()
+                atomic_write(self._page_cache_path(cname), json.dumps(cached).encode())
+                return [f for f in map(file_or_none, cached["files"]) if f is not None]
+            if resp.status_code == 404:
+                raise PackageNotFound(cname, url)
+            if resp.status_code != 200:
+                raise IndexUnavailable(
+                    f"index page of package {cname!r}: {redact(url)} answered HTTP {resp.status_code}",
+                    name=cname,
+                    url=url,
+                )
+            ctype = resp.headers.get("Content-Type", "").split(";")[0].strip().lower()
+            page_url = resp.url or url
+            if "json" in ctype:
+                try:
+                    files = parse_json_page(resp.json(), page_url)
+                except ValueError as exc:
+                    raise IndexUnavailable(
+                        f"index page of package {cname!r}: {redact(url)} returned invalid JSON ({exc})",
+                        name=cname,
+                        url=url,
+                    ) from None
+                fmt = "json"
+            else:
+                files = parse_html_page(resp.text, page_url)
+                fmt = "html"
+            record = {
+                "name": cname,
+                "index_url": redact(self.index_url),
+                "url": redact(page_url),
+                "format": fmt,
+                "fetched": time.time(),
+                "etag": resp.headers.get("ETag"),
+                "last_modified": resp.headers.get("Last-Modified"),
+                "files": [f.to_json() for f in files],
+            }
+        atomic_write(self._page_cache_path(cname), json.dumps(record).encode())
+        return files
+
+    def versions(self, name: str, *, include_yanked: bool = False) -> list[Version]:
+        """Versions of a project, ascending; versions whose files are all yanked are left out."""
+        found: set[Version] = set()
+        for f in self.files(name):
+            if include_yanked or not f.is_yanked:
+                found.add(f.version)
+        return sorted(found)
+
+    def best_wheel(
+        self,
+        name: str,
+        version: str | Version,
+        python_version: str,
+        platforms: Sequence[str],
+    ) -> IndexFile | None:
+        """The wheel a CPython ``python_version`` on ``platforms`` would install, or None.
+
+        Chooses by the target's tag priority (not the host's); skips files whose
+        Requires-Python excludes the target; prefers unyanked files, then higher
+        build numbers.
+        """
+        want = version if isinstance(version, Version) else Version(str(version))
+        priority = {tag: i for i, tag in enumerate(target_tags(python_version, platforms))}
+        py = ".".join(str(p) for p in python_tuple(python_version))
+        best: tuple[tuple, IndexFile] | None = None
+        for f in self.files(name):
+            if not f.is_wheel or f.version != want:
+                continue
+            ranks = [priority[t] for t in f.tags if t in priority]
+            if not ranks or not f.requires_python_allows(py):
+                continue
+            # higher build numbers win; a file without a build tag ranks below any build
+            build_rank = (-int(f.build[0]), str(f.build[1])) if f.build else (1, "")
+            key = (f.is_yanked, min(ranks), build_rank)
+            if best is None or key < best[0]:
+                best = (key, f)
+        return best[1] if best else None
+
+    # -- metadata ----------------------------------------------------------
+
+    def _meta_cache_path(self, f: IndexFile) -> Path:
+        key = f.sha256 or "url-" + hashlib.sha256(f.url.encode()).hexdigest()
+        return self.cache_dir / "metadata" / key[:2] / f"{key}.METADATA"
+
+    def metadata(
+        self,
+        name: str,
+        version: str | Version,
+        python_version: str | None = None,
+        platforms: Sequence[str] | None = None,
+    ) -> DistMetadata:
+        """METADATA of the wheel the target would install.
+
+        With ``python_version``/``platforms`` left out, any wheel of that version
+        is used (a pure-Python one if there is one).
+        """
+        cname = canonicalize_name(name)
+        want = version if isinstance(version, Version) else Version(str(version))
+        files = [f for f in self.files(cname) if f.version == want]
+        wheels = [f for f in files if f.is_wheel]
+        if not files:
+            raise MetadataUnavailable(f"package {cname!r} has no files for version {want}", name=cname, version=str(want))
+        if not wheels:
+            raise MetadataUnavailable(
+                f"package {cname!r} {want} is published as an sdist only "
+                f"({', '.join(f.filename for f in files)}); pinwheel reads metadata from wheels",
+                name=cname,
+                version=str(want),
+            )
+        if python_version is not None and platforms is not None:
+            chosen = self.best_wheel(cname, want, python_version, platforms)
+            if chosen is None:
+                raise MetadataUnavailable(
+                    f"package {cname!r} {want} has no wheel for python {python_version} on "
+                    f"{', '.join(platforms)} (wheels: {', '.join(f.filename for f in wheels)})",
+                    name=cname,
+                    version=str(want),
+                )
+        else:
+            def generic(f: IndexFile) -> tuple:
+                return (f.is_yanked, not any(t.platform == "any" for t in f.tags), f.filename)
+
+            chosen = min(wheels, key=generic)
+        return self.metadata_for(chosen)
+
+    def metadata_many(
+        self,
+        items: Iterable[tuple[str, str | Version]],
+        python_version: str | None = None,
+        platforms: Sequence[str] | None = None,
+        *,
+        max_workers: int = 8,
+    ) -> dict[tuple[NormalizedName, Version], DistMetadata | IndexClientError]:
+        """Metadata of many (name, version) pairs in parallel; errors are returned, not raised."""
+        pairs = [(canonicalize_name(n), v if isinstance(v, Version) else Version(str(v))) for n, v in items]
+
+        def one(pair: tuple[NormalizedName, Version]) -> DistMetadata | IndexClientError:
+            try:
+                return self.metadata(pair[0], pair[1], python_version, platforms)
+            except IndexClientError as exc:
+                return exc
+
+        with ThreadPoolExecutor(max_workers=max_workers) as pool:
+            return dict(zip(pairs, pool.map(one, pairs)))
+
+    def metadata_for(self, f: IndexFile) -> DistMetadata:
+        """METADATA of one listed wheel: cache, PEP 658, ranged read, whole download."""
+        if not f.is_wheel:
+            raise MetadataUnavailable(
+                f"{f.filename} is an sdist; pinwheel reads metadata from wheels", name=f.name, version=str(f.version)
+            )
+        path = self._meta_cache_path(f)
+        with self._key_lock(f"meta:{path.name}"):
+            try:
+                raw = None if (self.refresh and not self.offline) else path.read_bytes()
+            except FileNotFoundError:
+                raw = None
+            if raw is not None:
+                return parse_metadata(raw, filename=f.filename, url=f.url, sha256=f.sha256, source="cache")
+            if self.offline:
+                raise CacheMiss(
+                    f"offline: metadata of package {f.name!r} {f.version} ({f.filename}) is not in the cache",
+                    name=f.name,
+                )
+            raw, source = self._fetch_metadata(f)
+            atomic_write(path, raw)
+        meta = parse_metadata(raw, filename=f.filename, url=f.url, sha256=f.sha256, source=source)
+        if meta.name != f.name or meta.version != f.version:
+            log.warning(
+                "%s declares %s %s, the file name says %s %s", f.filename, meta.name, meta.version, f.name, f.version
+            )
+        return meta
+
+    def _fetch_metadata(self, f: IndexFile) -> tuple[bytes, str]:
+        what = f"metadata of package {f.name!r} {f.version}"
+        if f.has_metadata or self.probe_metadata:
+            self.stats["metadata_requests"] += 1
+            resp = self._request(f.url + ".metadata", what=what, name=f.name)
+            with resp:
+                if resp.status_code == 200:
+                    data = resp.content
+                    if f.metadata_sha256:
+                        actual = hashlib.sha256(data).hexdigest()
+                        if actual != f.metadata_sha256.lower():
+                            raise HashMismatch(f"{f.filename}.metadata", f.url + ".metadata", f.metadata_sha256, actual)
+                    if f.has_metadata or data.lstrip()[:17].lower() == b"metadata-version:":
+                        return data, "pep658"
+                    # an unadvertised probe that answered with something else (an error page)
+                    log.debug("%s.metadata is not a METADATA document; reading the wheel", redact(f.url))
+                elif f.has_metadata:
+                    log.debug("%s.metadata advertised but answered %s", redact(f.url), resp.status_code)
+                else:
+                    log.debug("%s.metadata answered HTTP %s; reading the wheel", redact(f.url), resp.status_code)
+        return self._metadata_from_wheel(f)
+
+    def _metadata_from_wheel(self, f: IndexFile) -> tuple[bytes, str]:
+        what = f"wheel of package {f.name!r} {f.version}"
+        # One request answers both questions: a 206 starts a ranged read, a 200
+        # means the server ignores Range and is already sending the whole wheel.
+        resp = self._request(f.url, what=what, name=f.name, headers={"Range": f"bytes=-{TAIL_BYTES}"}, stream=True)
+        with resp:
+            if resp.status_code == 404:
+                raise MetadataUnavailable(f"{what}: {redact(f.url)} answered 404", name=f.name, version=str(f.version))
+            if resp.status_code == 206:
+                total = self._content_range_total(resp)
+                if total is not None:
+                    tail = resp.content
+                    self.stats["range_requests"] += 1
+                    return self._metadata_ranged(f, tail, total), "range"
+            elif resp.status_code == 200:
+                return self._metadata_download(f, resp), "download"
+            else:
+                raise IndexUnavailable(f"{what}: {redact(f.url)} answered HTTP {resp.status_code}", name=f.name, url=f.url)
+        # 206 without a usable Content-Range: download the whole wheel
+        resp = self._request(f.url, what=what, name=f.name, stream=True)
+        with resp:
+            if resp.status_code != 200:
+                raise IndexUnavailable(f"{what}: {redact(f.url)} answered HTTP {resp.status_code}", name=f.name, url=f.url)
+            return self._metadata_download(f, resp), "download"
+
+    @staticmethod
+    def _content_range_total(resp: requests.Response) -> int | None:
+        m = re.fullmatch(r"\s*bytes\s+(\d+)-(\d+)/(\d+)\s*", resp.headers.get("Content-Range", ""))
+        if not m:
+            return None
+        return int(m.group(3))
+
+    def _metadata_ranged(self, f: IndexFile, tail: bytes, total: int) -> bytes:
+        what = f"wheel of package {f.name!r} {f.version}"
+
+        def fetch(start: int, end: int) -> bytes:
+            self.stats["range_requests"] += 1
+            r = self._request(f.url, what=what, name=f.name, headers={"Range": f"bytes={start}-{end}"})
+            with r:
+                if r.status_code == 206:
+                    data = r.content
+                elif r.status_code == 200:  # server stopped honouring Range: slice the body
+                    data = r.content[start : end + 1]
+                else:
+                    raise IndexUnavailable(f"{what}: {redact(f.url)} answered HTTP {r.status_code}", name=f.name, url=f.url)
+            if len(data) != end - start + 1:
+                raise IndexUnavailable(
+                    f"{what}: {redact(f.url)} returned {len(data)} bytes for range {start}-{end}", name=f.name, url=f.url
+                )
+            return data
+
+        rf = RangeFile(fetch, total, tail)
+        try:
+            with zipfile.ZipFile(rf) as zf:  # type: ignore[arg-type]
+                return read_metadata_from_zip(zf, f.name, f.url)
+        except zipfile.BadZipFile as exc:
+            raise MetadataUnavailable(f"{what}: {redact(f.url)} is not a readable zip ({exc})", name=f.name) from None
+
+    def _metadata_download(self, f: IndexFile, resp: requests.Response) -> bytes:
+        what = f"wheel of package {f.name!r} {f.version}"
+        self.stats["downloads"] += 1
+        with tempfile.SpooledTemporaryFile(max_size=SPOOL_BYTES) as tmp:
+            self._receive(f, resp, tmp)
+            tmp.seek(0)
+            try:
+                with zipfile.ZipFile(tmp) as zf:  # type: ignore[arg-type]
+                    return read_metadata_from_zip(zf, f.name, f.url)
+            except zipfile.BadZipFile as exc:
+                raise MetadataUnavailable(f"{what}: {redact(f.url)} is not a readable zip ({exc})", name=f.name) from None
+
+    def _receive(self, f: IndexFile, resp: requests.Response, out: IO[bytes]) -> int:
+        """Write a file's body to ``out``, checked against the sha256 the index lists; the bytes written."""
+        digest = hashlib.sha256()
+        size = 0
+        try:
+            for chunk in resp.iter_content(chunk_size=1 << 20):
+                digest.update(chunk)
+                size += len(chunk)
+                out.write(chunk)
+        except _NETWORK_ERRORS as exc:
+            raise IndexUnavailable(f"download of {f.filename}: {redact(f.url)} failed ({exc})",
+                                   name=f.name, url=f.url) from None
+        if f.sha256 and digest.hexdigest() != f.sha256.lower():
+            raise HashMismatch(f.filename, f.url, f.sha256, digest.hexdigest())
+        return size
+
+    def download(self, f: IndexFile, dest: Path) -> int:
+        """Download one listed file to ``dest`` (retries, deadline, sha256 checked); the bytes written.
+
+        The file appears under its name only once it is whole and verified.
+        """
+        resp = self._request(f.url, what=f"file {f.filename}", name=f.name, stream=True)
+        with resp:
+            if resp.status_code != 200:
+                raise IndexUnavailable(f"download of {f.filename}: {redact(f.url)} answered HTTP {resp.status_code}",
+                                       name=f.name, url=f.url)
+            with atomic_open(dest) as fh:
+                return self._receive(f, resp, fh)
+
+    # -- local files -------------------------------------------------------
+
+    def local_metadata(self, path: Path | str) -> DistMetadata:
+        """METADATA of a wheel on disk."""
+        return local_metadata(path)
+

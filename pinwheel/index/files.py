@@ -1,0 +1,253 @@
+"""Project pages of a Simple API index: the files they list (PEP 691 JSON and PEP 503 HTML)."""
+from __future__ import annotations
+
+import functools
+import html.parser
+import logging
+import os
+from dataclasses import dataclass
+from typing import Any, Mapping
+from urllib.parse import urldefrag, urljoin, urlsplit
+
+from packaging.specifiers import InvalidSpecifier, SpecifierSet
+from packaging.tags import Tag
+from packaging.utils import (
+    InvalidSdistFilename,
+    InvalidWheelFilename,
+    NormalizedName,
+    parse_sdist_filename,
+    parse_wheel_filename,
+)
+from packaging.version import InvalidVersion, Version
+
+log = logging.getLogger(__name__)
+
+
+def file_or_none(data: Mapping[str, Any]) -> "IndexFile | None":
+    """A cached file entry, or None when its name no longer parses."""
+    try:
+        return IndexFile.from_json(data)
+    except (InvalidWheelFilename, InvalidSdistFilename, InvalidVersion):
+        return None
+
+
+@functools.lru_cache(maxsize=4096)
+def _parse_version(text: str) -> Version:
+    return Version(text)
+
+
+@dataclass(frozen=True)
+class IndexFile:
+    """One file listed on a project page."""
+
+    filename: str
+    url: str  # absolute, without the #hash fragment
+    sha256: str | None
+    requires_python: str | None
+    yanked: bool | str  # False, True, or the yank reason
+    has_metadata: bool  # PEP 658/714 advertised
+    metadata_sha256: str | None = None
+    size: int | None = None
+
+    def __post_init__(self) -> None:
+        # Reject malformed names now (cheaply); the tags are parsed on first use.
+        if self.filename.endswith(".whl"):
+            if self.filename.count("-") not in (4, 5):
+                raise InvalidWheelFilename(f"invalid wheel filename: {self.filename!r}")
+            self.version  # noqa: B018 - parses, raising InvalidVersion
+        else:
+            self._parsed  # noqa: B018 - sdists are few; parse fully
+
+    # Parsed on first use: an index page of a big project lists tens of thousands
+    # of files, and most of them are never looked at.
+    @functools.cached_property
+    def _parsed(self) -> tuple[NormalizedName, Version, tuple, frozenset[Tag]]:
+        if self.filename.endswith(".whl"):
+            name, version, build, tags = parse_wheel_filename(self.filename)
+            return name, version, tuple(build), frozenset(tags)
+        name, version = parse_sdist_filename(self.filename)
+        return name, version, (), frozenset()
+
+    @property
+    def name(self) -> NormalizedName:
+        return self._parsed[0]
+
+    @functools.cached_property
+    def version(self) -> Version:
+        if self.filename.endswith(".whl"):
+            # A wheel name's second dash-separated field is its version (the name
+            # field has no dashes); far cheaper than parsing every tag.
+            return _parse_version(self.filename.split("-", 2)[1])
+        return self._parsed[1]
+
+    @property
+    def build(self) -> tuple:
+        return self._parsed[2]
+
+    @property
+    def tags(self) -> frozenset[Tag]:
+        return self._parsed[3]
+
+    @property
+    def is_wheel(self) -> bool:
+        return self.filename.endswith(".whl")
+
+    @property
+    def is_yanked(self) -> bool:
+        return self.yanked is not False and self.yanked is not None
+
+    def requires_python_allows(self, python_version: str) -> bool:
+        if not self.requires_python:
+            return True
+        try:
+            return SpecifierSet(self.requires_python).contains(python_version, prereleases=True)
+        except InvalidSpecifier:
+            return True
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "filename": self.filename,
+            "url": self.url,
+            "sha256": self.sha256,
+            "requires_python": self.requires_python,
+            "yanked": self.yanked,
+            "has_metadata": self.has_metadata,
+            "metadata_sha256": self.metadata_sha256,
+            "size": self.size,
+        }
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> IndexFile:
+        return cls(
+            filename=data["filename"],
+            url=data["url"],
+            sha256=data.get("sha256"),
+            requires_python=data.get("requires_python"),
+            yanked=data.get("yanked", False),
+            has_metadata=bool(data.get("has_metadata")),
+            metadata_sha256=data.get("metadata_sha256"),
+            size=data.get("size"),
+        )
+
+
+def _hash_value(value: Any) -> tuple[bool, str | None]:
+    """Interpret a PEP 691 ``core-metadata`` / PEP 503 ``data-core-metadata`` value."""
+    if value is None or value is False:
+        return False, None
+    if isinstance(value, dict):
+        return True, value.get("sha256")
+    if isinstance(value, str):
+        if value.lower() in ("", "false"):
+            return False, None
+        algo, sep, digest = value.partition("=")
+        if sep and algo.lower() == "sha256":
+            return True, digest
+        return True, None
+    return bool(value), None
+
+
+def _make_file(
+    filename: str,
+    url: str,
+    sha256: str | None,
+    requires_python: str | None,
+    yanked: Any,
+    core_metadata: Any,
+    size: int | None = None,
+) -> IndexFile | None:
+    has_meta, meta_sha = _hash_value(core_metadata)
+    if isinstance(yanked, str) and yanked == "":
+        yanked = True  # HTML: data-yanked without a reason
+    try:
+        return IndexFile(
+            filename=filename,
+            url=url,
+            sha256=sha256,
+            requires_python=requires_python or None,
+            yanked=yanked if yanked else False,
+            has_metadata=has_meta,
+            metadata_sha256=meta_sha,
+            size=size,
+        )
+    except (InvalidWheelFilename, InvalidSdistFilename, InvalidVersion):
+        log.debug("skipping file with an unrecognised name: %s", filename)
+        return None
+
+
+def parse_json_page(data: Mapping[str, Any], page_url: str) -> list[IndexFile]:
+    """Files of a PEP 691 project page."""
+    files = []
+    for entry in data.get("files", ()):
+        url, _ = urldefrag(urljoin(page_url, entry["url"]))
+        core = entry.get("core-metadata", entry.get("dist-info-metadata"))
+        f = _make_file(
+            entry["filename"],
+            url,
+            (entry.get("hashes") or {}).get("sha256"),
+            entry.get("requires-python"),
+            entry.get("yanked", False),
+            core,
+            entry.get("size"),
+        )
+        if f is not None:
+            files.append(f)
+    return files
+
+
+class _LinkParser(html.parser.HTMLParser):
+    def __init__(self) -> None:
+        super().__init__(convert_charrefs=True)
+        self.base: str | None = None
+        self.anchors: list[tuple[dict[str, str | None], str]] = []
+        self._current: dict[str, str | None] | None = None
+        self._text: list[str] = []
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        if tag == "base" and self.base is None:
+            self.base = dict(attrs).get("href")
+        elif tag == "a":
+            self._current = dict(attrs)
+            self._text = []
+
+    def handle_data(self, data: str) -> None:
+        if self._current is not None:
+            self._text.append(data)
+
+    def handle_endtag(self, tag: str) -> None:
+        if tag == "a" and self._current is not None:
+            self.anchors.append((self._current, "".join(self._text).strip()))
+            self._current = None
+
+
+def parse_html_page(text: str, page_url: str) -> list[IndexFile]:
+    """Files of a PEP 503 project page."""
+    parser = _LinkParser()
+    parser.feed(text)
+    parser.close()
+    base = urljoin(page_url, parser.base) if parser.base else page_url
+    files = []
+    for attrs, label in parser.anchors:
+        href = attrs.get("href")
+        if not href:
+            continue
+        url, frag = urldefrag(urljoin(base, href))
+        filename = os.path.basename(urlsplit(url).path) or label
+        sha256 = None
+        if frag:
+            algo, _, digest = frag.partition("=")
+            if algo.lower() == "sha256":
+                sha256 = digest
+        if "data-core-metadata" in attrs:
+            core = attrs.get("data-core-metadata")
+        else:
+            core = attrs.get("data-dist-info-metadata")
+        if core is None and ("data-core-metadata" in attrs or "data-dist-info-metadata" in attrs):
+            core = "true"
+        yanked: Any = False
+        if "data-yanked" in attrs:
+            yanked = attrs.get("data-yanked") or True
+        f = _make_file(filename, url, sha256, attrs.get("data-requires-python"), yanked, core)
+        if f is not None:
+            files.append(f)
+    return files
+

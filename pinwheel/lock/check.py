@@ -1,0 +1,49 @@
+"""Is a committed lock made from the manifest as it is now? Answered from the files alone, without the network."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..plan import Plan
+from ..workspace import LockFiles, Workspace
+from .format import DEFAULT_ENGINE, ENGINE_HEADER, ENGINES, INPUTS_HEADER, header_value
+from .inputs import lock_inputs_digest
+from .slicing import units
+
+
+def expected_files(plan: Plan) -> list[str]:
+    """Every file a Plan's lock directory must hold (the generated inputs are for review, not checked)."""
+    steps, fallbacks = units(plan)
+    return [LockFiles.REQUIREMENTS, LockFiles.EXPECT] + [u.file for u in steps + fallbacks]
+
+
+@dataclass(frozen=True)
+class LockCheck:
+    variant: str
+    status: str  # "ok" | "stale" | "missing"
+    detail: str
+    needs_env: str | None = None  # the extra index variable a missing lock needs
+
+
+def check_lock(plan: Plan, root: Path | str, engine: str | None = None) -> LockCheck:
+    """Is the committed lock of this Plan made from its current inputs? No network."""
+    ws = Workspace(Path(root), plan.image)
+    d = ws.lock_dir(plan.variant.name)
+    name = plan.variant.name
+    full = d / LockFiles.REQUIREMENTS
+    if not full.exists():
+        return LockCheck(name, "missing", f"no lock at {ws.relative(full)}", plan.variant.torch_index_env)
+    text = full.read_text()
+    recorded = header_value(text, INPUTS_HEADER)
+    used = engine or header_value(text, ENGINE_HEADER) or DEFAULT_ENGINE
+    if used not in ENGINES:
+        return LockCheck(name, "stale", f"made with unknown engine {used!r}")
+    want = lock_inputs_digest(plan, used)
+    if recorded is None:
+        return LockCheck(name, "stale", f"{full.name} has no pinwheel-inputs header (not made by `build.py lock`)")
+    if recorded != want:
+        return LockCheck(name, "stale", f"inputs changed (lock {str(recorded)[:12]}, manifest {want[:12]}, {used})")
+    absent = [f for f in expected_files(plan) if not (d / f).exists()]
+    if absent:
+        return LockCheck(name, "stale", f"missing {', '.join(absent)}")
+    return LockCheck(name, "ok", f"up to date ({used}, inputs {want[:12]})")

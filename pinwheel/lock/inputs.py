@@ -1,0 +1,122 @@
+"""What a lock is made from, and its digest: the lock is stale when any of it changes.
+
+``requirements.txt`` starts with ``# pinwheel-inputs: <sha256>``, the digest of
+everything the lock was made from; ``check_lock`` recomputes it from the
+manifest alone, without the network.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass
+
+from packaging.requirements import Requirement
+
+from ..plan import Plan, PlannedPackage
+from .format import DEFAULT_ENGINE, ENGINES, LockError
+
+# Bump when the lock's layout or the slicing rules change: every lock goes stale.
+LOCK_FORMAT = 1
+
+
+def _strip_extras(requirement: str) -> str:
+    req = Requirement(requirement)
+    req.extras = set()
+    return str(req)
+
+
+def _pin(p: PlannedPackage) -> str:
+    return _strip_extras(p.requirement)
+
+
+@dataclass(frozen=True)
+class LockInputs:
+    """Everything a lock is made from; its digest marks the lock stale when any of it changes."""
+
+    variant: str
+    python: str
+    platform: str
+    cuda: str
+    torch: str
+    extra_index_env: str | None
+    engine: str
+    requirements: tuple[str, ...]
+    constraints: tuple[str, ...]
+    layout: tuple[dict, ...]
+
+    def document(self) -> dict:
+        return {
+            "format": LOCK_FORMAT,
+            "variant": self.variant,
+            "target": {"python": self.python, "platform": self.platform, "cuda": self.cuda, "torch": self.torch},
+            "extra_index_env": self.extra_index_env,
+            "engine": self.engine,
+            "requirements": list(self.requirements),
+            "constraints": list(self.constraints),
+            "steps": list(self.layout),
+        }
+
+    def digest(self) -> str:
+        text = json.dumps(self.document(), sort_keys=True, separators=(",", ":"))
+        return hashlib.sha256(text.encode()).hexdigest()
+
+
+def _package_layout(p: PlannedPackage) -> dict:
+    return {
+        "name": p.name,
+        "requirement": p.requirement,
+        "active": p.active,
+        "no_deps": p.no_deps,
+        "why": p.why if p.no_deps else None,
+        "local": p.local is not None,
+        "fallback": _package_layout(p.fallback) if p.fallback else None,
+    }
+
+
+def lock_inputs(plan: Plan, engine: str = DEFAULT_ENGINE) -> LockInputs:
+    """The resolver inputs of a Plan: requirements (step order), constraints, layout."""
+    if engine not in ENGINES:
+        raise LockError(f"unknown lock engine {engine!r} (engines: {', '.join(ENGINES)})")
+    requirements: list[str] = []
+    constraints: dict[str, str] = {}
+    for name, version in plan.shared_pins.items():
+        constraints.setdefault(name, f"{name}=={version}")
+    for p in plan.packages():
+        if p.local is None and not p.no_deps:
+            requirements.append(p.requirement)
+        elif p.local is None:
+            constraints.setdefault(p.name, _pin(p))
+        fb = p.fallback
+        if p.local is not None and fb is not None:
+            constraints.setdefault(fb.name, _pin(fb))
+            if not fb.no_deps:
+                requirements.append(fb.requirement)
+    layout = tuple(
+        {
+            "index": s.index,
+            "name": s.name,
+            "gate": s.gate,
+            "active": s.active,
+            "packages": [_package_layout(p) for p in s.packages],
+        }
+        for s in plan.steps
+    )
+    v = plan.variant
+    return LockInputs(
+        variant=v.name,
+        python=v.python,
+        platform=v.platform,
+        cuda=v.cuda,
+        torch=v.torch,
+        extra_index_env=v.torch_index_env,
+        engine=engine,
+        requirements=tuple(requirements),
+        constraints=tuple(constraints.values()),
+        layout=layout,
+    )
+
+
+def lock_inputs_digest(plan: Plan, engine: str = DEFAULT_ENGINE) -> str:
+    """sha256 of the lock's inputs for this Plan and engine (no network)."""
+    return lock_inputs(plan, engine).digest()
+

@@ -1,0 +1,480 @@
+"""Making a lock: one resolve by pip-compile or uv, hashes for the --no-deps pins, slices, files.
+
+For one variant, the lock is one resolve of every package the image installs
+from the index, then cut into one slice per wheel set (see ``slicing``). Every
+``--no-deps`` pin and every shared pin is a constraint of the resolve, so no
+step can move what an earlier one set.
+
+The resolver runs with pip's and uv's own configuration files and ``PIP_*``
+index variables switched off: a lock is made from the index
+(``default_index_url()``) and the variant's extra index only, never from a
+machine's find-links directory, and no index URL or machine path lands in the
+files.
+"""
+from __future__ import annotations
+
+import json
+import os
+import platform as host_platform
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable, Iterable, Mapping, Sequence
+
+from packaging.requirements import Requirement
+from packaging.version import Version
+
+from ..index import IndexClient, IndexClientError, RoutedSource, ca_bundle, default_index_url, metadata_source
+from ..plan import Plan, PlannedPackage
+from ..workspace import LockFiles, Workspace
+from .format import (
+    DEFAULT_ENGINE,
+    ENGINE_HEADER,
+    ENGINES,
+    EXPECT_SCHEMA,
+    INPUTS_HEADER,
+    OPTION_LINE,
+    LockedPackage,
+    LockError,
+    LockUnavailable,
+    entry_text,
+    parse_entries,
+    parse_requirements,
+)
+from .inputs import LockInputs, lock_inputs
+from .slicing import Unit, assign_slices, units
+
+# Environment variables the resolvers may keep (caches, timeouts, TLS); every
+# other PIP_*/UV_* variable (index URLs, find-links, constraints) is dropped.
+_KEEP_ENV = frozenset({
+    "PIP_CACHE_DIR", "PIP_NO_CACHE_DIR", "PIP_DEFAULT_TIMEOUT", "PIP_TIMEOUT", "PIP_RETRIES",
+    "PIP_CLIENT_CERT", "PIP_PROXY", "PIP_TRUSTED_HOST", "PIP_TOOLS_CACHE_DIR",
+    "UV_CACHE_DIR", "UV_NO_CACHE", "UV_HTTP_TIMEOUT", "UV_NATIVE_TLS", "UV_INSECURE_HOST",
+    "UV_CONCURRENT_DOWNLOADS",
+})
+
+
+# ------------------------------------------------------------------- engines
+
+
+def _engine_env(custom_command: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PIP_", "UV_")) or k in _KEEP_ENV}
+    env.update({
+        "PIP_CONFIG_FILE": os.devnull,  # no pip.conf: no find-links, extra indexes, constraints
+        "PIP_DISABLE_PIP_VERSION_CHECK": "1",
+        "PYTHONSAFEPATH": "1",  # `python -m piptools` must not import from the cwd
+        "CUSTOM_COMPILE_COMMAND": custom_command,
+        "UV_CUSTOM_COMPILE_COMMAND": custom_command,
+        "UV_NO_CONFIG": "1",
+        "UV_PYTHON_DOWNLOADS": "never",
+    })
+    ca = ca_bundle()
+    if ca:
+        env["PIP_CERT"] = ca
+        env["SSL_CERT_FILE"] = ca
+    return env
+
+
+def _uv_bin() -> str:
+    try:
+        # the uv package is optional (a uv on PATH serves as well): imported only for --engine uv.
+        from uv import find_uv_bin  # type: ignore[import-not-found]
+
+        return find_uv_bin()
+    except (ImportError, FileNotFoundError):
+        pass
+    found = shutil.which("uv")
+    if not found:
+        raise LockUnavailable("uv is not installed (pip install uv), so --engine uv cannot run")
+    return found
+
+
+def uv_python_platform(platform: str) -> str:
+    """uv's --python-platform for a wheel platform tag: manylinux_2_36_x86_64 -> x86_64-manylinux_2_36."""
+    m = re.fullmatch(r"manylinux_(\d+)_(\d+)_(x86_64|aarch64)", platform)
+    if m:
+        return f"{m[3]}-manylinux_{m[1]}_{m[2]}"
+    m = re.fullmatch(r"musllinux_\d+_\d+_(x86_64|aarch64)", platform)
+    if m:
+        return f"{m[1]}-unknown-linux-musl"
+    raise LockUnavailable(f"uv cannot resolve for platform {platform!r}")
+
+
+def _check_host_for_pip_compile(plan: Plan) -> None:
+    v = plan.variant
+    host = f"{sys.version_info.major}.{sys.version_info.minor}"
+    if host != v.python:
+        raise LockUnavailable(
+            f"variant {v.name} targets Python {v.python}, but pip-compile resolves for the interpreter it runs "
+            f"on (Python {host}). Use `--engine uv`, which resolves for the target's Python and platform, "
+            f"or run pinwheel with a Python {v.python} interpreter."
+        )
+    arch = v.platform.rsplit("_", 1)[-1] if not v.platform.endswith("x86_64") else "x86_64"
+    machine = host_platform.machine().lower().replace("amd64", "x86_64").replace("arm64", "aarch64")
+    if not sys.platform.startswith("linux") or machine != arch:
+        raise LockUnavailable(
+            f"variant {v.name} targets Linux {arch}, but pip-compile resolves for this host "
+            f"({sys.platform} {machine}). Use `--engine uv`, which resolves for the target platform."
+        )
+
+
+def _compile_command(plan: Plan, engine: str, index_url: str, extra_index: str | None, upgrade: bool) -> list[str]:
+    v = plan.variant
+    if engine == "pip-compile":
+        cmd = [
+            sys.executable, "-m", "piptools", "compile", "--quiet",
+            "--generate-hashes", "--allow-unsafe", "--strip-extras",
+            "--no-emit-index-url", "--no-emit-find-links", "--no-emit-trusted-host", "--no-emit-options",
+            "--no-config", "--newline", "lf",
+            "--index-url", index_url,
+        ]
+    else:
+        cmd = [
+            _uv_bin(), "pip", "compile", "--quiet", "--no-config", "--no-progress",
+            "--generate-hashes",
+            "--python-version", v.python, "--python-platform", uv_python_platform(v.platform),
+            "--index-url", index_url,
+        ]
+    if extra_index:
+        cmd += ["--extra-index-url", extra_index]
+    if upgrade:
+        cmd += ["--upgrade"]
+    cmd += ["--constraint", LockFiles.CONSTRAINTS, "--output-file", LockFiles.REQUIREMENTS, LockFiles.REQUIREMENTS_IN]
+    return cmd
+
+
+def _redact(text: str, secrets: Iterable[str]) -> str:
+    for s in secrets:
+        if s:
+            text = text.replace(s, "<index>")
+    return text
+
+
+# ------------------------------------------------------------------ making
+
+
+@dataclass(frozen=True)
+class LockResult:
+    variant: str
+    engine: str
+    dir: Path
+    inputs_digest: str
+    packages: int
+    slices: dict[str, list[str]]  # file -> package names
+    compile_seconds: float
+    total_seconds: float
+    warnings: tuple[str, ...] = ()
+
+
+
+class _ForTarget:
+    """The Plan's metadata source, asked for the target's python and platform; answers remembered."""
+
+    def __init__(self, source: RoutedSource, plan: Plan):
+        self.source = source
+        self.python = plan.target.python
+        self.platforms = [plan.target.platform]
+        self.environment = plan.target.marker_environment()
+        self._meta: dict[tuple[str, str], object] = {}
+
+    def metadata(self, name: str, version: str):
+        key = (name, version)
+        if key not in self._meta:
+            try:
+                self._meta[key] = self.source.metadata(name, version, self.python, self.platforms)
+            except IndexClientError as exc:
+                raise LockError(f"metadata of {name}=={version} for the target: {exc}") from None
+        return self._meta[key]
+
+    def prefetch(self, pins: Mapping[str, str]) -> None:
+        got = self.source.metadata_many(pins.items(), self.python, self.platforms)
+        for (name, version), meta in got.items():
+            if not isinstance(meta, IndexClientError):
+                self._meta[(str(name), pins[str(name)])] = meta
+
+    def requires(self, name: str, version: str, extras: frozenset) -> list[Requirement]:
+        return self.metadata(name, version).requirements(extras, self.environment)
+
+    def hashes(self, name: str, version: str) -> list[str]:
+        """Every file of that version on every index pip sees: pip with --require-hashes may take any of them."""
+        want = Version(version)
+        found: set[str] = set()
+        for index in self.source.indexes:
+            try:
+                files = index.files(name)
+            except IndexClientError:
+                continue
+            for f in files:
+                if f.version == want:
+                    if not f.sha256:
+                        raise LockError(f"{f.filename}: the index lists no sha256 for it, so it cannot be hash-pinned")
+                    found.add(f"sha256:{f.sha256.lower()}")
+        if not found:
+            raise LockError(f"{name}=={version}: no files of that version on the index")
+        return sorted(found)
+
+
+def _slice_header(plan: Plan, unit: Unit) -> list[str]:
+    s = unit.step
+    total = len(plan.steps)
+    where = f"wheel set {s.index}/{total} ({s.name}) of variant {plan.variant.name}, image {plan.image}"
+    if unit.fallback_for:
+        lines = [f"# pinwheel lock: fallback for {unit.fallback_for} in {where}.",
+                 f"# Installed only when its local wheel is missing, with: pip install --no-deps --require-hashes -r {unit.file}"]
+    else:
+        lines = [f"# pinwheel lock slice: {where}.",
+                 f"# Installed with: pip install --no-deps --require-hashes -r {unit.file}"]
+    lines.append("# Generated by `build.py lock` with requirements.txt; every locked package is in exactly one file.")
+    if not s.active:
+        lines.append(f"# Gated off for this variant ({s.gate}=0): this step installs nothing.")
+    elif not unit.roots:
+        what = f"{unit.fallback_for} is" if unit.fallback_for else "every package of this step is"
+        lines.append(f"# Gated off for this variant: {what} gated off, so nothing is installed from here.")
+    return lines
+
+
+def _format_unit(plan: Plan, unit: Unit, entries: Sequence[LockedPackage], reason: Mapping[str, str]) -> str:
+    lines = _slice_header(plan, unit)
+    no_deps = {p.name: p for p in unit.roots if p.no_deps}
+    for e in entries:
+        lines.append(e.text)
+        r = reason.get(e.name, "")
+        if e.name in no_deps:
+            lines.append(f"    # --no-deps: {no_deps[e.name].why}")
+        elif r.startswith("via "):
+            lines.append(f"    # reached from {r[4:]}")
+    return "\n".join(lines) + "\n"
+
+
+def _postprocess_compile(
+    text: str,
+    no_deps_in_lock: Mapping[str, PlannedPackage],
+    secrets: Sequence[str],
+) -> list[str]:
+    """The compile output without option lines, with a `# --no-deps: why` under such packages."""
+    lines = [l.rstrip("\n") for l in text.splitlines() if not OPTION_LINE.match(l)]
+    out = list(lines)
+    for e in reversed(parse_entries(lines, LockFiles.REQUIREMENTS)):
+        p = no_deps_in_lock.get(e.package.name)
+        if p is not None:
+            out.insert(e.end, f"    # --no-deps: {p.why}")
+    joined = "\n".join(out)
+    for s in secrets:
+        if s and s in joined:
+            raise LockError("the resolver wrote an index URL into the lock; refusing to write it")
+    return out
+
+
+def lock_variant(
+    plan: Plan,
+    root: Path | str,
+    *,
+    engine: str = DEFAULT_ENGINE,
+    index_url: str | None = None,
+    upgrade: bool = False,
+    source: RoutedSource | None = None,
+    log: Callable[[str], None] = lambda _m: None,
+) -> LockResult:
+    """Resolve, hash, slice and write the lock of one variant under ``root``.
+
+    Raises LockUnavailable when it cannot be made here (extra index variable
+    unset, pip-compile on an interpreter other than the target's, no engine)
+    and LockError when the resolver fails or the result is inconsistent.
+    """
+    started = time.monotonic()
+    ws = Workspace(Path(root), plan.image)
+    v = plan.variant
+    if engine not in ENGINES:
+        raise LockUnavailable(f"unknown lock engine {engine!r} (engines: {', '.join(ENGINES)})")
+    extra_index = None
+    if v.torch_index_env:
+        extra_index = v.torch_index_url()
+        if not extra_index:
+            raise LockUnavailable(f"{v.torch_index_unset()}: set it (the index URL) and run "
+                                  f"`build.py lock --variant {v.name}` again")
+    if engine == "pip-compile":
+        _check_host_for_pip_compile(plan)
+    index_url = index_url or default_index_url()
+    inputs = lock_inputs(plan, engine)
+    digest = inputs.digest()
+    out_dir = ws.lock_dir(v.name)
+    custom = f"python build.py lock --variant {v.name}" + (f" --engine {engine}" if engine != DEFAULT_ENGINE else "")
+
+    # 1. resolve, in a scratch dir with relative names so annotations carry no paths
+    with tempfile.TemporaryDirectory(prefix="pinwheel-lock-") as tmp:
+        work = Path(tmp)
+        (work / LockFiles.REQUIREMENTS_IN).write_text(_inputs_file(plan, inputs))
+        (work / LockFiles.CONSTRAINTS).write_text(_constraints_file(plan, inputs))
+        previous = out_dir / LockFiles.REQUIREMENTS
+        if previous.exists() and not upgrade:
+            shutil.copyfile(previous, work / LockFiles.REQUIREMENTS)  # keep earlier pins where they still fit
+        cmd = _compile_command(plan, engine, index_url, extra_index, upgrade)
+        log(f"{v.name}: resolving with {engine}")
+        t0 = time.monotonic()
+        proc = subprocess.run(cmd, cwd=work, env=_engine_env(custom), capture_output=True, text=True)
+        compile_seconds = time.monotonic() - t0
+        if proc.returncode != 0:
+            tail = "\n".join((proc.stderr + proc.stdout).strip().splitlines()[-40:])
+            raise LockError(f"variant {v.name}: {engine} failed (exit {proc.returncode}):\n"
+                            + _redact(tail, [index_url, extra_index or ""]))
+        compiled = (work / LockFiles.REQUIREMENTS).read_text()
+        requirements_in = (work / LockFiles.REQUIREMENTS_IN).read_text()
+        constraints_txt = (work / LockFiles.CONSTRAINTS).read_text()
+
+    resolved = parse_requirements(compiled, f"{engine} output")
+    for name, p in resolved.items():
+        if not p.hashes:
+            raise LockError(f"variant {v.name}: {engine} wrote {p.pin} without hashes")
+
+    # 2. the --no-deps packages and fallbacks: pinned as given, hashes from the index listing
+    if source is None:
+        source = metadata_source(plan, IndexClient(index_url, cache_dir=ws.index_cache))
+    indexes = _ForTarget(source, plan)
+    steps, fallbacks = units(plan)
+    no_deps_roots = {p.name: p for u in steps + fallbacks for p in u.roots if p.no_deps}
+    fallback_roots = {p.name: (p, u) for u in fallbacks for p in u.roots}
+    appended: dict[str, LockedPackage] = {}
+    for name, p in list(no_deps_roots.items()) + [(n, pu[0]) for n, pu in fallback_roots.items()]:
+        version = p.version
+        if version is None:
+            raise LockError(f"{p.requirement}: --no-deps packages and fallbacks must be exact pins")
+        if name in resolved:
+            if Version(resolved[name].version) != Version(version):
+                raise LockError(f"variant {v.name}: {engine} resolved {resolved[name].pin}, but {p.requirement} "
+                                "is installed later: the constraint did not hold")
+            continue
+        if name in appended:
+            continue
+        hashes = indexes.hashes(name, version)
+        appended[name] = LockedPackage(name, version, tuple(hashes), entry_text(name, version, hashes))
+    locked = {**resolved, **appended}
+    versions = {n: p.version for n, p in locked.items()}
+
+    # 3. slice along the locked dependency graph, read for the target
+    log(f"{v.name}: reading metadata of {len(versions)} packages for the target")
+    indexes.prefetch({n: ver for n, ver in versions.items() if n not in no_deps_roots})
+    assignment = assign_slices(plan, versions, indexes.requires)
+    by_unit: dict[str, list[LockedPackage]] = {u.file: [] for u in steps + fallbacks}
+    order = list(resolved) + list(appended)
+    for name in order:
+        by_unit[assignment.unit_of[name]].append(locked[name])
+    counted = sorted(n for pkgs in by_unit.values() for n in (p.name for p in pkgs))
+    assert counted == sorted(locked), "every locked package must be in exactly one slice"
+
+    # 4. requirements.txt: header, compile output, the --no-deps/fallback section
+    no_deps_in_resolve = {n: p for n, p in no_deps_roots.items() if n in resolved}
+    body = _postprocess_compile(compiled, no_deps_in_resolve, [index_url, extra_index or ""])
+    head = [
+        f"# pinwheel lock of variant {v.name} (image {plan.image}): Python {v.python}, {v.platform}, CUDA {v.cuda}.",
+        f"# Generated by `{custom}` from {plan.manifest_path}; do not edit.",
+        f"{INPUTS_HEADER}{digest}",
+        f"{ENGINE_HEADER}{engine}",
+    ]
+    tail: list[str] = []
+    if appended:
+        tail += ["", "# ---- installed with --no-deps (or as a fallback): pinned by the manifest, not resolved;",
+                 "# their hashes are every file of that version on the index."]
+        for name, pkg in appended.items():
+            tail.append(pkg.text)
+            p = no_deps_roots.get(name) or fallback_roots[name][0]
+            if name in fallback_roots:
+                u = fallback_roots[name][1]
+                tail.append(f"    # fallback for {u.fallback_for}: installed when its local wheel is missing")
+            if p.no_deps:
+                tail.append(f"    # --no-deps: {p.why}")
+    full_text = "\n".join(head + body + tail).rstrip("\n") + "\n"
+    if parse_requirements(full_text).keys() != locked.keys():
+        raise LockError("internal: requirements.txt does not hold exactly the locked packages")
+
+    # 5. expect.json
+    expect = _expect(plan, by_unit, fallbacks, no_deps_roots, indexes)
+
+    # 6. write everything at once
+    files: dict[str, str] = {
+        LockFiles.REQUIREMENTS_IN: requirements_in,
+        LockFiles.CONSTRAINTS: constraints_txt,
+        LockFiles.REQUIREMENTS: full_text,
+        LockFiles.EXPECT: json.dumps(expect, indent=2, sort_keys=True) + "\n",
+    }
+    for u in steps + fallbacks:
+        files[u.file] = _format_unit(plan, u, by_unit[u.file], assignment.reason)
+    for name, text in files.items():
+        for s in (index_url, extra_index):
+            if s and s in text:
+                raise LockError(f"{name} would contain an index URL; refusing to write it")
+    _write_dir(out_dir, files)
+    return LockResult(
+        variant=v.name,
+        engine=engine,
+        dir=out_dir,
+        inputs_digest=digest,
+        packages=len(locked),
+        slices={u: [p.name for p in pkgs] for u, pkgs in by_unit.items()},
+        compile_seconds=compile_seconds,
+        total_seconds=time.monotonic() - started,
+        warnings=assignment.warnings,
+    )
+
+
+def _inputs_file(plan: Plan, inputs: LockInputs) -> str:
+    lines = [f"# pinwheel: what variant {plan.variant.name} installs from the index with its dependencies",
+             "# (generated from the manifest by `build.py lock`; do not edit)."]
+    return "\n".join(lines + list(inputs.requirements)) + "\n"
+
+
+def _constraints_file(plan: Plan, inputs: LockInputs) -> str:
+    lines = [f"# pinwheel: constraints of variant {plan.variant.name}: the shared pins, and what later steps",
+             "# install with --no-deps or as fallbacks, so that no step moves an earlier one's pin.",
+             "# (generated from the manifest by `build.py lock`; extras stripped: constraints carry none)."]
+    return "\n".join(lines + list(inputs.constraints)) + "\n"
+
+
+def _expect(plan: Plan, by_unit: Mapping[str, list[LockedPackage]], fallbacks: Sequence[Unit],
+            no_deps_roots: Mapping[str, PlannedPackage], indexes: _ForTarget) -> dict:
+    fallback_files = {u.file for u in fallbacks}
+    pins: dict[str, str] = {}
+    conditional: dict[str, str] = {}
+    for file, pkgs in by_unit.items():
+        target = conditional if file in fallback_files else pins
+        for p in pkgs:
+            target[p.name] = p.version
+    suppressed: dict[str, list[str]] = {}
+    for name, p in sorted(no_deps_roots.items()):
+        assert p.version is not None
+        meta = indexes.metadata(name, p.version)
+        suppressed[name] = [str(r) for r in meta.requires_dist] + list(meta.invalid_requires)
+    return {
+        "schema": EXPECT_SCHEMA,
+        "variant": plan.variant.name,
+        "pins": dict(sorted(pins.items())),
+        "suppressed": suppressed,
+        # installed only when the local wheel they stand in for is missing: not checked as pins
+        "fallbacks": dict(sorted(conditional.items())),
+    }
+
+
+def _write_dir(out_dir: Path, files: Mapping[str, str]) -> None:
+    """Replace the lock dir with exactly these files (no stale slices survive)."""
+    out_dir.parent.mkdir(parents=True, exist_ok=True)
+    stage = Path(tempfile.mkdtemp(dir=out_dir.parent, prefix=f".{out_dir.name}.new-"))
+    try:
+        for name, text in files.items():
+            (stage / name).write_text(text)
+            os.chmod(stage / name, 0o644)
+        os.chmod(stage, 0o755)
+        old = None
+        if out_dir.exists():
+            old = Path(tempfile.mkdtemp(dir=out_dir.parent, prefix=f".{out_dir.name}.old-"))
+            os.rmdir(old)
+            os.replace(out_dir, old)
+        os.replace(stage, out_dir)
+        if old is not None:
+            shutil.rmtree(old, ignore_errors=True)
+    except BaseException:
+        shutil.rmtree(stage, ignore_errors=True)
+        raise

@@ -1,0 +1,131 @@
+"""Cut the lock into the files the Dockerfile installs: one slice per step, one file per fallback.
+
+A package the manifest lists goes to its own step; any other to the earliest
+step whose roots reach it through the locked versions' Requires-Dist (read for
+the target python and platform, following requested extras, never through a
+``--no-deps`` package). Every locked package lands in exactly one slice (or one
+fallback file), and that is checked.
+"""
+from __future__ import annotations
+
+from collections import deque
+from dataclasses import dataclass
+from typing import Callable, Iterable, Mapping, Sequence
+
+from packaging.requirements import Requirement
+from packaging.utils import canonicalize_name
+
+from ..plan import Plan, PlannedPackage, Step
+from ..workspace import LockFiles
+from .format import LockError
+
+
+@dataclass(frozen=True)
+class Unit:
+    """A file the Dockerfile installs with --no-deps: a step's slice or a fallback file."""
+
+    file: str
+    step: Step
+    roots: tuple[PlannedPackage, ...]  # the manifest packages installed from this file
+    fallback_for: str | None = None
+
+
+@dataclass(frozen=True)
+class Assignment:
+    """Which file installs each locked package, and why it is there."""
+
+    unit_of: dict[str, str]  # package -> file
+    reason: dict[str, str]  # package -> "manifest" | "via <root>"
+    warnings: tuple[str, ...] = ()
+
+
+def units(plan: Plan) -> tuple[list[Unit], list[Unit]]:
+    """The files of a Plan's lock that the Dockerfile installs: (step slices, fallback files), in step order."""
+    steps: list[Unit] = []
+    fallbacks: list[Unit] = []
+    for s in plan.steps:
+        index_pkgs = [p for p in s.packages if not p.local]
+        if index_pkgs:
+            steps.append(Unit(LockFiles.step(s.index, s.name), s, tuple(p for p in index_pkgs if p.active)))
+        for p in s.packages:
+            if p.local is not None and p.fallback is not None:
+                roots = (p.fallback,) if p.active else ()
+                fallbacks.append(Unit(LockFiles.fallback(s.index, s.name, p.name), s, roots, fallback_for=p.name))
+    return steps, fallbacks
+
+
+RequiresFn = Callable[[str, str, frozenset], Iterable[Requirement]]
+
+
+def _reach(
+    roots: Sequence[PlannedPackage],
+    versions: Mapping[str, str],
+    requires: RequiresFn,
+    no_deps: set[str],
+    missing: dict[tuple[str, str], str],
+) -> dict[str, str]:
+    """Every locked package the roots reach -> the root that reached it first (BFS)."""
+    reached: dict[str, str] = {}
+    walked: dict[str, set[str]] = {}
+    queue: deque[tuple[str, frozenset, str]] = deque()
+    for r in roots:
+        queue.append((r.name, frozenset(canonicalize_name(e) for e in Requirement(r.requirement).extras), r.name))
+    while queue:
+        name, extras, root = queue.popleft()
+        if name not in versions:
+            continue
+        reached.setdefault(name, root)
+        if name in no_deps:
+            continue
+        done = walked.setdefault(name, set())
+        todo = ({""} | set(extras)) - done
+        if not todo:
+            continue
+        done |= todo
+        for req in requires(name, versions[name], frozenset(extras)):
+            dep = canonicalize_name(req.name)
+            if dep not in versions:
+                missing.setdefault((name, dep), str(req))
+                continue
+            queue.append((dep, frozenset(canonicalize_name(e) for e in req.extras), root))
+    return reached
+
+
+def assign_slices(plan: Plan, versions: Mapping[str, str], requires: RequiresFn) -> Assignment:
+    """Assign every locked package to exactly one slice or fallback file.
+
+    ``versions`` is the lock (name -> version); ``requires(name, version, extras)``
+    gives the requirements that apply on the target for those extras.  A package
+    the manifest lists goes to its own step; any other to the earliest step whose
+    roots reach it, else to the first fallback file that reaches it.
+    """
+    versions = {canonicalize_name(k): v for k, v in versions.items()}
+    steps, fallbacks = units(plan)
+    no_deps = {p.name for u in steps + fallbacks for p in u.roots if p.no_deps}
+    unit_of: dict[str, str] = {}
+    reason: dict[str, str] = {}
+    for u in steps + fallbacks:
+        for p in u.roots:
+            if p.name in versions:
+                if p.name in unit_of and unit_of[p.name] != u.file:
+                    raise LockError(f"{p.name} is listed in both {unit_of[p.name]} and {u.file}")
+                unit_of[p.name] = u.file
+                reason[p.name] = "manifest"
+    missing: dict[tuple[str, str], str] = {}
+    for u in steps + fallbacks:
+        for name, root in _reach(u.roots, versions, requires, no_deps, missing).items():
+            if name not in unit_of:
+                unit_of[name] = u.file
+                reason[name] = f"via {root}"
+    unreached = sorted(set(versions) - set(unit_of))
+    if unreached:
+        raise LockError(
+            f"variant {plan.variant.name}: the lock holds {', '.join(unreached)}, which no step reaches "
+            "through the locked dependency graph (a requirement the resolver saw and the target does not?)"
+        )
+    warnings = tuple(
+        f"{parent} requires {req}, which is not in the lock (excluded by a marker for the target?)"
+        for (parent, _dep), req in sorted(missing.items())
+    )
+    return Assignment(unit_of, reason, warnings)
+
