@@ -71,6 +71,10 @@ class Workspace:
     def lock_file(self, variant: str, name: str) -> Path:
         return self.lock_dir(variant) / name
 
+    def inventory_file(self, variant: str) -> Path:
+        """The committed inventory of a variant's base image."""
+        return self.image_dir / "inventory" / f"{variant}.json"
+
     def relative(self, path: Path) -> str:
         """A path as the user sees it: relative to the root where it lies under it."""
         try:

@@ -27,6 +27,7 @@ from typing import IO, Iterable, Iterator
 from packaging.metadata import Metadata
 from packaging.utils import canonicalize_name
 
+from ..fsutil import atomic_write
 from .engine import Engine
 
 SCHEMA = "pinwheel.inventory/1"
@@ -232,3 +233,53 @@ def read_image(engine: Engine, ref: str, scratch: Path | None = None) -> Invento
         files, count = read_saved(archive)
     dists, notes = distributions(files)
     return Inventory(ref, engine.image_id(ref), engine.repo_digest(ref), tuple(dists), count, tuple(notes))
+
+
+# ------------------------------------------------------------------ committed inventories
+
+
+def write_inventory(inv: Inventory, path: Path) -> Path:
+    """The committed form: stable JSON, sorted, one distribution per entry."""
+    data = inv.to_json()
+    data["distributions"].sort(key=lambda d: (d["site"], d["name"]))
+    atomic_write(Path(path), (json.dumps(data, indent=1, sort_keys=True) + "\n").encode())
+    return Path(path)
+
+
+def load_inventory(path: Path) -> Inventory:
+    try:
+        return Inventory.from_json(json.loads(Path(path).read_text()))
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise InventoryError(f"{path}: unreadable inventory ({exc})") from None
+
+
+def pinned_digest(ref: str) -> str | None:
+    """The sha256 digest a reference pins (name:tag@sha256:...), or None."""
+    _, at, digest = ref.partition("@")
+    return digest if at else None
+
+
+def check_inventory(path: Path, base: str, engine: Engine | None) -> tuple[str, str]:
+    """(ok | stale | missing, detail) for a committed inventory, against the base it was read from.
+
+    A base pinned by digest is compared with the recorded digest, without any
+    engine or network. Otherwise the local engine's image id of the base is the
+    identity, when an engine is at hand.
+    """
+    if not Path(path).exists():
+        return "missing", f"no inventory at {path.name}"
+    inv = load_inventory(path)
+    pinned = pinned_digest(base)
+    if pinned:
+        recorded = pinned_digest(inv.digest or "") or inv.digest
+        if recorded != pinned:
+            return "stale", f"base is pinned to {pinned[:19]}, the inventory was read from {str(recorded)[:19]}"
+        return "ok", f"{len(inv.distributions)} distributions, base {pinned[:19]}"
+    if engine is None:
+        return "ok", f"{len(inv.distributions)} distributions (base not pinned by digest: identity not checked)"
+    if not engine.image_exists(base):
+        return "stale", f"base {base} is not in the engine"
+    current = engine.image_id(base)
+    if current != inv.image_id:
+        return "stale", f"base {base} is now {current[:19]}, the inventory was read from {inv.image_id[:19]}"
+    return "ok", f"{len(inv.distributions)} distributions, base {current[:19]}"
