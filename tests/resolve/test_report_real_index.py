@@ -1,7 +1,10 @@
 """The shipped manifest's report on real index metadata: what the report exists to show."""
 from __future__ import annotations
 
+import contextlib
+import io
 import json
+import shutil
 from pathlib import Path
 
 import pytest
@@ -15,9 +18,6 @@ pytestmark = pytest.mark.network
 @pytest.fixture(scope="module")
 def report(tmp_path_factory):
     def run(*extra: str) -> tuple[int, dict]:
-        import contextlib
-        import io
-
         buf = io.StringIO()
         with contextlib.redirect_stdout(buf):
             rc = cli.main(["--manifest", str(ROOT / "wheels_manifest.yaml"), "report", "--cuda", "13", "--json", *extra])
@@ -69,8 +69,6 @@ def edited_copy(tmp_path: Path, old: str, new: str) -> Path:
     text = (ROOT / "wheels_manifest.yaml").read_text()
     assert old in text
     (tmp_path / "wheels_manifest.yaml").write_text(text.replace(old, new))
-    import shutil
-
     shutil.copytree(ROOT / "images", tmp_path / "images")
     (ROOT / ".cache").mkdir(exist_ok=True)
     (tmp_path / ".cache").symlink_to(ROOT / ".cache")
@@ -78,9 +76,6 @@ def edited_copy(tmp_path: Path, old: str, new: str) -> Path:
 
 
 def run_json(path: Path, *extra: str) -> tuple[int, dict]:
-    import contextlib
-    import io
-
     buf = io.StringIO()
     with contextlib.redirect_stdout(buf):
         rc = cli.main(["--manifest", str(path), "report", "--cuda", "13", "--json", *extra])

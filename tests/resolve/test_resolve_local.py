@@ -8,7 +8,7 @@ import pytest
 from pinwheel import cli, manifest
 from pinwheel.index import IndexClient
 from pinwheel.plan import plan_variant
-from pinwheel.resolve import ResolveError, resolve
+from pinwheel.resolve import resolve
 
 MANIFEST = """\
 manifest_version: 1

@@ -13,36 +13,21 @@ environment (python, platform), with the extras the image requests.
 from __future__ import annotations
 
 import dataclasses
-import hashlib
-import json
-import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterable, Protocol
+from typing import Iterable
 
 from packaging.requirements import Requirement
 from packaging.specifiers import SpecifierSet
 from packaging.utils import canonicalize_name
 from packaging.version import Version
 
-from .fsutil import atomic_write
-from .plan import Clash, Edge, Hazard, Installed, Plan, PlannedPackage, Step, Unjudged
-
-
-class MetadataSource(Protocol):
-    def versions(self, name: str) -> list[Version]: ...
-    def best_wheel(self, name: str, version: str | Version, python_version: str, platforms: list[str]): ...
-    def metadata(self, name: str, version: str | Version, python_version: str | None = None,
-                 platforms: list[str] | None = None): ...
-    def local_metadata(self, path: Path): ...
+from ..index.sources import MetadataSource
+from ..plan import Clash, Edge, Hazard, Installed, Plan, PlannedPackage, Step, Unjudged
 
 
 class ResolveError(Exception):
     """The set cannot be evaluated because input is wrong or missing (exit 2)."""
-
-
-class _Unreadable(Exception):
-    """A lookup the resolver needed failed; the package is recorded as unjudged."""
 
 
 @dataclass(frozen=True)
@@ -411,152 +396,3 @@ def fully_judged(plan: Plan) -> bool:
 
 def _step_index(plan: Plan, step: str) -> int:
     return next((s.index for s in plan.steps if s.name == step), 0)
-
-
-def read_lock_slices(plan: Plan, lock_dir: Path) -> dict[str, dict[str, str]] | None:
-    """step name -> {package: version} from a variant's committed lock; None when not locked."""
-    from .lock import read_lock
-
-    if not (lock_dir / "requirements.txt").exists():
-        return None
-    lock = read_lock(lock_dir)
-    by_step = {s.name: {} for s in plan.steps}
-    for piece in lock.slices:
-        by_step.setdefault(piece.step, {}).update(piece.versions)
-    return by_step
-
-
-def _cache_state(cache_dir: Path) -> str:
-    """A digest of every cached index page and metadata file: any change invalidates memos."""
-    digest = hashlib.sha256()
-    for sub in ("pages", "metadata"):
-        for dirpath, _, files in sorted(os.walk(cache_dir / sub)):
-            for f in sorted(files):
-                st = os.stat(os.path.join(dirpath, f))
-                digest.update(f"{dirpath}/{f}:{st.st_size}:{st.st_mtime_ns}\n".encode())
-    return digest.hexdigest()
-
-
-def wheels_state(plan: Plan, wheels_dir: Path | None) -> list[tuple[str, int, int]]:
-    if not wheels_dir or not wheels_dir.is_dir():
-        return []
-    out = []
-    for p in plan.packages(active_only=False):
-        if p.local:
-            for w in sorted(wheels_dir.glob(p.local.glob)):
-                st = w.stat()
-                out.append((w.name, st.st_size, st.st_mtime_ns))
-    return out
-
-
-MEMO_VERSION = 3
-
-
-def memoized(cache_dir: Path, key_material: object, compute, *, keep=lambda value: True, refresh: bool = False):
-    """compute(), remembered on disk as JSON under a key, valid while the metadata cache is unchanged.
-
-    The stored state of the whole metadata cache must match, so a refreshed page
-    or new metadata always recomputes. A value that `keep` rejects (a failed or
-    partial result) is returned but never stored; `refresh` skips the lookup and
-    rewrites the entry. `compute` returns JSON data.
-    """
-    key = hashlib.sha256(repr((key_material, MEMO_VERSION)).encode()).hexdigest()
-    memo = cache_dir / "memo" / f"{key}.json"
-    if not refresh:
-        try:
-            stored = json.loads(memo.read_text())
-            if stored.get("state") == _cache_state(cache_dir):
-                return stored["value"]
-        except (OSError, ValueError, AttributeError):  # absent, or from another version: recompute
-            pass
-    value = compute()
-    if keep(value):
-        atomic_write(memo, json.dumps({"state": _cache_state(cache_dir), "value": value}).encode())
-    return value
-
-
-_RESOLVED = {"installed": Installed, "edges": Edge, "hazards": Hazard, "unlocked_hazards": Hazard,
-             "clashes": Clash, "unjudged": Unjudged}
-
-
-def _resolved_json(plan: Plan) -> dict:
-    return {"locked": plan.locked, **{f: [dataclasses.asdict(x) for x in getattr(plan, f)] for f in _RESOLVED}}
-
-
-def _resolved_from_json(plan: Plan, data: dict) -> Plan:
-    def build(cls, d: dict):
-        return cls(**{k: tuple(v) if isinstance(v, list) else v for k, v in d.items()})
-
-    return dataclasses.replace(plan, locked=data["locked"],
-                               **{f: tuple(build(cls, d) for d in data[f]) for f, cls in _RESOLVED.items()})
-
-
-def resolve_memoized(plan: Plan, source, cache_dir: Path, wheels_dir: Path | None = None,
-                     locked: dict[str, dict[str, str]] | None = None, refresh: bool = False) -> Plan:
-    """resolve(), remembered for identical Plan, lock, local wheels and index (see memoized).
-
-    Only a fully judged result is remembered: a run that could not read the index
-    is computed again next time.
-    """
-    source_key = getattr(source, "memo_key", None) or getattr(source, "index_url", None)
-    key = ("resolve", plan, sorted((locked or {}).items()), wheels_state(plan, wheels_dir), source_key)
-    data = memoized(cache_dir, key, lambda: _resolved_json(resolve(plan, source, wheels_dir, locked)),
-                    keep=lambda d: not d["unjudged"] and not any(e["verdict"] == "unchecked" for e in d["edges"]),
-                    refresh=refresh)
-    return _resolved_from_json(plan, data)
-
-
-class RoutedSource:
-    """Reads some packages from another index, or marks them unreadable with a reason.
-
-    A variant whose torch comes from an extra index (a CUDA 12.9 build, say)
-    must not be judged with the default index's torch metadata.
-    """
-
-    def __init__(self, default: MetadataSource, routes: dict[str, "MetadataSource | str"]):
-        self.default = default
-        self.routes = {canonicalize_name(k): v for k, v in routes.items()}
-        self.index_url = getattr(default, "index_url", None)
-
-    @property
-    def memo_key(self) -> tuple:
-        routes = sorted((k, v if isinstance(v, str) else getattr(v, "index_url", repr(v))) for k, v in self.routes.items())
-        return (self.index_url, tuple(routes))
-
-    def source_for(self, name: str) -> MetadataSource:
-        route = self.routes.get(canonicalize_name(name))
-        if isinstance(route, str):
-            raise ResolveError(route)
-        return route or self.default
-
-    def versions(self, name):
-        return self.source_for(name).versions(name)
-
-    def best_wheel(self, name, version, python_version, platforms):
-        return self.source_for(name).best_wheel(name, version, python_version, platforms)
-
-    def metadata(self, name, version, python_version=None, platforms=None):
-        return self.source_for(name).metadata(name, version, python_version, platforms)
-
-    def metadata_many(self, items, python_version=None, platforms=None):
-        """Batched metadata, each batch sent to the source its package routes to."""
-        batches: dict[int, list] = {}
-        sources: dict[int, MetadataSource] = {}
-        for item in items:
-            source = self.source_for(item[0])
-            batches.setdefault(id(source), []).append(item)
-            sources[id(source)] = source
-        out = {}
-        for key, batch in batches.items():
-            out.update(sources[key].metadata_many(batch, python_version, platforms))
-        return out
-
-    def stats(self) -> dict[str, int]:
-        total: dict[str, int] = {}
-        for source in [self.default, *(r for r in self.routes.values() if not isinstance(r, str))]:
-            for k, n in getattr(source, "stats", {}).items():
-                total[k] = total.get(k, 0) + n
-        return total
-
-    def local_metadata(self, path):
-        return self.default.local_metadata(path)
