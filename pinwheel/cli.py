@@ -128,16 +128,17 @@ def require_fresh_lock(plan: Plan, root: Path) -> None:
 def cmd_report(args: argparse.Namespace) -> int:
     from .index import IndexClientError
     from .report import needed_by, print_report, to_json, torch_abi
-    from .resolve import ResolveError, memoized, read_lock_slices, resolve_memoized, wheels_state
+    from .lock import lock_installs
+    from .resolve import ResolveError, memoized, resolve_memoized, wheels_state
     from .plan import LockState
 
     m = manifest_mod.load(args.manifest)
     plan = plan_variant(m, select_variant(m, args))
     root = m.path.parent
-    lock_dir = image_dir(m) / "lock" / plan.variant.name
+    ws = Workspace.of(m)
     state = LockState("ignored", "--no-lock") if args.no_lock else lock_state(plan, root)
     # A stale lock is never evaluated: the report shows what the manifest asks for now.
-    locked = read_lock_slices(plan, lock_dir) if state.status == "ok" else None
+    locked = lock_installs(plan, ws.lock_dir(plan.variant.name), ws.wheels_dir) if state.status == "ok" else None
     plan = dataclasses.replace(plan, lock_state=state)
     try:
         client = index_client(args, m, plan)

@@ -21,7 +21,7 @@ from pathlib import Path
 from . import labels
 from .engine import Engine
 from ..index import ca_bundle, default_index_url, pip_setting
-from ..lock import lock_sha256
+from ..lock import lock_sha256, locked_versions
 from ..plan import Plan
 from ..workspace import LockFiles, Workspace
 from ..render import missing_wheel, multiple_wheels, render_dockerfile
@@ -118,13 +118,6 @@ def git_revision(root: Path) -> str | None:
     return proc.stdout.strip() if proc.returncode == 0 else None
 
 
-def locked_versions(lock_dir: Path) -> dict[str, str]:
-    expect = lock_dir / "expect.json"
-    if not expect.exists():
-        return {}
-    return dict(json.loads(expect.read_text()).get("pins", {}))
-
-
 def check_inputs(plans: list[Plan], plan: Plan, inputs: BuildInputs) -> None:
     """Refuse to build from a stale Dockerfile or without a lock."""
     dockerfile = Workspace(inputs.root, plan.image).dockerfile
@@ -208,7 +201,8 @@ def build_image(plans: list[Plan], plan: Plan, root: Path, engine: Engine, targe
     lock_sha = lock_sha256(inputs.lock_dir)
     dated, immutable = tags_for(plan, lock_sha)
     tags = (dated, immutable) if target == "image" else (f"{plan.repository}:{immutable.split(':', 1)[1]}-{target}",)
-    labels = labels_for(plan, lock_sha, locked_versions(inputs.lock_dir), dated, git_revision(root), source_date(root))
+    versions = locked_versions(plan, inputs.lock_dir)
+    labels = labels_for(plan, lock_sha, versions, dated, git_revision(root), source_date(root))
     with tempfile.TemporaryDirectory(prefix="pinwheel-context-") as ctx, \
             tempfile.TemporaryDirectory(prefix="pinwheel-secrets-") as sec:
         context = Path(ctx)
