@@ -93,19 +93,13 @@ def add_variant_args(p: argparse.ArgumentParser) -> None:
 
 def index_client(args: argparse.Namespace, m: Manifest, plan: Plan | None = None):
     """Where metadata comes from: pip's index, and torch from the variant's extra index where it names one."""
-    from .index import IndexClient
-    from .resolve import RoutedSource
+    from .index import IndexClient, metadata_source
 
-    cache = m.path.parent / ".cache" / "index"
-    options = {"cache_dir": cache, "offline": getattr(args, "offline", False),
-               "deadline": getattr(args, "index_deadline", None) or DEFAULT_DEADLINE,
-               "refresh": getattr(args, "refresh", False)}
-    client = IndexClient(index_url=getattr(args, "index_url", None), **options)
-    if plan is None or not plan.variant.torch_index_env:
-        return client
-    url = plan.variant.torch_index_url()
-    torch_source = IndexClient(index_url=url, **options) if url else plan.variant.torch_index_unset()
-    return RoutedSource(client, {"torch": torch_source})
+    client = IndexClient(index_url=getattr(args, "index_url", None), cache_dir=Workspace.of(m).index_cache,
+                         offline=getattr(args, "offline", False),
+                         deadline=getattr(args, "index_deadline", None) or DEFAULT_DEADLINE,
+                         refresh=getattr(args, "refresh", False))
+    return client if plan is None else metadata_source(plan, client)
 
 
 def lock_state(plan: Plan, root: Path):
@@ -142,7 +136,7 @@ def cmd_report(args: argparse.Namespace) -> int:
     plan = dataclasses.replace(plan, lock_state=state)
     try:
         client = index_client(args, m, plan)
-        cache_dir = root / ".cache" / "index"
+        cache_dir = ws.index_cache
         resolved = resolve_memoized(plan, client, cache_dir, root / "wheels", locked, refresh=args.refresh)
         default_client = getattr(client, "default", client)
         wheels = root / "wheels"
