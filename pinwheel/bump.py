@@ -48,9 +48,11 @@ from packaging.version import InvalidVersion, Version
 
 from . import abi as abi_mod
 from .index import IndexClient, IndexClientError, PackageNotFound
+from .lock import LockError, check_lock, read_lock
 from .manifest import Manifest
 from .plan import Edge, Installed, Plan, PlannedPackage, plan_variant
-from .resolve import Resolver, ResolveError, RoutedSource, classify_requirements, read_lock_slices
+from .resolve import Resolver, ResolveError, RoutedSource, classify_requirements, requirement_text
+from .workspace import LockFiles, Workspace
 
 SCHEMA = "pinwheel.bump/1"
 VERDICTS = ("ok", "unchecked", "add", "upgrade", "downgrade", "rebuild", "blocked")
@@ -194,10 +196,6 @@ def _contains(spec: SpecifierSet | str, version: str | None) -> bool:
         return spec.contains(_v(version), prereleases=True)
     except InvalidVersion:
         return False
-
-
-def _req_text(req: Requirement) -> str:
-    return req.name + (f"[{','.join(sorted(req.extras))}]" if req.extras else "") + str(req.specifier)
 
 
 def _spec_of(text: str) -> SpecifierSet:
@@ -419,7 +417,8 @@ class _Bump:
                  *, offline: bool = False, fix_lookups: int = FIX_LOOKUPS, torch_client: IndexClient | None = None,
                  list_all: bool = False):
         self.m = manifest
-        self.root = manifest.path.parent
+        self.workspace = Workspace.of(manifest)
+        self.root = self.workspace.root
         self.client = client
         self.offline = offline
         self.fix_lookups = fix_lookups
@@ -430,7 +429,7 @@ class _Bump:
         self.new = {n: list(r.specifier)[0].version for n, r in self.bumps.items()}
         self.notes: list[str] = []
         self.source = RoutedSource(client, {"torch": torch_client} if torch_client is not None else {})
-        self.resolver = Resolver(self.source, self.root / "wheels")
+        self.resolver = Resolver(self.source, self.workspace.wheels_dir)
         self.abi_cache = AbiCache(self.root, client, offline)
         self.today_torch: str | None = None
 
@@ -476,7 +475,7 @@ class _Bump:
     # ------------------------------------------------------------ states
 
     def today(self) -> tuple[dict[str, Installed], str, Path | None]:
-        lock_dir = self.root / "images" / self.plan.image / "lock" / self.plan.variant.name
+        lock_dir = self.workspace.lock_dir(self.plan.variant.name)
         locked = self.read_locked(lock_dir)
         try:
             if locked is not None:
@@ -498,23 +497,17 @@ class _Bump:
     def read_locked(self, lock_dir: Path) -> dict[str, dict[str, str]] | None:
         """step name -> {package: version} as the committed lock installs it; None without a lock.
 
-        Read with ``pinwheel.lock.read_lock`` (slices per step, fallback files for missing
-        local wheels), else with the resolver's slice reader.
+        Read with ``pinwheel.lock.read_lock``: slices per step, and the fallback files
+        of local wheels that are missing.
         """
-        if not (lock_dir / "requirements.txt").exists():
+        if not (lock_dir / LockFiles.REQUIREMENTS).exists():
             return None
         try:
-            from .lock import LockError, read_lock
-        except ImportError:
-            return read_lock_slices(self.plan, lock_dir)
-        try:
-            from .lock import check_lock
-
             state = check_lock(self.plan, self.root)
             if state.status != "ok":
                 self.notes.append(f"the lock is {state.status} ({state.detail}): today's image is read from it as "
                                   "committed; `pinwheel lock` brings it up to date")
-        except (ImportError, LockError, OSError) as exc:
+        except (LockError, OSError) as exc:
             self.notes.append(f"could not check whether the lock is up to date: {exc}")
         try:
             lock = read_lock(lock_dir)
@@ -657,9 +650,9 @@ class _Bump:
             return None
         dep, req = blockers[0]
         where = "shared_pins" if dep in self.plan.shared_pins else "its wheel set"
-        text = (f"{child} {candidates[0]} requires {_req_text(req)}: move the pin {dep}=={pins[dep]} in {where} "
+        text = (f"{child} {candidates[0]} requires {requirement_text(req)}: move the pin {dep}=={pins[dep]} in {where} "
                 f"to a release that satisfies {req.specifier}, or keep the bump off {child} {candidates[0]}")
-        also = [f"{child} {candidates[0]} requires {_req_text(r)} (pinned {d}=={pins[d]})" for d, r in blockers[1:]]
+        also = [f"{child} {candidates[0]} requires {requirement_text(r)} (pinned {d}=={pins[d]})" for d, r in blockers[1:]]
         return Fix("change-pin", dep, None, text, also_needs=also)
 
     def _pinned(self, name: str, pins: dict[str, str], cur: Installed | None) -> str | None:
@@ -677,8 +670,8 @@ class _Bump:
         old = before.get(parent.name)
         if old is not None and old.version != parent.version:
             reqs = [r for r in self.requirements(self.plan, old) if canonicalize_name(r.name) == child]
-            was = ", ".join(_req_text(r) for r in reqs) if reqs else "not required"
-        return {"parent": parent.name, "parent_version": parent.version, "requirement": _req_text(req), "was": was}
+            was = ", ".join(requirement_text(r) for r in reqs) if reqs else "not required"
+        return {"parent": parent.name, "parent_version": parent.version, "requirement": requirement_text(req), "was": was}
 
     def _nearest(self, plan: Plan, name: str, spec: SpecifierSet, current: str | None) -> str | None:
         """The release satisfying ``spec`` closest to ``current`` (the lowest above it, else the highest below)."""
@@ -783,7 +776,7 @@ class _Bump:
             if have is None or not _contains(a.requirement.specifier, have.version):
                 pin = (f"shared pin {self.plan.shared_pins[n]}" if n in self.plan.shared_pins
                        else f"image has {have.version}" if have else "not in the image")
-                out.append(f"{_req_text(a.requirement)} ({pin})")
+                out.append(f"{requirement_text(a.requirement)} ({pin})")
         return out
 
     # -------------------------------------------------------------- ABI
@@ -1024,12 +1017,12 @@ class _Bump:
                 if dep in out or dep in self.new:
                     continue
                 o, n = old_reqs.get(dep), new_reqs.get(dep)
-                if o is not None and n is not None and _req_text(o) == _req_text(n):
+                if o is not None and n is not None and requirement_text(o) == requirement_text(n):
                     continue
                 have = before.get(dep)
                 by = [{"parent": name, "parent_version": new.version,
-                       "requirement": _req_text(n) if n else "not required",
-                       "was": _req_text(o) if o else "not required"}]
+                       "requirement": requirement_text(n) if n else "not required",
+                       "was": requirement_text(o) if o else "not required"}]
                 if n is None:
                     out[dep] = Move(dep, have.version if have else None, have.version if have else None, "dropped", by,
                                     None)
@@ -1167,8 +1160,6 @@ class _Bump:
                          f"{name} {version})")
         elif parent in self.new:
             fixes.append(f"no release of {parent} after {start} up to {ceiling} accepts {name} {version}")
-        elif fix.version:
-            fixes.append(fix.text)
         else:
             fixes.append(fix.text)
         target = self._nearest(plan, name, _spec_of(e.requirement), version)
@@ -1181,7 +1172,7 @@ class _Bump:
                 text += f" (but {'; '.join(objections)})"
             else:
                 text += f" (every other requirement on {name} in the image accepts it"
-                needed = next((p.needed_by for p in self.m.shared_pins if p.name == name), ())
+                needed = self.plan.shared_pin_needs.get(name, ())
                 text += f"; check the pin's other consumers: {', '.join(needed)})" if needed else ")"
             fixes.append(text)
         return fixes
