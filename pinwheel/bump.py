@@ -22,18 +22,12 @@ Only changes the bump forces are shown as moves: a package keeps today's version
 unless a changed package's requirements exclude it, so a week-old lock does not
 turn into a list of unrelated upgrades.
 
-Caches: index metadata under ``.cache/index`` (shared with ``report``), wheels
-downloaded for ABI classification under ``.cache/wheels``, and classification
-results under ``.cache/abi/<sha256>-<classifier>.json`` (keyed by the wheel's
-sha256 and a hash of the classifier's source, so a changed classifier never
-reads stale results). A warm run reads only these files.
+Index metadata comes from the index cache that ``report`` shares; compiled wheels
+are classified through ``pinwheel.abi.cache``. A warm run reads only cached files.
 """
 from __future__ import annotations
 
 import dataclasses
-import hashlib
-import json
-import os
 import re
 import time
 from collections import defaultdict
@@ -46,7 +40,9 @@ from packaging.specifiers import SpecifierSet
 from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
-from . import abi as abi_mod
+from .abi.cache import AbiCache, torch_tied, wheel_abi_of
+from .abi.elf import WheelAbi
+from .abi.provenance import parse_local_label, provenance_mismatches
 from .index import IndexClient, IndexClientError, PackageNotFound
 from .lock import LockError, check_lock, read_lock
 from .manifest import Manifest
@@ -268,145 +264,6 @@ def parse_bumps(texts: Iterable[str]) -> list[Requirement]:
     return out
 
 
-# ------------------------------------------------------- ABI classification
-
-
-def _classifier_key() -> str:
-    """A short hash of the classifier's source: cached results die with a classifier change."""
-    try:
-        return hashlib.sha256(Path(abi_mod.__file__).read_bytes()).hexdigest()[:12]
-    except OSError:
-        return "unknown"
-
-
-def _wheel_abi_from_dict(d: dict) -> abi_mod.WheelAbi:
-    d = dict(d)
-    d["elf_files"] = [abi_mod.ElfAbi(**e) for e in d.get("elf_files", [])]
-    return abi_mod.WheelAbi(**d)
-
-
-def _sha256_file(path: Path) -> str:
-    h = hashlib.sha256()
-    with path.open("rb") as fh:
-        for chunk in iter(lambda: fh.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()
-
-
-def torch_tied(installed: dict[str, Installed], requirements) -> list[Installed]:
-    """Installed packages whose ABI may be tied to torch: local wheels, fallbacks, and those that require torch."""
-    return [i for i in sorted(installed.values(), key=lambda i: i.name)
-            if i.name != "torch" and (i.source in ("local", "fallback")
-                                      or any(canonicalize_name(r.name) == "torch" for r in requirements(i)))]
-
-
-def wheel_abi_of(inst: Installed, planned: PlannedPackage | None, plan: Plan, source, resolver, cache: "AbiCache",
-                 notes: list[str]) -> tuple[abi_mod.WheelAbi | None, str | None, str, dict | None]:
-    """(classification, wheel file name, how it was had, manifest-declared provenance) of one installed package."""
-    built = None
-    w = None
-    filename = None
-    how = "unavailable"
-    try:
-        if inst.source == "local" and planned is not None:
-            path = resolver.local_wheel(planned)
-            if path is not None:
-                filename = path.name
-                w, how = cache.classify_local(path)
-                b = planned.local.built_against
-                built = {"torch": b.torch, "cuda": b.cuda, "arch_list": list(b.arch_list)}
-        else:
-            f = source.best_wheel(inst.name, inst.version, plan.target.python, plan.target.platforms())
-            if f is not None:
-                filename = f.filename
-                if all(t.platform == "any" and t.abi == "none" for t in f.tags):
-                    how = "pure-python"
-                else:
-                    w, how = cache.classify_index(f)
-    except (IndexClientError, OSError, ValueError) as exc:
-        notes.append(f"ABI of {inst.name} {inst.version} not checked: {exc}")
-    return w, filename, how, built
-
-
-class AbiCache:
-    """classify_wheel results by wheel sha256 under <root>/.cache/abi, wheels under <root>/.cache/wheels."""
-
-    def __init__(self, root: Path, client: IndexClient, offline: bool):
-        self.abi_dir = root / ".cache" / "abi"
-        self.wheel_dir = root / ".cache" / "wheels"
-        self.client = client
-        self.offline = offline
-        self.key = _classifier_key()
-        self.stats = {"hits": 0, "classified": 0, "downloads": 0, "download_bytes": 0}
-
-    def _path(self, sha: str) -> Path:
-        return self.abi_dir / f"{sha}-{self.key}.json"
-
-    def _load(self, sha: str) -> abi_mod.WheelAbi | None:
-        try:
-            data = json.loads(self._path(sha).read_text())
-            return _wheel_abi_from_dict(data["wheel"])
-        except (OSError, ValueError, KeyError, TypeError):
-            return None
-
-    def _store(self, sha: str, w: abi_mod.WheelAbi) -> None:
-        self.abi_dir.mkdir(parents=True, exist_ok=True)
-        tmp = self._path(sha).with_suffix(".tmp")
-        tmp.write_text(json.dumps({"sha256": sha, "classifier": self.key, "wheel": w.to_dict()}))
-        os.replace(tmp, self._path(sha))
-
-    def classify_local(self, path: Path) -> tuple[abi_mod.WheelAbi, str]:
-        sha = _sha256_file(path)
-        cached = self._load(sha)
-        if cached is not None:
-            self.stats["hits"] += 1
-            return cached, "hit"
-        w = abi_mod.classify_wheel(path)
-        self.stats["classified"] += 1
-        self._store(sha, w)
-        return w, "classified"
-
-    def classify_index(self, f) -> tuple[abi_mod.WheelAbi | None, str]:
-        """(classification, how) of an index file; None when it cannot be had (offline, no hash)."""
-        if f.sha256:
-            cached = self._load(f.sha256.lower())
-            if cached is not None:
-                self.stats["hits"] += 1
-                return cached, "hit"
-        path = self.wheel_dir / f.filename
-        if path.exists() and (not f.sha256 or _sha256_file(path) == f.sha256.lower()):
-            pass
-        elif self.offline:
-            return None, "unavailable"
-        else:
-            self._download(f, path)
-        w = abi_mod.classify_wheel(path)
-        self.stats["classified"] += 1
-        self._store((f.sha256 or _sha256_file(path)).lower(), w)
-        return w, "classified"
-
-    def _download(self, f, path: Path) -> None:
-        self.wheel_dir.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(path.name + ".part")
-        digest = hashlib.sha256()
-        size = 0
-        with self.client.session.get(f.url, stream=True, timeout=self.client.timeout,
-                                     verify=self.client.verify) as resp:
-            if resp.status_code != 200:
-                raise IndexClientError(f"download of {f.filename} answered HTTP {resp.status_code}")
-            with tmp.open("wb") as fh:
-                for chunk in resp.iter_content(chunk_size=1 << 20):
-                    digest.update(chunk)
-                    size += len(chunk)
-                    fh.write(chunk)
-        if f.sha256 and digest.hexdigest() != f.sha256.lower():
-            tmp.unlink(missing_ok=True)
-            raise IndexClientError(f"{f.filename}: sha256 {digest.hexdigest()} does not match the index's {f.sha256}")
-        os.replace(tmp, path)
-        self.stats["downloads"] += 1
-        self.stats["download_bytes"] += size
-
-
 # ------------------------------------------------------------ the comparison
 
 
@@ -430,7 +287,7 @@ class _Bump:
         self.notes: list[str] = []
         self.source = RoutedSource(client, {"torch": torch_client} if torch_client is not None else {})
         self.resolver = Resolver(self.source, self.workspace.wheels_dir)
-        self.abi_cache = AbiCache(self.root, client, offline)
+        self.abi_cache = AbiCache(self.workspace, client, offline)
         self.today_torch: str | None = None
 
     # ------------------------------------------------------------ inputs
@@ -799,8 +656,8 @@ class _Bump:
             why = "offline and not in .cache/abi or .cache/wheels" if self.offline else "no wheel to classify"
             return AbiFinding(inst.name, inst.version, filename, inst.source, "unknown", self._declared(inst, plan),
                               None, built, [], None, [], "unchecked", why, how)
-        mismatches = abi_mod.provenance_mismatches(w, built) if built else []
-        label = abi_mod.parse_local_label(w.local_label)
+        mismatches = provenance_mismatches(w, built) if built else []
+        label = parse_local_label(w.local_label)
         declared = w.declared_torch
         built_torch = built.get("torch") if built else None
         exact = _lower_bound(declared) if declared and declared.startswith("==") else None
@@ -1181,7 +1038,7 @@ class _Bump:
 _TORCH_BUILD_RE = re.compile(r"(?:torch|pt)[-_.]?(\d)[._]?(\d{1,2})(?!\d)")
 
 
-def _per_torch_builds(w: abi_mod.WheelAbi) -> list[str]:
+def _per_torch_builds(w: WheelAbi) -> list[str]:
     """Torch releases a wheel carries separate C++ builds for, read from its ELF file names."""
     found = set()
     for e in w.elf_files:

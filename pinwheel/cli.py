@@ -141,7 +141,7 @@ def cmd_report(args: argparse.Namespace) -> int:
         default_client = getattr(client, "default", client)
         wheels = root / "wheels"
         abi = memoized(cache_dir, ("torch_abi", resolved.installed, wheels_state(plan, wheels), args.offline),
-                       lambda: torch_abi(resolved, client, default_client, root, wheels, args.offline),
+                       lambda: torch_abi(resolved, client, default_client, Workspace.of(m), args.offline),
                        keep=lambda rows: all(r["abi_class"] != "unknown" for r in rows), refresh=args.refresh)
     except ResolveError as exc:
         raise UsageError(str(exc)) from None

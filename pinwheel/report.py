@@ -14,8 +14,11 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from .abi.cache import AbiCache, torch_tied, wheel_abi_of
+from .abi.provenance import provenance_mismatches
 from .plan import Edge, Hazard, Plan
-from .resolve import excludes_shared_pin
+from .resolve import Resolver, excludes_shared_pin
+from .workspace import Workspace
 
 SCHEMA = "pinwheel.report/1"
 
@@ -196,21 +199,15 @@ def next_steps(plan: Plan, shared: list[dict], summary: dict, abi: list[dict] | 
     return steps
 
 
-def torch_abi(plan: Plan, source, client, root, wheels_dir, offline: bool) -> list[dict]:
+def torch_abi(plan: Plan, source, client, workspace: Workspace, offline: bool) -> list[dict]:
     """Which compiled wheels in the image are tied to torch's ABI, and how (from their ELF imports)."""
-    from packaging.requirements import Requirement as Req
-
-    from .abi import provenance_mismatches
-    from .bump import AbiCache, torch_tied, wheel_abi_of
-    from .resolve import Resolver
-
     by_name = {i.name: i for i in plan.installed}
     torch_reqs: dict[str, list] = defaultdict(list)
     for e in plan.edges:
         if e.name == "torch" and e.verdict != "marker-excluded":
-            torch_reqs[e.parent].append(Req(e.requirement))
+            torch_reqs[e.parent].append(Requirement(e.requirement))
     locals_by_name = {p.name: p for p in plan.packages() if p.local}
-    cache, resolver, notes = AbiCache(root, client, offline), Resolver(source, wheels_dir), []
+    cache, resolver, notes = AbiCache(workspace, client, offline), Resolver(source, workspace.wheels_dir), []
     rows = []
     for inst in torch_tied(by_name, lambda i: torch_reqs.get(i.name, [])):
         w, filename, how, built = wheel_abi_of(inst, locals_by_name.get(inst.name), plan, source, resolver, cache, notes)

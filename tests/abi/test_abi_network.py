@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from pinwheel.abi import classify_wheel, provenance_mismatches
+from pinwheel.abi.elf import classify_wheel
+from pinwheel.abi.provenance import provenance_mismatches
 
 REPO = Path(__file__).resolve().parents[2]
 CACHE = REPO / ".cache" / "wheels"

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from pinwheel.abi import LocalLabel, classify_symbol, parse_local_label
+from pinwheel.abi.elf import classify_symbol
+from pinwheel.abi.provenance import LocalLabel, parse_local_label
 
 
 @pytest.mark.parametrize(

@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import struct
-from pathlib import Path
 
 import pytest
 
 from abi_builders import UNSTABLE_SYMBOLS, fatbin_bytes
-from pinwheel import abi
-from pinwheel.abi import ElfAbi, WheelAbi, classify_elf, classify_wheel, provenance_mismatches
+from pinwheel.abi import elf
+from pinwheel.abi.elf import ElfAbi, WheelAbi, classify_elf, classify_wheel
+from pinwheel.abi.provenance import provenance_mismatches
 
 PROVENANCE = {"torch": "2.13.0", "cuda": "13.0", "arch_list": ["9.0", "10.0"]}
 
@@ -170,7 +170,7 @@ def test_torch_requirement_behind_an_extra_is_not_declared(sos, make_wheel) -> N
 def test_large_members_spool_to_disk(sos, make_wheel, monkeypatch) -> None:
     whl = make_wheel("big", "1.0", {"big/_C.so": sos["unstable"]})
     in_memory = classify_wheel(whl)
-    monkeypatch.setattr(abi, "SPOOL_MAX_BYTES", 1024)  # every member goes to a temp file
+    monkeypatch.setattr(elf, "SPOOL_MAX_BYTES", 1024)  # every member goes to a temp file
     assert classify_wheel(whl) == in_memory
 
 

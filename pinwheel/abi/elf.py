@@ -41,7 +41,6 @@ from elftools.common.exceptions import ELFError
 from elftools.elf.dynamic import DynamicSection, DynamicSegment
 from elftools.elf.elffile import ELFFile
 from packaging.requirements import InvalidRequirement, Requirement
-from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
@@ -49,13 +48,10 @@ __all__ = [
     "AbiClass",
     "ElfAbi",
     "FatbinEntry",
-    "LocalLabel",
     "WheelAbi",
     "classify_elf",
     "classify_symbol",
     "classify_wheel",
-    "parse_local_label",
-    "provenance_mismatches",
 ]
 
 AbiClass = Literal["unstable", "stable", "none"]
@@ -91,7 +87,7 @@ _STABLE_C_PREFIXES = ("aoti_torch_", "torch_")
 _TORCH_LIB_RE = re.compile(r"^lib(?:torch|c10)(?:[_.\-]|$)")
 # Libraries whose soname major equals the CUDA major version.
 # auditwheel renames vendored copies to libcudart.<hash>.so.13 / libcudart-<hash>.so.13.
-_CUDA_SONAME_RE = re.compile(r"^lib(?:cudart|cublas|cublasLt|nvrtc|nvJitLink)(?:[.\-][0-9a-f]{8})?\.so\.(\d+)")
+CUDA_SONAME_RE = re.compile(r"^lib(?:cudart|cublas|cublasLt|nvrtc|nvJitLink)(?:[.\-][0-9a-f]{8})?\.so\.(\d+)")
 
 _FATBIN_SECTIONS = (".nv_fatbin", "__nv_relfatbin")
 _FATBIN_MAGIC = 0xBA55ED50
@@ -140,7 +136,7 @@ class ElfAbi:
     @property
     def cuda_majors(self) -> list[int]:
         """CUDA major versions implied by ``DT_NEEDED`` sonames (libcudart.so.13 -> 13)."""
-        found = {int(m.group(1)) for n in self.needed if (m := _CUDA_SONAME_RE.match(n))}
+        found = {int(m.group(1)) for n in self.needed if (m := CUDA_SONAME_RE.match(n))}
         return sorted(found)
 
 
@@ -176,14 +172,6 @@ class WheelAbi:
 
     def to_dict(self) -> dict:
         return asdict(self)
-
-
-@dataclass(frozen=True)
-class LocalLabel:
-    """What a local version label says about the build (``+cu130torch2.13``)."""
-
-    cuda: str | None  # "13.0", or "13" for a bare "cu13"
-    torch: str | None  # "2.13"
 
 
 # --------------------------------------------------------------------------- #
@@ -334,11 +322,11 @@ def _needed(elf: ELFFile) -> list[str]:
     return []
 
 
-def _arch_str(arch: int) -> str:
+def arch_str(arch: int) -> str:
     return f"{arch // 10}.{arch % 10}"
 
 
-def _arch_key(a: str) -> tuple[int, ...]:
+def arch_key(a: str) -> tuple[int, ...]:
     try:
         return tuple(int(p) for p in a.split("."))
     except ValueError:
@@ -346,7 +334,7 @@ def _arch_key(a: str) -> tuple[int, ...]:
 
 
 def _sorted_archs(archs: Iterable[str]) -> list[str]:
-    return sorted(set(archs), key=_arch_key)
+    return sorted(set(archs), key=arch_key)
 
 
 def _fatbin_entries(elf: ELFFile) -> list[FatbinEntry]:
@@ -385,10 +373,10 @@ def _fatbin_entries(elf: ELFFile) -> list[FatbinEntry]:
                 (arch,) = struct.unpack_from("<I", eh, 28)
                 if ehsize == 0:
                     break
-                found.add(FatbinEntry(_FATBIN_KINDS.get(kind, f"kind{kind}"), _arch_str(arch)))
+                found.add(FatbinEntry(_FATBIN_KINDS.get(kind, f"kind{kind}"), arch_str(arch)))
                 pos += ehsize + psize
             off = max(end, off + 16)
-    return sorted(found, key=lambda e: (e.kind, _arch_key(e.arch)))
+    return sorted(found, key=lambda e: (e.kind, arch_key(e.arch)))
 
 
 def _classify_stream(stream: IO[bytes], path_in_wheel: str) -> ElfAbi:
@@ -523,153 +511,3 @@ def classify_wheel(path: Path | str) -> WheelAbi:
         abi_tag=abi_tag,
         platform_tag=platform_tag,
     )
-
-
-# --------------------------------------------------------------------------- #
-# Provenance
-# --------------------------------------------------------------------------- #
-_CUDA_LABEL_RE = re.compile(r"(?:^|[^a-z])cu(?:da)?(\d+(?:\.\d+)?)")
-_TORCH_LABEL_RE = re.compile(r"torch(\d+(?:\.\d+){0,2})")
-_PT_LABEL_RE = re.compile(r"(?:^|[^a-z])pt(\d+(?:\.\d+)*)")
-
-
-def _cuda_from_digits(d: str) -> str:
-    if "." in d:
-        return d
-    if len(d) == 2:  # cu12 -> "12"; cu92 -> "9.2"
-        return d if d[0] == "1" else f"{d[0]}.{d[1]}"
-    if len(d) == 3:  # cu130 -> 13.0, cu118 -> 11.8
-        return f"{d[:2]}.{d[2]}"
-    if len(d) == 4:
-        return f"{d[:2]}.{int(d[2:])}"
-    return d
-
-
-def parse_local_label(label: str | None) -> LocalLabel:
-    """Read the CUDA and torch versions out of a local version label.
-
-    Understands ``cu130``, ``cu12``, ``cuda13.0``, ``torch2.13``, ``pt213`` and
-    their combinations (``cu130torch2.13``, ``cu12torch2.3cxx11abitrue``).
-    """
-    if not label:
-        return LocalLabel(None, None)
-    low = label.lower()
-    cuda = None
-    if m := _CUDA_LABEL_RE.search(low):
-        cuda = _cuda_from_digits(m.group(1))
-    torch = None
-    if m := _TORCH_LABEL_RE.search(low):
-        torch = m.group(1)
-    elif m := _PT_LABEL_RE.search(low):
-        d = m.group(1)
-        torch = d if "." in d or len(d) < 2 else f"{d[0]}.{d[1:]}"
-    return LocalLabel(cuda, torch)
-
-
-def _release(v: str) -> tuple[int, ...] | None:
-    try:
-        return Version(v).release
-    except InvalidVersion:
-        return None
-
-
-def _agree(declared: str, shown: str) -> bool:
-    """Whether two versions agree on the components both of them name."""
-    a, b = _release(declared), _release(shown)
-    if a is None or b is None:
-        return declared == shown
-    n = min(len(a), len(b))
-    return a[:n] == b[:n]
-
-
-def _norm_arch(a: object) -> tuple[str, bool] | None:
-    """A manifest arch entry as (compute capability, wants PTX)."""
-    s = str(a).strip().lower()
-    ptx = s.endswith("+ptx")
-    s = s.removesuffix("+ptx").removeprefix("sm_").removeprefix("compute_")
-    s = s.rstrip("af")
-    if re.fullmatch(r"\d+\.\d+", s):
-        return s, ptx
-    if re.fullmatch(r"\d{2,3}", s):
-        return _arch_str(int(s)), ptx
-    return None
-
-
-def provenance_mismatches(wheel: WheelAbi, declared: dict) -> list[str]:
-    """Compare a manifest's build provenance with what the wheel itself shows.
-
-    ``declared`` may hold ``torch`` ("2.13.0"), ``cuda`` ("13.0") and
-    ``arch_list`` (["9.0", "10.0"], TORCH_CUDA_ARCH_LIST spellings such as
-    "9.0a" or "10.0+PTX" accepted). Each key is compared only with the
-    evidence the wheel has: its local version label, its torch requirement,
-    the CUDA sonames it needs and the cubins in its own fatbins (libraries
-    that auditwheel vendored under ``<pkg>.libs/`` are not compared with the
-    arch list: they were not built by this build). Returns one human
-    sentence per disagreement; an empty list means nothing disagreed.
-    """
-    out: list[str] = []
-    who = f"{wheel.name} {wheel.version}"
-    label = parse_local_label(wheel.local_label)
-
-    torch = declared.get("torch")
-    if torch:
-        torch = str(torch)
-        if label.torch and not _agree(torch, label.torch):
-            out.append(
-                f"{who}: manifest says it was built against torch {torch}, "
-                f"but its version label +{wheel.local_label} says torch {label.torch}"
-            )
-        if wheel.declared_torch:
-            try:
-                spec = SpecifierSet(wheel.declared_torch)
-                tv = Version(torch)
-            except (InvalidSpecifier, InvalidVersion):
-                spec = None
-            if spec is not None and not spec.contains(tv, prereleases=True):
-                out.append(
-                    f"{who}: manifest says it was built against torch {torch}, "
-                    f"but the wheel requires torch{wheel.declared_torch}"
-                )
-        if wheel.is_compiled and wheel.abi_class == "none":
-            out.append(
-                f"{who}: manifest says it was built against torch {torch}, "
-                f"but none of its {len(wheel.elf_files)} ELF files imports a torch symbol"
-            )
-
-    cuda = declared.get("cuda")
-    if cuda:
-        cuda = str(cuda)
-        if label.cuda and not _agree(cuda, label.cuda):
-            out.append(
-                f"{who}: manifest says CUDA {cuda}, "
-                f"but its version label +{wheel.local_label} says CUDA {label.cuda}"
-            )
-        want_major = _release(cuda)
-        for elf in wheel.elf_files:
-            for major in elf.cuda_majors:
-                if want_major and major != want_major[0]:
-                    sonames = ", ".join(n for n in elf.needed if _CUDA_SONAME_RE.match(n))
-                    out.append(
-                        f"{who}: manifest says CUDA {cuda}, "
-                        f"but {elf.path_in_wheel} needs {sonames} (CUDA {major})"
-                    )
-
-    arch_list = declared.get("arch_list")
-    cubins, ptxs = wheel.cubin_archs, wheel.ptx_archs
-    if arch_list and (cubins or ptxs):
-        wanted = [n for a in arch_list if (n := _norm_arch(a)) is not None]
-        wanted_ccs = {cc for cc, _ in wanted}
-        for cc, want_ptx in wanted:
-            if cc not in cubins:
-                lower_ptx = [p for p in ptxs if _arch_key(p) <= _arch_key(cc)]
-                hint = f" (PTX for {', '.join(lower_ptx)} could be JIT-compiled)" if lower_ptx else ""
-                out.append(f"{who}: manifest lists arch {cc}, but the wheel has no cubin for it{hint}")
-            if want_ptx and cc not in ptxs:
-                out.append(f"{who}: manifest lists arch {cc}+PTX, but the wheel has no PTX for it")
-        extra = [a for a in cubins if a not in wanted_ccs]
-        if extra:
-            out.append(
-                f"{who}: the wheel has cubins for {', '.join(extra)}, "
-                f"which the manifest's arch list does not name"
-            )
-    return out
