@@ -121,7 +121,7 @@ def require_fresh_lock(plan: Plan, root: Path) -> None:
 
 def cmd_report(args: argparse.Namespace) -> int:
     from .index import IndexClientError
-    from .report import needed_by, print_report, to_json, torch_abi
+    from .reports.report import print_report, to_json, torch_abi
     from .lock import lock_installs
     from .resolve import ResolveError, memoized, resolve_memoized, wheels_state
     from .plan import LockState
@@ -149,11 +149,10 @@ def cmd_report(args: argparse.Namespace) -> int:
         err().print(f"[yellow]could not judge:[/yellow] {escape(str(exc))}")
         return EXIT_UNCHECKED
     if args.json:
-        data = to_json(resolved, needed_by(m), abi, allow_unchecked=args.allow_unchecked)
+        data = to_json(resolved, abi, allow_unchecked=args.allow_unchecked)
         sys.stdout.write(json.dumps(data, indent=2, sort_keys=False) + "\n")
     else:
-        data = print_report(resolved, needed_by(m), out(), verbose=args.verbose, abi=abi,
-                            allow_unchecked=args.allow_unchecked)
+        data = print_report(resolved, out(), verbose=args.verbose, abi=abi, allow_unchecked=args.allow_unchecked)
     return {"clean": EXIT_OK, "conflicts": EXIT_PROBLEM, "unchecked": EXIT_UNCHECKED}[data["summary"]["verdict"]]
 
 

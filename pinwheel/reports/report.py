@@ -9,16 +9,15 @@ import dataclasses
 from collections import defaultdict
 
 from packaging.requirements import Requirement
-from packaging.utils import canonicalize_name
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from .abi.cache import AbiCache, torch_tied, wheel_abi_of
-from .abi.provenance import provenance_mismatches
-from .plan import Edge, Hazard, Plan
-from .resolve import Resolver, excludes_shared_pin
-from .workspace import Workspace
+from ..abi.cache import AbiCache, torch_tied, wheel_abi_of
+from ..abi.provenance import provenance_mismatches
+from ..plan import Edge, Hazard, Plan
+from ..resolve import Resolver, excludes_shared_pin
+from ..workspace import Workspace
 
 SCHEMA = "pinwheel.report/1"
 
@@ -39,7 +38,7 @@ def required_by(plan: Plan) -> dict[str, list[str]]:
     return out
 
 
-def shared_pin_findings(plan: Plan, needed_by_manifest: dict[str, tuple[str, ...]]) -> list[dict]:
+def shared_pin_findings(plan: Plan) -> list[dict]:
     by_name = {i.name: i for i in plan.installed}
     installed = {i.name: i.version for i in plan.installed}
     out = []
@@ -59,7 +58,7 @@ def shared_pin_findings(plan: Plan, needed_by_manifest: dict[str, tuple[str, ...
             "installed": installed.get(name),
             "broken": bool(reasons),
             "broken_because": reasons,
-            "needed_by": list(needed_by_manifest.get(name, ())),
+            "needed_by": list(plan.shared_pin_needs.get(name, ())),
             "required_by": sorted({f"{e.parent} {e.parent_version}" for e in relying if e not in excluding}),
             "excluded_by": [
                 {"parent": e.parent, "parent_version": e.parent_version, "requirement": e.requirement,
@@ -123,9 +122,8 @@ def summarize(plan: Plan, shared: list[dict], allow_unchecked: bool = False, abi
     }
 
 
-def to_json(plan: Plan, needed_by_manifest: dict[str, tuple[str, ...]], abi: list[dict] | None = None,
-            allow_unchecked: bool = False) -> dict:
-    shared = shared_pin_findings(plan, needed_by_manifest)
+def to_json(plan: Plan, abi: list[dict] | None = None, allow_unchecked: bool = False) -> dict:
+    shared = shared_pin_findings(plan)
     req_by = required_by(plan)
     moved = moved_pins(plan)
     summary = summarize(plan, shared, allow_unchecked, abi)
@@ -245,9 +243,9 @@ def _evaluated_as(plan: Plan) -> str:
         state, "no lock: one plain pip install per wheel set")
 
 
-def print_report(plan: Plan, needed_by_manifest: dict[str, tuple[str, ...]], console: Console,
-                 verbose: bool = False, abi: list[dict] | None = None, allow_unchecked: bool = False) -> dict:
-    data = to_json(plan, needed_by_manifest, abi, allow_unchecked)
+def print_report(plan: Plan, console: Console, verbose: bool = False, abi: list[dict] | None = None,
+                 allow_unchecked: bool = False) -> dict:
+    data = to_json(plan, abi, allow_unchecked)
     c = console
     if plan.lock_state and plan.lock_state.status == "stale":
         c.print(f"[red bold]lock of {escape(plan.variant.name)} is stale:[/red bold] {escape(plan.lock_state.detail)}; "
@@ -379,7 +377,3 @@ def print_report(plan: Plan, needed_by_manifest: dict[str, tuple[str, ...]], con
         for step in data["next_steps"]:
             c.print(f"  - {escape(step)}")
     return data
-
-
-def needed_by(manifest) -> dict[str, tuple[str, ...]]:
-    return {canonicalize_name(p.requirement.name): p.needed_by for p in manifest.shared_pins}
