@@ -4,7 +4,6 @@
 - ``memo``: resolve results remembered on disk for an unchanged index cache.
 """
 from ..index.sources import MetadataSource, RoutedSource
-from ..lock.read import lock_installs
 from .memo import memoized, resolve_memoized, wheels_state
 from .resolver import (
     Applies,
@@ -33,7 +32,3 @@ __all__ = [
     "wheels_state",
 ]
 
-
-def read_lock_slices(plan, lock_dir):
-    """Kept only until bump.py reads the lock with lock.lock_installs (the one reader): the same answer."""
-    return lock_installs(plan, lock_dir)
