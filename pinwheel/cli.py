@@ -330,7 +330,7 @@ def cmd_publish(args: argparse.Namespace) -> int:
 
 
 def cmd_bump(args: argparse.Namespace) -> int:
-    from .bump import PAGE_MAX_AGE, BumpInputError, bump, print_bump
+    from .reports.bump import PAGE_MAX_AGE, BumpInputError, bump, print_bump
     from .index import IndexClientError
 
     m = manifest_mod.load(args.manifest)

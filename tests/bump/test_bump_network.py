@@ -11,7 +11,7 @@ import pytest
 from packaging.utils import canonicalize_name
 
 from pinwheel import manifest as manifest_mod
-from pinwheel.bump import bump
+from pinwheel.reports.bump import bump
 from pinwheel.index import IndexClient
 from pinwheel.plan import plan_variant
 

@@ -6,7 +6,7 @@ import pytest
 
 from localindex import LocalIndex
 from pinwheel import manifest as manifest_mod
-from pinwheel.bump import BumpInputError, bump
+from pinwheel.reports.bump import BumpInputError, bump
 from pinwheel.index import IndexClient
 
 MANIFEST = """\

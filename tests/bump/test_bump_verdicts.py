@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from pinwheel import manifest as manifest_mod
-from pinwheel.bump import BumpInputError, BumpReport, bump, parse_bumps
+from pinwheel.reports.bump import BumpInputError, BumpReport, bump, parse_bumps
 from pinwheel.index import IndexClient
 
 
