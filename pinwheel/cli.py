@@ -19,9 +19,20 @@ from rich.console import Console
 from rich.markup import escape
 
 from . import manifest as manifest_mod
+from .image.base import BaseImageError, ensure_base, suite_for_python
+from .image.build import BuildError, BuildInputs, build_image, check_local_wheels, tags_for
+from .image.engine import BuildFailed, Engine, EngineError
+from .image.inventory import InventoryError, check_inventory, read_image, write_inventory
+from .image.publish import PublishRefused, PushPrinter, declared_smoke, parse_allowances, publish
+from .image.smoke import record, run_smoke
+from .index import DEFAULT_DEADLINE, IndexClient, IndexClientError, metadata_source
+from .lock import DEFAULT_ENGINE, LockError, LockUnavailable, check_lock, lock_installs, lock_sha256, lock_variant
 from .manifest import Manifest, ManifestError
-from .index import DEFAULT_DEADLINE
-from .plan import Plan, plan_variant
+from .plan import LockState, Plan, plan_variant
+from .render import render_dockerfile
+from .reports.bump import PAGE_MAX_AGE, BumpInputError, bump, print_bump
+from .reports.report import print_report, to_json, torch_abi
+from .resolve import ResolveError, memoized, resolve_memoized, wheels_state
 from .workspace import Workspace
 
 EXIT_OK, EXIT_PROBLEM, EXIT_BAD_INPUT, EXIT_UNCHECKED = 0, 1, 2, 3
@@ -37,7 +48,8 @@ UNBOUNDED_WIDTH = 100_000
 
 def _console(stream) -> Console:
     width = None if stream.isatty() else UNBOUNDED_WIDTH
-    return Console(file=stream, highlight=False, soft_wrap=True, width=width)
+    # emoji off: a manifest key like ":thumbs_up:" must print as written
+    return Console(file=stream, highlight=False, soft_wrap=True, width=width, emoji=False)
 
 
 def out() -> Console:
@@ -48,11 +60,7 @@ def err() -> Console:
     return _console(sys.stderr)
 
 
-# ------------------------------------------------------------------ paths
-
-
-def image_dir(m: Manifest) -> Path:
-    return Workspace.of(m).image_dir
+# ------------------------------------------------------------------ plans
 
 
 def plans_for(m: Manifest, variant: str | None) -> list[Plan]:
@@ -93,8 +101,6 @@ def add_variant_args(p: argparse.ArgumentParser) -> None:
 
 def index_client(args: argparse.Namespace, m: Manifest, plan: Plan | None = None):
     """Where metadata comes from: pip's index, and torch from the variant's extra index where it names one."""
-    from .index import IndexClient, metadata_source
-
     client = IndexClient(index_url=getattr(args, "index_url", None), cache_dir=Workspace.of(m).index_cache,
                          offline=getattr(args, "offline", False),
                          deadline=getattr(args, "index_deadline", None) or DEFAULT_DEADLINE,
@@ -104,9 +110,6 @@ def index_client(args: argparse.Namespace, m: Manifest, plan: Plan | None = None
 
 def lock_state(plan: Plan, root: Path):
     """The committed lock against the manifest, compared before anything else reads the lock."""
-    from .lock import check_lock
-    from .plan import LockState
-
     check = check_lock(plan, root)
     return LockState(check.status, check.detail)
 
@@ -120,12 +123,6 @@ def require_fresh_lock(plan: Plan, root: Path) -> None:
 
 
 def cmd_report(args: argparse.Namespace) -> int:
-    from .index import IndexClientError
-    from .reports.report import print_report, to_json, torch_abi
-    from .lock import lock_installs
-    from .resolve import ResolveError, memoized, resolve_memoized, wheels_state
-    from .plan import LockState
-
     m = manifest_mod.load(args.manifest)
     plan = plan_variant(m, select_variant(m, args))
     root = m.path.parent
@@ -136,12 +133,10 @@ def cmd_report(args: argparse.Namespace) -> int:
     plan = dataclasses.replace(plan, lock_state=state)
     try:
         client = index_client(args, m, plan)
-        cache_dir = ws.index_cache
-        resolved = resolve_memoized(plan, client, cache_dir, root / "wheels", locked, refresh=args.refresh)
+        resolved = resolve_memoized(plan, client, ws.index_cache, ws.wheels_dir, locked, refresh=args.refresh)
         default_client = getattr(client, "default", client)
-        wheels = root / "wheels"
-        abi = memoized(cache_dir, ("torch_abi", resolved.installed, wheels_state(plan, wheels), args.offline),
-                       lambda: torch_abi(resolved, client, default_client, Workspace.of(m), args.offline),
+        abi = memoized(ws.index_cache, ("torch_abi", resolved.installed, wheels_state(plan, ws.wheels_dir), args.offline),
+                       lambda: torch_abi(resolved, client, default_client, ws, args.offline),
                        keep=lambda rows: all(r["abi_class"] != "unknown" for r in rows), refresh=args.refresh)
     except ResolveError as exc:
         raise UsageError(str(exc)) from None
@@ -160,8 +155,6 @@ def cmd_report(args: argparse.Namespace) -> int:
 
 
 def cmd_render(args: argparse.Namespace) -> int:
-    from .render import render_dockerfile
-
     m = manifest_mod.load(args.manifest)
     ws = Workspace.of(m)
     target = ws.dockerfile
@@ -186,8 +179,6 @@ def cmd_render(args: argparse.Namespace) -> int:
 
 
 def engine_or_fail():
-    from .image.engine import Engine
-
     engine = Engine()
     reason = engine.unavailable_reason()
     if reason:
@@ -196,8 +187,6 @@ def engine_or_fail():
 
 
 def ensure_variant_base(plan: Plan, ws: Workspace, engine, progress: bool = True) -> None:
-    from .image.base import BaseImageError, ensure_base, suite_for_python
-
     base = plan.variant.base
     if engine.image_exists(base):
         return
@@ -212,17 +201,46 @@ def ensure_variant_base(plan: Plan, ws: Workspace, engine, progress: bool = True
 
 def cmd_base(args: argparse.Namespace) -> int:
     m = manifest_mod.load(args.manifest)
+    ws = Workspace.of(m)
     plan = plan_variant(m, select_variant(m, args))
-    ensure_variant_base(plan, Workspace.of(m), engine_or_fail())
+    if args.action == "inventory":
+        return base_inventory(plan, ws, args.check)
+    ensure_variant_base(plan, ws, engine_or_fail())
     out().print(f"base image {plan.variant.base} is ready")
+    return EXIT_OK
+
+
+def base_inventory(plan: Plan, ws: Workspace, check: bool) -> int:
+    """Read the base image's distributions from its layers into images/<image>/inventory/<variant>.json."""
+    path = ws.inventory_file(plan.variant.name)
+    if check:
+        engine = Engine()
+        status, detail = check_inventory(path, plan.variant.base, None if engine.unavailable_reason() else engine)
+        if status == "ok":
+            out().print(f"{plan.variant.name}: inventory up to date ({escape(detail)})")
+            return EXIT_OK
+        err().print(f"[red]{plan.variant.name}: inventory {status}: {escape(detail)}; run "
+                    f"`build.py base inventory --variant {plan.variant.name}`[/red]")
+        return EXIT_PROBLEM
+    engine = engine_or_fail()
+    ensure_variant_base(plan, ws, engine)
+    try:
+        inv = read_image(engine, plan.variant.base, scratch=ws.cache_root if ws.cache_root.is_dir() else None)
+    except InventoryError as exc:
+        raise UsageError(str(exc)) from None
+    write_inventory(inv, path)
+    for site in inv.sites:
+        count = sum(1 for d in inv.distributions if d.site == site)
+        out().print(f"  {escape(site)}: {count} distributions")
+    for note in inv.notes:
+        err().print(f"[yellow]{escape(note)}[/yellow]")
+    out().print(f"wrote {ws.relative(path)} ({len(inv.distributions)} distributions from {inv.layers} layers of "
+                f"{escape(plan.variant.base)}, {inv.image_id[:19]})")
     return EXIT_OK
 
 
 def build_variant(m: Manifest, plan: Plan, engine, target: str, quiet: bool):
     """The built image, or None when the build failed (its log tail already printed)."""
-    from .image.build import BuildError, build_image
-    from .image.engine import BuildFailed
-
     ensure_variant_base(plan, Workspace.of(m), engine)
     try:
         return build_image(plans_for(m, None), plan, m.path.parent, engine, target=target, progress=not quiet)
@@ -234,8 +252,6 @@ def build_variant(m: Manifest, plan: Plan, engine, target: str, quiet: bool):
 
 
 def cmd_build(args: argparse.Namespace) -> int:
-    from .image.build import BuildError, BuildInputs, check_local_wheels
-
     m = manifest_mod.load(args.manifest)
     plan = plan_variant(m, select_variant(m, args))
     require_fresh_lock(plan, m.path.parent)
@@ -257,8 +273,6 @@ def cmd_build(args: argparse.Namespace) -> int:
 
 
 def cmd_smoke(args: argparse.Namespace) -> int:
-    from .image.smoke import record, run_smoke
-
     m = manifest_mod.load(args.manifest)
     engine = engine_or_fail()
     image = args.image or args.image_opt
@@ -288,16 +302,11 @@ def cmd_smoke(args: argparse.Namespace) -> int:
 
 
 def cmd_publish(args: argparse.Namespace) -> int:
-    from .image.build import tags_for
-    from .lock import lock_sha256
-    from .image.engine import EngineError
-    from .image.publish import PublishRefused, PushPrinter, declared_smoke, parse_allowances, publish
-
     m = manifest_mod.load(args.manifest)
     plan = plan_variant(m, select_variant(m, args))
     require_fresh_lock(plan, m.path.parent)
     engine = engine_or_fail()
-    lock_dir = image_dir(m) / "lock" / plan.variant.name
+    lock_dir = Workspace.of(m).lock_dir(plan.variant.name)
     tags = list(args.tag) or list(tags_for(plan, lock_sha256(lock_dir)))
     missing = [t for t in tags if not engine.image_exists(t)]
     if missing:
@@ -330,9 +339,6 @@ def cmd_publish(args: argparse.Namespace) -> int:
 
 
 def cmd_bump(args: argparse.Namespace) -> int:
-    from .reports.bump import PAGE_MAX_AGE, BumpInputError, bump, print_bump
-    from .index import IndexClientError
-
     m = manifest_mod.load(args.manifest)
     variant = select_variant(m, args)
     require_fresh_lock(plan_variant(m, variant), m.path.parent)
@@ -361,8 +367,6 @@ def select_variants(m: Manifest, args: argparse.Namespace) -> list[str]:
 
 
 def cmd_lock(args: argparse.Namespace) -> int:
-    from .lock import DEFAULT_ENGINE, LockError, LockUnavailable, check_lock, lock_variant
-
     m = manifest_mod.load(args.manifest)
     root = m.path.parent
     plans = [plan_variant(m, n) for n in select_variants(m, args)]
@@ -475,7 +479,14 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument("--json", action="store_true", help="print image id, tags and labels as JSON")
     b.set_defaults(func=cmd_build)
 
-    ba = sub.add_parser("base", help="create the local bootstrap base image (debootstrap + import)")
+    ba = sub.add_parser("base", help="the variant's base image: create a bootstrap base, or read its inventory",
+                        description="`base` (or `base ready`) creates the local bootstrap base when the manifest names "
+                                    "one that is missing. `base inventory` reads the base image's Python "
+                                    "distributions from its layers (without running it) into "
+                                    "images/<image>/inventory/<variant>.json; --check compares it with the base "
+                                    "(its pinned digest, else the engine's image id), without the network.")
+    ba.add_argument("action", nargs="?", choices=["ready", "inventory"], default="ready")
+    ba.add_argument("--check", action="store_true", help="with inventory: exit 1 when the committed one is stale")
     add_variant_args(ba)
     ba.set_defaults(func=cmd_base)
 

@@ -71,15 +71,6 @@ _SLICE_FILE = re.compile(r"^(?P<index>\d{2,})-(?P<step>[a-z0-9][a-z0-9-]*)\.txt$
 _FALLBACK_FILE = re.compile(r"^(?P<index>\d{2,})-(?P<step>[a-z0-9][a-z0-9-]*)\.fallback-(?P<pkg>[a-z0-9][a-z0-9._-]*)\.txt$")
 
 
-def header_value(text: str, prefix: str) -> str | None:
-    for line in text.splitlines():
-        if not line.startswith("#"):
-            break
-        if line.startswith(prefix):
-            return line[len(prefix):].strip()
-    return None
-
-
 def read_lock(directory: Path | str) -> Lock:
     """Read a variant's committed lock dir into a typed Lock (no network)."""
     directory = Path(directory)
