@@ -19,11 +19,11 @@ from rich.console import Console
 from rich.markup import escape
 
 from . import manifest as manifest_mod
-from .image.base import BaseImageError, ensure_base, suite_for_python
+from .image.base import BaseImageError, ensure_base, is_bootstrap, suite_for_python
 from .image.build import BuildError, BuildInputs, build_image, check_local_wheels, tags_for
 from .image.engine import BuildFailed, Engine, EngineError
 from .image.inventory import InventoryError, check_inventory, read_image, write_inventory
-from .image.publish import PublishRefused, PushPrinter, declared_smoke, parse_allowances, publish
+from .image.publish import PublishRefused, PushPrinter, declared_smoke, floating_base, parse_allowances, publish
 from .image.smoke import record, run_smoke
 from .index import DEFAULT_DEADLINE, IndexClient, IndexClientError, metadata_source
 from .lock import DEFAULT_ENGINE, LockError, LockUnavailable, check_lock, lock_installs, lock_sha256, lock_variant
@@ -190,7 +190,7 @@ def ensure_variant_base(plan: Plan, ws: Workspace, engine, progress: bool = True
     base = plan.variant.base
     if engine.image_exists(base):
         return
-    if not base.startswith("pinwheel/base:"):
+    if not is_bootstrap(base):
         raise UsageError(f"base image {base} is not in the engine; pull it first (`docker pull {base}`)")
     try:
         ensure_base(base, plan.variant.python, engine, suite=suite_for_python(plan.variant.python),
@@ -305,6 +305,11 @@ def cmd_publish(args: argparse.Namespace) -> int:
     m = manifest_mod.load(args.manifest)
     plan = plan_variant(m, select_variant(m, args))
     require_fresh_lock(plan, m.path.parent)
+    floating = floating_base(plan.variant.base)
+    if floating and not args.allow_floating_base:
+        err().print(f"[red]not published:[/red] {escape(floating)}; pin it (name:tag@sha256:…) or pass "
+                    f"--allow-floating-base")
+        return EXIT_PROBLEM
     engine = engine_or_fail()
     lock_dir = Workspace.of(m).lock_dir(plan.variant.name)
     tags = list(args.tag) or list(tags_for(plan, lock_sha256(lock_dir)))
@@ -513,6 +518,8 @@ def build_parser() -> argparse.ArgumentParser:
     add_variant_args(pb)
     pb.add_argument("--registry", default="127.0.0.1:5000", help="registry host[:port] (default: 127.0.0.1:5000)")
     pb.add_argument("--tag", action="append", default=[], help="a local tag to publish (repeatable)")
+    pb.add_argument("--allow-floating-base", action="store_true",
+                    help="publish although the variant's base is not pinned by digest")
     pb.add_argument("--require-gpu", action="store_true",
                     help="refuse unless the GPU level passed, even where the image's smoke does not declare it "
                          "(the shipped image declares it, so this is the default there)")

@@ -82,9 +82,17 @@ def suite_for_python(python_version: str) -> str:
     raise BaseImageError(f"no known Debian suite ships Python {want} ({_shipped()})")
 
 
+BOOTSTRAP_REPOSITORY = "pinwheel/base"
+
+
+def is_bootstrap(ref: str) -> bool:
+    """A base pinwheel builds itself from Debian packages (never pulled, so it cannot float upstream)."""
+    return ref.startswith(BOOTSTRAP_REPOSITORY + ":")
+
+
 def base_ref(suite: str, python_version: str) -> str:
     """The conventional local base name, e.g. ``pinwheel/base:bookworm-py311``."""
-    return f"pinwheel/base:{suite}-py{_major_minor(python_version).replace('.', '')}"
+    return f"{BOOTSTRAP_REPOSITORY}:{suite}-py{_major_minor(python_version).replace('.', '')}"
 
 
 def _check_suite_python(suite: str, python_version: str) -> str:

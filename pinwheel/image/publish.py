@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Mapping, Protocol, Sequence
 
 from . import labels
+from .base import is_bootstrap
 from .engine import Engine, EngineError, PushEvent, PushResult
 from .smoke import recorded
 
@@ -39,6 +40,18 @@ LABEL_LEVELS = f"{LABEL}.levels"  # JSON: level -> passed | skipped | not-run
 LABEL_ALLOWED = f"{LABEL}.allowed-skipped"  # comma-separated levels published without passing
 LABEL_REASON = f"{LABEL}.skip-reason"  # the stated reason (per level where they differ)
 MAX_REASON = 500
+
+
+def floating_base(base: str) -> str | None:
+    """Why this base may move under the same reference (None when it cannot).
+
+    A registry base is fixed only by a digest (name:tag@sha256:...); a tag can be
+    re-pushed upstream between two builds. A bootstrap base is built here and
+    never pulled.
+    """
+    if "@sha256:" in base or is_bootstrap(base):
+        return None
+    return f"the base {base} is not pinned by digest, so the same manifest can build on another image"
 
 
 class PublishRefused(Exception):

@@ -315,3 +315,39 @@ def test_summary_says_where_the_sizes_came_from():
     assert summary(result) == ("1 layers: 1 pushed (3.0 MB), 0 already in the registry (0 B); "
                                "sizes uncompressed, from the push progress")
     assert json.dumps(result.bytes_pushed) == "3000000"
+
+
+# ------------------------------------------------------------------ floating bases
+
+
+@pytest.mark.parametrize("base, floating", [
+    ("nvidia/cuda:13.0.1-cudnn-devel-ubuntu24.04", True),
+    ("lmsysorg/sglang:latest", True),
+    ("lmsysorg/sglang:v0.5.23@sha256:" + "0" * 64, False),
+    ("pinwheel/base:bookworm-py311", False),  # built here from Debian packages, never pulled
+])
+def test_a_base_not_pinned_by_digest_floats(base: str, floating: bool):
+    from pinwheel.image.publish import floating_base
+
+    reason = floating_base(base)
+    assert (reason is not None) == floating
+    if floating:
+        assert base in reason and "not pinned by digest" in reason
+
+
+def test_publish_refuses_a_floating_base_before_the_engine(tmp_path: Path, capsys, monkeypatch):
+    from pinwheel import cli
+
+    text = (ROOT / "wheels_manifest.yaml").read_text().replace(
+        "base: pinwheel/base:bookworm-py311", "base: nvidia/cuda:13.0.1-cudnn-devel-ubuntu24.04", 1)
+    (tmp_path / "wheels_manifest.yaml").write_text(text)
+    (tmp_path / "images").symlink_to(ROOT / "images")
+
+    def no_engine():
+        raise AssertionError("the engine must not be asked")
+
+    monkeypatch.setattr(cli, "engine_or_fail", no_engine)
+    rc = cli.main(["--manifest", str(tmp_path / "wheels_manifest.yaml"), "publish", "--cuda", "13"])
+    assert rc == 1
+    err = capsys.readouterr().err
+    assert "not pinned by digest" in err and "--allow-floating-base" in err
