@@ -1,0 +1,188 @@
+"""The manifest's top level: load() and parse() build a validated Manifest.
+
+Each section is read in turn (image, gates, variants, shared pins, then the
+install steps), every value through a Reader, so the first problem found is
+reported as file:line: key: message.
+"""
+from __future__ import annotations
+
+import hashlib
+import re
+import string
+from pathlib import Path
+from typing import Any
+
+from packaging.specifiers import InvalidSpecifier, SpecifierSet
+from packaging.utils import canonicalize_name
+from packaging.version import Version
+
+from .model import GATE_VARIABLES, MANIFEST_VERSION, TAG_FIELDS, Gate, ImageSpec, Manifest, SharedPin, Variant
+from .reader import STEP_NAME, Reader, node_kind
+from .source import Node, Scalar, compose, read_text, show
+from .wheel_sets import check_pins_agree, read_wheel_sets
+
+_VARIANT_NAME = re.compile(r"^[a-z0-9][a-z0-9_-]{0,30}$")
+_ARG_NAME = re.compile(r"^[A-Z][A-Z0-9_]{0,63}$")
+_ENV_NAME = re.compile(r"^[A-Z_][A-Z0-9_]{0,63}$")
+_IMAGE_REF = re.compile(r"^[a-z0-9]+(?:[._/-][a-z0-9]+)*(?::[A-Za-z0-9_][A-Za-z0-9_.-]{0,127})?$")
+_REPOSITORY = re.compile(r"^[a-z0-9]+(?:[._/-][a-z0-9]+)*$")
+_PLATFORM = re.compile(r"^(manylinux_2_\d+|musllinux_1_\d+)_(x86_64|aarch64)$")
+_ABS_PATH = re.compile(r"^/[A-Za-z0-9_./-]{1,200}$")
+_GATE_EXPR = re.compile(r"^\s*(?P<var>[a-z]+)\s*(?P<spec>(==|!=|>=|<=|~=|>|<).*)$")
+_PACKAGE_NAME = re.compile(r"^([A-Z0-9]|[A-Z0-9][A-Z0-9._-]*[A-Z0-9])$", re.IGNORECASE)  # PEP 508
+
+
+def load(path: Path | str) -> Manifest:
+    """Read and validate the manifest at path (taken as given: relative stays relative)."""
+    path = Path(path)
+    text, sha256 = read_text(path)
+    return parse(text, path, sha256=sha256)
+
+
+def parse(text: str, path: Path | str = "wheels_manifest.yaml", sha256: str | None = None) -> Manifest:
+    path = Path(path)
+    r = Reader(path)
+    root = r.mapping(
+        compose(text, path),
+        "(top)",
+        {"manifest_version", "image", "shared_pins", "gates", "variants", "wheel_sets"},
+        {"manifest_version", "image", "variants", "wheel_sets"},
+    )
+    top = root.value
+    mv = top["manifest_version"]
+    if not isinstance(mv, Scalar) or mv.value != MANIFEST_VERSION or isinstance(mv.value, bool):
+        raise r.fail(mv.line, "manifest_version", f"must be {MANIFEST_VERSION}")
+
+    image = _image(r, top["image"])
+    gates = _gates(r, top.get("gates"))
+    variants = _variants(r, top["variants"])
+    shared = _shared_pins(r, top.get("shared_pins"))
+    wheel_sets = read_wheel_sets(r, top["wheel_sets"], gates)
+    check_pins_agree(r, shared, wheel_sets)
+    return Manifest(
+        path=path,
+        sha256=sha256 or hashlib.sha256(text.encode()).hexdigest(),
+        image=image,
+        shared_pins=shared,
+        gates=gates,
+        variants=variants,
+        wheel_sets=wheel_sets,
+    )
+
+
+def _image(r: Reader, node: Any) -> ImageSpec:
+    m = r.mapping(node, "image", {"name", "repository", "title", "venv"}, {"name", "repository"}).value
+    return ImageSpec(
+        name=r.string(m["name"], "image.name", STEP_NAME, "image name (lowercase letters, digits, '-')"),
+        repository=r.string(m["repository"], "image.repository", _REPOSITORY, "image repository"),
+        title=r.string(m["title"], "image.title") if "title" in m else "",
+        venv=r.string(m["venv"], "image.venv", _ABS_PATH, "absolute path") if "venv" in m else "/opt/venv",
+    )
+
+
+def _gates(r: Reader, node: Any) -> dict[str, Gate]:
+    if node is None:
+        return {}
+    if not isinstance(node, Node) or not isinstance(node.value, dict):
+        raise r.fail(node.line, "gates", f"must be a mapping, got {node_kind(node)}")
+    m = node
+    gates: dict[str, Gate] = {}
+    for name, g in m.value.items():
+        key = f"gates.{name}"
+        if not _ARG_NAME.match(name):
+            raise r.fail(m.lines[name], key, "gate names are Dockerfile ARG names: UPPER_CASE letters, digits, '_'")
+        gm = r.mapping(g, key, {"when", "why"}, {"when", "why"}).value
+        when = r.string(gm["when"], f"{key}.when")
+        match = _GATE_EXPR.match(when)
+        if not match or match["var"] not in GATE_VARIABLES:
+            raise r.fail(gm["when"].line, f"{key}.when",
+                         f"{when!r} is not a gate expression like 'cuda >= 13' (variables: {', '.join(GATE_VARIABLES)})")
+        try:
+            spec = SpecifierSet(match["spec"].replace(" ", ""))
+        except InvalidSpecifier:
+            raise r.fail(gm["when"].line, f"{key}.when", f"{match['spec'].strip()!r} is not a PEP 440 specifier") from None
+        gates[name] = Gate(name, when, match["var"], spec, r.string(gm["why"], f"{key}.why"), m.lines[name])
+    return gates
+
+
+def _variants(r: Reader, node: Any) -> dict[str, Variant]:
+    if not isinstance(node, Node) or not isinstance(node.value, dict):
+        raise r.fail(node.line, "variants", f"must be a mapping, got {node_kind(node)}")
+    if not node.value:
+        raise r.fail(node.line, "variants", "needs at least one variant")
+    allowed = {"cuda", "torch", "python", "platform", "base", "tag", "torch_index_env"}
+    out: dict[str, Variant] = {}
+    for name, v in node.value.items():
+        key = f"variants.{name}"
+        if not _VARIANT_NAME.match(name):
+            raise r.fail(node.lines[name], key, "variant names are lowercase letters, digits, '-' and '_'")
+        m = r.mapping(v, key, allowed, allowed - {"torch_index_env"}).value
+        python = r.version(m["python"], f"{key}.python")
+        if len(Version(python).release) != 2:
+            raise r.fail(m["python"].line, f"{key}.python", f"{python!r} must be MAJOR.MINOR, e.g. '3.12'")
+        tag = r.string(m["tag"], f"{key}.tag")
+        _check_tag(r, tag, m["tag"].line, f"{key}.tag")
+        out[name] = Variant(
+            name=name,
+            cuda=r.version(m["cuda"], f"{key}.cuda"),
+            torch=r.version(m["torch"], f"{key}.torch"),
+            python=python,
+            platform=r.string(m["platform"], f"{key}.platform", _PLATFORM, "wheel platform like manylinux_2_28_x86_64"),
+            base=r.string(m["base"], f"{key}.base", _IMAGE_REF, "image reference"),
+            tag=tag,
+            torch_index_env=(r.string(m["torch_index_env"], f"{key}.torch_index_env", _ENV_NAME, "environment variable name")
+                             if "torch_index_env" in m else None),
+            line=node.lines[name],
+        )
+    return out
+
+
+def _check_tag(r: Reader, tag: str, line: int, key: str) -> None:
+    try:
+        parts = [(f, spec, conv) for _, f, spec, conv in string.Formatter().parse(tag) if f is not None]
+    except ValueError as exc:
+        raise r.fail(line, key, f"bad tag pattern: {exc}") from None
+    for f, spec, conv in parts:
+        if f not in TAG_FIELDS:
+            raise r.fail(line, key, f"unknown placeholder {{{f if len(f) <= 40 else f[:37] + '...'}}}; "
+                                    f"known: {', '.join('{' + t + '}' for t in TAG_FIELDS)}")
+        if spec or conv:
+            raise r.fail(line, key, f"placeholder {{{f}}} takes no format spec or conversion")
+    sample = tag.format(**{f: "x" for f in TAG_FIELDS})
+    if not re.fullmatch(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}", sample):
+        raise r.fail(line, key, f"{tag!r} does not make a valid image tag (letters, digits, '_', '.', '-')")
+
+
+def _shared_pins(r: Reader, node: Any) -> tuple[SharedPin, ...]:
+    if node is None:
+        return ()
+    pins: list[SharedPin] = []
+    seen: dict[str, int] = {}
+    for i, item in enumerate(r.sequence(node, "shared_pins")):
+        key = f"shared_pins[{i}]"
+        m = r.mapping(item, key, {"requirement", "needed_by", "why"}, {"requirement", "needed_by", "why"}).value
+        req = r.requirement(m["requirement"], f"{key}.requirement")
+        needed = _needed_by(r, m["needed_by"], f"{key}.needed_by")
+        name = canonicalize_name(req.name)
+        if name in seen:
+            raise r.fail(item.line, f"{key}.requirement", f"{name} is already a shared pin (line {seen[name]})")
+        seen[name] = item.line
+        pins.append(SharedPin(req, needed, r.string(m["why"], f"{key}.why"), item.line))
+    return tuple(pins)
+
+
+def _needed_by(r: Reader, node: Any, key: str) -> tuple[str, ...]:
+    names: list[str] = []
+    seen: dict[str, int] = {}
+    for j, n in enumerate(r.sequence(node, key, 1)):
+        name = r.string(n, f"{key}[{j}]")
+        if not _PACKAGE_NAME.fullmatch(name):
+            raise r.fail(n.line, f"{key}[{j}]", f"{show(name)} is not a package name "
+                                               "(PEP 508: letters, digits, '.', '_', '-')")
+        canonical = canonicalize_name(name)
+        if canonical in seen:
+            raise r.fail(n.line, f"{key}[{j}]", f"{name} is listed twice (first as item {seen[canonical]})")
+        seen[canonical] = j
+        names.append(name)
+    return tuple(names)
+

@@ -1,0 +1,117 @@
+"""The typed manifest: what load() returns once every value is validated.
+
+Plain frozen dataclasses. The wheel sets' own parts (packages, local wheels)
+live with the code that reads them.
+"""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from packaging.requirements import Requirement
+from packaging.specifiers import SpecifierSet
+from packaging.utils import canonicalize_name
+from packaging.version import Version
+
+from .source import ManifestError
+
+if TYPE_CHECKING:
+    from .wheel_sets import Package, WheelSet
+
+MANIFEST_VERSION = 1
+GATE_VARIABLES = ("cuda", "python", "torch")
+TAG_FIELDS = ("date", "variant", "cuda", "torch", "python")
+
+
+@dataclass(frozen=True)
+class Gate:
+    name: str
+    when: str
+    variable: str
+    specifier: SpecifierSet
+    why: str
+    line: int
+
+    def holds(self, variant: "Variant") -> bool:
+        value = {"cuda": variant.cuda, "python": variant.python, "torch": variant.torch}[self.variable]
+        return self.specifier.contains(value, prereleases=True)
+
+
+@dataclass(frozen=True)
+class SharedPin:
+    requirement: Requirement
+    needed_by: tuple[str, ...]
+    why: str
+    line: int
+
+    @property
+    def name(self) -> str:
+        return canonicalize_name(self.requirement.name)
+
+    @property
+    def version(self) -> str:
+        return pinned_version(self.requirement) or ""
+
+
+@dataclass(frozen=True)
+class Variant:
+    name: str
+    cuda: str
+    torch: str
+    python: str
+    platform: str
+    base: str
+    tag: str
+    torch_index_env: str | None
+    line: int
+
+    @property
+    def cuda_major(self) -> int:
+        return Version(self.cuda).major
+
+    def torch_index_url(self) -> str | None:
+        """The extra index torch comes from, read from the variable the manifest names; None if unset."""
+        if not self.torch_index_env:
+            return None
+        return os.environ.get(self.torch_index_env, "").strip() or None
+
+    def torch_index_unset(self) -> str:
+        return f"torch for variant {self.name} comes from the index in ${self.torch_index_env}, which is not set"
+
+
+@dataclass(frozen=True)
+class ImageSpec:
+    name: str
+    repository: str
+    title: str
+    venv: str
+
+
+@dataclass(frozen=True)
+class Manifest:
+    path: Path
+    sha256: str
+    image: ImageSpec
+    shared_pins: tuple[SharedPin, ...]
+    gates: dict[str, Gate]
+    variants: dict[str, Variant]
+    wheel_sets: tuple[WheelSet, ...]
+
+    def variant(self, name: str) -> Variant:
+        if name not in self.variants:
+            known = ", ".join(self.variants)
+            raise ManifestError(self.path, 0, "variants", f"no variant {name!r} (known: {known})")
+        return self.variants[name]
+
+    def packages(self) -> list[tuple[WheelSet, Package]]:
+        return [(ws, p) for ws in self.wheel_sets for p in ws.packages]
+
+
+def pinned_version(req: Requirement) -> str | None:
+    """The version an exact `==` pin names, else None."""
+    specs = list(req.specifier)
+    if len(specs) == 1 and specs[0].operator in ("==", "===") and "*" not in specs[0].version:
+        return specs[0].version
+    return None

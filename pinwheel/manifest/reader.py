@@ -1,0 +1,123 @@
+"""Typed getters over the composed YAML: each returns a checked value or raises a located error.
+
+Every top-level section and every step kind reads its entries with a Reader,
+so every error has one shape: file:line: key: message.
+"""
+from __future__ import annotations
+
+import difflib
+import re
+import unicodedata
+from pathlib import Path
+from typing import Any
+
+from packaging.requirements import InvalidRequirement, Requirement
+from packaging.version import InvalidVersion, Version
+
+from .model import pinned_version
+from .source import BAD_CATEGORIES, ManifestError, Node, Scalar, join, show
+
+# Names that end up in image references, ARGs, paths and shell words: keep them
+# to characters no shell or Dockerfile gives a meaning to.
+STEP_NAME = re.compile(r"^[a-z0-9][a-z0-9-]{0,40}$")
+
+
+class Reader:
+    """Walks the composed tree with typed getters that raise located errors."""
+
+    def __init__(self, path: Path):
+        self.path = path
+
+    def fail(self, line: int, key: str, message: str) -> ManifestError:
+        return ManifestError(self.path, line, key, message)
+
+    def mapping(self, node: Any, key: str, allowed: set[str], required: set[str] = frozenset()) -> Node:
+        if not isinstance(node, Node) or not isinstance(node.value, dict):
+            raise self.fail(node.line, key, f"must be a mapping, got {node_kind(node)}")
+        for k in node.value:
+            if k not in allowed:
+                hint = closest(k, allowed)
+                raise self.fail(node.lines[k], join(key, k), f"unknown key{hint}; allowed: {', '.join(sorted(allowed))}")
+        for k in sorted(required):
+            if k not in node.value:
+                raise self.fail(node.key_line, join(key, k), "required key is missing")
+        return node
+
+    def sequence(self, node: Any, key: str, min_items: int = 0) -> list[Any]:
+        if not isinstance(node, Node) or not isinstance(node.value, list):
+            raise self.fail(node.line, key, f"must be a list, got {node_kind(node)}")
+        if len(node.value) < min_items:
+            raise self.fail(node.line, key, f"needs at least {min_items} item(s)")
+        return node.value
+
+    def string(self, node: Any, key: str, pattern: re.Pattern[str] | None = None, what: str = "") -> str:
+        if not isinstance(node, Scalar) or not isinstance(node.value, str):
+            # Numbers like 13.0 would silently become floats: insist on quotes.
+            raise self.fail(node.line, key, f"must be a string, got {node_kind(node)} (quote it)")
+        value = node.value
+        if not value.strip():
+            raise self.fail(node.line, key, "must not be empty")
+        if "\n" in value or "\r" in value:
+            raise self.fail(node.line, key, "must be a single line")
+        bad = next((c for c in value if unicodedata.category(c) in BAD_CATEGORIES), None)
+        if bad is not None:
+            raise self.fail(node.line, key, f"holds the control character U+{ord(bad):04X}; only printable text is allowed")
+        if pattern and not pattern.match(value):
+            raise self.fail(node.line, key, f"{show(value)} is not a valid {what or 'value'}")
+        return value
+
+    def boolean(self, node: Any, key: str) -> bool:
+        if not isinstance(node, Scalar) or not isinstance(node.value, bool):
+            raise self.fail(node.line, key, f"must be true or false, got {node_kind(node)}")
+        return node.value
+
+    def requirement(self, node: Any, key: str) -> Requirement:
+        text = self.string(node, key)
+        try:
+            req = Requirement(text)
+        except InvalidRequirement as exc:
+            reason = str(exc).splitlines()[0] if str(exc) else "unparsable"
+            raise self.fail(node.line, key, f"not a PEP 508 requirement: {reason}") from None
+        if req.url:
+            raise self.fail(node.line, key, "direct URL requirements are not allowed; use a local wheel")
+        if req.marker is not None:
+            raise self.fail(node.line, key, "environment markers are not allowed here; use a gate")
+        if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]*", req.name):
+            raise self.fail(node.line, key, f"unsafe package name {req.name!r}")
+        if pinned_version(req) is None:
+            raise self.fail(node.line, key, f"{text!r} must be an exact pin (name==version)")
+        try:
+            Version(pinned_version(req) or "")
+        except InvalidVersion:
+            raise self.fail(node.line, key, f"{text!r} pins an invalid PEP 440 version") from None
+        return req
+
+    def version(self, node: Any, key: str) -> str:
+        text = self.string(node, key)
+        try:
+            Version(text)
+        except InvalidVersion:
+            raise self.fail(node.line, key, f"{text!r} is not a PEP 440 version") from None
+        return text
+
+    def gate(self, node: Any, key: str, gates: dict[str, Any]) -> str | None:
+        """The name of a declared gate, or None where the key is absent."""
+        if node is None:
+            return None
+        name = self.string(node, key)
+        if name not in gates:
+            known = ", ".join(gates) or "none declared"
+            raise self.fail(node.line, key, f"unknown gate {name!r} (gates: {known})")
+        return name
+
+
+def node_kind(node: Any) -> str:
+    if isinstance(node, Node):
+        return "a mapping" if isinstance(node.value, dict) else "a list"
+    value = getattr(node, "value", None)
+    return "nothing" if value is None else type(value).__name__
+
+
+def closest(key: str, allowed: set[str]) -> str:
+    match = difflib.get_close_matches(key, sorted(allowed), n=1)
+    return f" (did you mean {match[0]!r}?)" if match else ""
