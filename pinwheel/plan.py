@@ -1,18 +1,21 @@
 """The Plan: the typed value every stage after the manifest works from.
 
 A Plan is one variant of one image, fully decided: the target environment,
-the ordered install steps with their packages and gates, and (once resolved)
-every requirement edge with its verdict. Render, build, smoke, publish and the
-reports read it; none of them reaches back into the manifest.
+the ordered install steps (each of a kind, pinwheel/steps) with their packages
+and gates, and (once resolved) every requirement edge with its verdict.
+Render, build, smoke, publish and the reports read it; none of them reaches
+back into the manifest.
 """
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 from typing import Literal
 
 from .index.target import target_environment, target_platforms
-from .manifest import Gate, LocalWheel, Manifest, Package, Variant, pinned_version
+from .manifest import Gate, Manifest, StepSpec, Variant
+from .steps import KINDS
+from .steps.wheels import PlannedPackage  # a wheel set's package in the Plan; other stages import it from here
+from .workspace import LockFiles
 
 Verdict = Literal["satisfied", "violated", "suppressed", "unchecked", "marker-excluded", "extra-only"]
 
@@ -35,34 +38,21 @@ class Target:
 
 
 @dataclass(frozen=True)
-class PlannedPackage:
-    name: str
-    requirement: str
-    version: str | None
-    no_deps: bool
-    why: str | None
-    gate: str | None
-    local: LocalWheel | None
-    fallback: "PlannedPackage | None"
-    active: bool  # False when its gate (or its wheel set's) is off for this variant
-
-    @property
-    def pinned(self) -> str:
-        return f"{self.name}=={self.version}" if self.version else self.requirement
-
-
-@dataclass(frozen=True)
 class Step:
+    """One install step of the Plan, of one kind: pinwheel.steps.kind_of(step) is its building block."""
+
     index: int
     name: str
     why: str
     gate: str | None
-    packages: tuple[PlannedPackage, ...]
+    packages: tuple[PlannedPackage, ...]  # the Python distributions it names (wheel sets); none for other kinds
     active: bool
+    kind: str  # its kind's name in the registry
+    spec: StepSpec  # its manifest entry, in its kind's model
 
     @property
     def lock_file(self) -> str:
-        return f"{self.index:02d}-{self.name}.txt"
+        return LockFiles.step(self.index, self.name)
 
 
 @dataclass(frozen=True)
@@ -180,10 +170,10 @@ def plan_variant(manifest: Manifest, variant_name: str) -> Plan:
     variant = manifest.variant(variant_name)
     gate_on = {name: g.holds(variant) for name, g in manifest.gates.items()}
     steps = []
-    for i, ws in enumerate(manifest.wheel_sets, start=1):
-        step_on = gate_on[ws.gate] if ws.gate else True
-        pkgs = tuple(_planned(p, step_on and (gate_on[p.gate] if p.gate else True)) for p in ws.packages)
-        steps.append(Step(i, ws.name, ws.why, ws.gate, pkgs, step_on))
+    for i, spec in enumerate(manifest.steps, start=1):
+        step_on = gate_on[spec.gate] if spec.gate else True
+        packages = KINDS[spec.kind].packages(spec, gate_on, step_on)
+        steps.append(Step(i, spec.name, spec.why, spec.gate, packages, step_on, spec.kind, spec))
     return Plan(
         image=manifest.image.name,
         repository=manifest.image.repository,
@@ -200,16 +190,3 @@ def plan_variant(manifest: Manifest, variant_name: str) -> Plan:
         shared_pin_needs={p.name: p.needed_by for p in manifest.shared_pins},
     )
 
-
-def _planned(p: Package, active: bool) -> PlannedPackage:
-    return PlannedPackage(
-        name=p.name,
-        requirement=str(p.requirement),
-        version=pinned_version(p.requirement),
-        no_deps=p.no_deps,
-        why=p.why,
-        gate=p.gate,
-        local=p.local,
-        fallback=_planned(p.fallback, active) if p.fallback else None,
-        active=active,
-    )

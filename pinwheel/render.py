@@ -1,7 +1,8 @@
 """Render Dockerfiles from Plans: a pure function, byte-for-byte deterministic.
 
 The template decides layout; this module only prepares values for it, and
-quotes every manifest string for the shell it lands in.
+quotes every manifest string for the shell it lands in. Each step is drawn by
+its kind's partial (templates/steps/<kind>.j2) from the view its kind makes.
 """
 from __future__ import annotations
 
@@ -12,7 +13,12 @@ from typing import Sequence
 
 import jinja2
 
-from .plan import Plan, PlannedPackage, Step
+from .plan import Plan
+from .steps import kind_of
+from .steps.wheels import StepView, missing_wheel, multiple_wheels
+
+__all__ = ["StepView", "missing_wheel", "multiple_wheels", "preflight_checks", "render_dockerfile", "shell_glob",
+           "shell_quote"]
 
 # The templates ship inside the package (pinwheel/templates), so an installed
 # wheel renders exactly what the checkout does.
@@ -27,69 +33,6 @@ def shell_glob(pattern: str) -> str:
     """Quote a wheel glob so that only its wildcards stay active: 'a-'*'.whl'."""
     parts = re.split(r"([*?])", pattern)
     return "".join(p if p in ("*", "?") else (shlex.quote(p) if p else "") for p in parts)
-
-
-@dataclass(frozen=True)
-class LocalView:
-    package: PlannedPackage
-    fallback_lock_file: str | None
-    multiple_message: str
-    missing_message: str
-
-    def __getattr__(self, name: str):  # the template reads package fields directly
-        return getattr(self.package, name)
-
-
-@dataclass(frozen=True)
-class StepView:
-    step: Step
-    packages: tuple[PlannedPackage | LocalView, ...]
-    locals: tuple[LocalView, ...]
-
-    @property
-    def index_packages(self) -> tuple[PlannedPackage, ...]:
-        return tuple(p for p in self.step.packages if not p.local)
-
-    @property
-    def gate_off_message(self) -> str:
-        return f"pinwheel: {self.step.gate}=0: skipping wheel set {self.step.name}"
-
-    def __getattr__(self, name: str):
-        return getattr(self.step, name)
-
-
-def fallback_lock_file(step: Step, package: PlannedPackage) -> str:
-    return f"{step.index:02d}-{step.name}.fallback-{package.name}.txt"
-
-
-def missing_wheel(p: PlannedPackage) -> tuple[str, str]:
-    """(ERROR or WARNING, what it means) for a missing local wheel under its policy.
-
-    The same words in the image's guards and in `build`'s check on the host.
-    """
-    assert p.local is not None
-    where = f"wheels/{p.local.glob}"
-    if p.local.if_missing == "fallback" and p.fallback:
-        flags = " --no-deps" if p.fallback.no_deps else ""
-        return "WARNING", f"{where} is missing; installing fallback {p.fallback.requirement}{flags}"
-    if p.local.if_missing == "skip":
-        return "WARNING", f"{where} is missing; skipping {p.name}. To include it: {p.local.how_to_provide}"
-    return "ERROR", f"{where} is missing and {p.name} is required. {p.local.how_to_provide}"
-
-
-def multiple_wheels(p: PlannedPackage) -> str:
-    assert p.local is not None
-    return f"more than one wheel in wheels/ matches {p.local.glob}; keep one:"
-
-
-def _local_view(step: Step, p: PlannedPackage) -> LocalView:
-    level, missing = missing_wheel(p)
-    return LocalView(
-        package=p,
-        fallback_lock_file=fallback_lock_file(step, p) if p.fallback else None,
-        multiple_message=f"pinwheel: ERROR: {multiple_wheels(p)}",
-        missing_message=f"pinwheel: {level}: {missing}",
-    )
 
 
 @dataclass(frozen=True)
@@ -120,12 +63,6 @@ def preflight_checks(plan: Plan) -> tuple[PreflightCheck, ...]:
                 multiple_message=f"pinwheel: ERROR: {multiple_wheels(p)}",
             ))
     return tuple(checks)
-
-
-def _step_view(step: Step) -> StepView:
-    locals_ = tuple(_local_view(step, p) for p in step.packages if p.local)
-    by_name = {lv.package.name: lv for lv in locals_}
-    return StepView(step, tuple(by_name.get(p.name, p) for p in step.packages), locals_)
 
 
 def _environment() -> jinja2.Environment:
@@ -159,7 +96,7 @@ def render_dockerfile(plans: Sequence[Plan]) -> str:
         venv=first.venv,
         gates=first.gates,
         gate_defaults={g.name: first.build_args[g.name] for g in first.gates},
-        steps=[_step_view(s) for s in first.steps],
+        steps=[kind_of(s).view(s) for s in first.steps],
         preflight=preflight,
         preflight_gates=[g.name for g in first.gates if any(g.name in c.gates for c in preflight)],
     )

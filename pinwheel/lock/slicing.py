@@ -16,6 +16,7 @@ from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 
 from ..plan import Plan, PlannedPackage, Step
+from ..steps import kind_of
 from ..workspace import LockFiles
 from .format import LockError
 
@@ -44,7 +45,7 @@ def units(plan: Plan) -> tuple[list[Unit], list[Unit]]:
     steps: list[Unit] = []
     fallbacks: list[Unit] = []
     for s in plan.steps:
-        index_pkgs = [p for p in s.packages if not p.local]
+        index_pkgs = kind_of(s).slice_packages(s)
         if index_pkgs:
             steps.append(Unit(LockFiles.step(s.index, s.name), s, tuple(p for p in index_pkgs if p.active)))
         for p in s.packages:

@@ -6,21 +6,20 @@ fixed in one look. Nothing here touches the network or the engine.
 - source: the file, read within bounds, composed into YAML nodes with lines;
 - reader: typed getters over those nodes that raise located errors;
 - model: the Manifest and its parts;
-- load: the top level, load() and parse();
-- wheel_sets: the install steps of index, local and fallback packages.
+- load: the top level, load() and parse().
+
+Each step's model and checks live with its kind, in pinwheel/steps.
 """
 from __future__ import annotations
 
 import os  # noqa: F401  (manifest.os: the module the file checks call, as the tests reach it)
 
-from .model import GATE_VARIABLES, MANIFEST_VERSION, TAG_FIELDS, Gate, ImageSpec, Manifest, SharedPin, Variant, \
-    pinned_version
-from .source import MAX_DEPTH, MAX_FILE_BYTES, MAX_STRING_CHARS, ManifestError
-from .wheel_sets import POLICIES, LocalWheel, Package, Provenance, WheelSet
 from .load import load, parse
+from .model import GATE_VARIABLES, MANIFEST_VERSION, TAG_FIELDS, Gate, ImageSpec, Manifest, SharedPin, StepSpec, \
+    Variant, pinned_version
+from .source import MAX_DEPTH, MAX_FILE_BYTES, MAX_STRING_CHARS, ManifestError
 
 __all__ = [
-    "GATE_VARIABLES", "MANIFEST_VERSION", "MAX_DEPTH", "MAX_FILE_BYTES", "MAX_STRING_CHARS", "POLICIES",
-    "TAG_FIELDS", "Gate", "ImageSpec", "LocalWheel", "Manifest", "ManifestError", "Package", "Provenance",
-    "SharedPin", "Variant", "WheelSet", "load", "parse", "pinned_version",
+    "GATE_VARIABLES", "MANIFEST_VERSION", "MAX_DEPTH", "MAX_FILE_BYTES", "MAX_STRING_CHARS", "TAG_FIELDS", "Gate",
+    "ImageSpec", "Manifest", "ManifestError", "SharedPin", "StepSpec", "Variant", "load", "parse", "pinned_version",
 ]

@@ -2,7 +2,9 @@
 
 Each section is read in turn (image, gates, variants, shared pins, then the
 install steps), every value through a Reader, so the first problem found is
-reported as file:line: key: message.
+reported as file:line: key: message. Each step is read by its kind
+(pinwheel/steps): `steps:` entries name theirs, and every entry of
+`wheel_sets:`, the older spelling, is a wheel set.
 """
 from __future__ import annotations
 
@@ -16,10 +18,14 @@ from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.utils import canonicalize_name
 from packaging.version import Version
 
-from .model import GATE_VARIABLES, MANIFEST_VERSION, TAG_FIELDS, Gate, ImageSpec, Manifest, SharedPin, Variant
-from .reader import STEP_NAME, Reader, node_kind
+from .model import GATE_VARIABLES, MANIFEST_VERSION, TAG_FIELDS, Gate, ImageSpec, Manifest, SharedPin, StepSpec, \
+    Variant
+from .reader import STEP_NAME, Reader, StepReading, node_kind
 from .source import Node, Scalar, compose, read_text, show
-from .wheel_sets import check_pins_agree, read_wheel_sets
+
+TOP_KEYS = {"manifest_version", "image", "shared_pins", "gates", "variants", "steps", "wheel_sets"}
+# The kind every entry of `wheel_sets:` has.
+WHEEL_SETS_KIND = "wheels"
 
 _VARIANT_NAME = re.compile(r"^[a-z0-9][a-z0-9_-]{0,30}$")
 _ARG_NAME = re.compile(r"^[A-Z][A-Z0-9_]{0,63}$")
@@ -45,10 +51,11 @@ def parse(text: str, path: Path | str = "wheels_manifest.yaml", sha256: str | No
     root = r.mapping(
         compose(text, path),
         "(top)",
-        {"manifest_version", "image", "shared_pins", "gates", "variants", "wheel_sets"},
-        {"manifest_version", "image", "variants", "wheel_sets"},
+        TOP_KEYS,
+        {"manifest_version", "image", "variants"},
     )
     top = root.value
+    steps_key = _steps_key(r, root)
     mv = top["manifest_version"]
     if not isinstance(mv, Scalar) or mv.value != MANIFEST_VERSION or isinstance(mv.value, bool):
         raise r.fail(mv.line, "manifest_version", f"must be {MANIFEST_VERSION}")
@@ -57,8 +64,7 @@ def parse(text: str, path: Path | str = "wheels_manifest.yaml", sha256: str | No
     gates = _gates(r, top.get("gates"))
     variants = _variants(r, top["variants"])
     shared = _shared_pins(r, top.get("shared_pins"))
-    wheel_sets = read_wheel_sets(r, top["wheel_sets"], gates)
-    check_pins_agree(r, shared, wheel_sets)
+    steps = _steps(StepReading(r, steps_key, gates, shared), top[steps_key])
     return Manifest(
         path=path,
         sha256=sha256 or hashlib.sha256(text.encode()).hexdigest(),
@@ -66,8 +72,51 @@ def parse(text: str, path: Path | str = "wheels_manifest.yaml", sha256: str | No
         shared_pins=shared,
         gates=gates,
         variants=variants,
-        wheel_sets=wheel_sets,
+        steps=steps,
     )
+
+
+def _steps_key(r: Reader, root: Node) -> str:
+    """Which spelling of the step list the manifest uses: `steps`, or `wheel_sets` (wheel sets only)."""
+    top = root.value
+    if "steps" in top and "wheel_sets" in top:
+        second = max(("steps", "wheel_sets"), key=lambda k: root.lines[k])
+        raise r.fail(root.lines[second], second, "steps and wheel_sets are two spellings of one list; keep steps "
+                                                 "(wheel_sets is the older one, for wheel sets only)")
+    if "steps" in top:
+        return "steps"
+    if "wheel_sets" in top:
+        return "wheel_sets"
+    raise r.fail(root.key_line, "steps", "required key is missing (the install steps, in order; "
+                                         "wheel_sets is its older spelling, for wheel sets only)")
+
+
+def _steps(reading: StepReading, node: Any) -> tuple[StepSpec, ...]:
+    """Every step in order, each read by its kind; then each kind's checks across its steps."""
+    from ..steps.registry import KINDS as kinds  # the kinds read with this package's reader: a top import is a cycle
+
+    r = reading.reader
+    entries: list[tuple[str, StepSpec]] = []
+    for i, item in enumerate(r.sequence(node, reading.key, 1)):
+        key = f"{reading.key}[{i}]"
+        kind = kinds[WHEEL_SETS_KIND] if reading.key == "wheel_sets" else kinds[_kind_name(r, item, key, kinds)]
+        entries.append((key, kind.read(item, key, reading)))
+    for name, kind in kinds.items():
+        kind.check([(key, spec) for key, spec in entries if spec.kind == name], reading)
+    return tuple(spec for _, spec in entries)
+
+
+def _kind_name(r: Reader, node: Any, key: str, kinds: dict) -> str:
+    """The `kind:` a `steps:` entry names; its other keys are its kind's to check."""
+    if not isinstance(node, Node) or not isinstance(node.value, dict):
+        raise r.fail(node.line, key, f"must be a mapping, got {node_kind(node)}")
+    if "kind" not in node.value:
+        raise r.fail(node.key_line, f"{key}.kind", f"required key is missing (kinds: {', '.join(kinds)})")
+    name = r.string(node.value["kind"], f"{key}.kind")
+    if name not in kinds:
+        raise r.fail(node.value["kind"].line, f"{key}.kind",
+                     f"unknown step kind {show(name)} (kinds: {', '.join(kinds)})")
+    return name
 
 
 def _image(r: Reader, node: Any) -> ImageSpec:

@@ -1,14 +1,14 @@
 """The typed manifest: what load() returns once every value is validated.
 
-Plain frozen dataclasses. The wheel sets' own parts (packages, local wheels)
-live with the code that reads them.
+Plain frozen dataclasses. Each step's model lives with its kind
+(pinwheel/steps/<kind>.py), which reads and checks it.
 """
 from __future__ import annotations
 
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, ClassVar, Protocol
 
 from packaging.requirements import Requirement
 from packaging.specifiers import SpecifierSet
@@ -18,7 +18,7 @@ from packaging.version import Version
 from .source import ManifestError
 
 if TYPE_CHECKING:
-    from .wheel_sets import Package, WheelSet
+    from ..steps.wheels import Package, WheelSet
 
 MANIFEST_VERSION = 1
 GATE_VARIABLES = ("cuda", "python", "torch")
@@ -89,6 +89,16 @@ class ImageSpec:
     venv: str
 
 
+class StepSpec(Protocol):
+    """One entry of the manifest's step list, in the model of its kind."""
+
+    kind: ClassVar[str]  # the registry's name for its kind
+    name: str
+    why: str
+    gate: str | None
+    line: int
+
+
 @dataclass(frozen=True)
 class Manifest:
     path: Path
@@ -97,13 +107,18 @@ class Manifest:
     shared_pins: tuple[SharedPin, ...]
     gates: dict[str, Gate]
     variants: dict[str, Variant]
-    wheel_sets: tuple[WheelSet, ...]
+    steps: tuple[StepSpec, ...]  # in install order, of every kind
 
     def variant(self, name: str) -> Variant:
         if name not in self.variants:
             known = ", ".join(self.variants)
             raise ManifestError(self.path, 0, "variants", f"no variant {name!r} (known: {known})")
         return self.variants[name]
+
+    @property
+    def wheel_sets(self) -> tuple[WheelSet, ...]:
+        """The steps that are wheel sets, in order."""
+        return tuple(s for s in self.steps if s.kind == "wheels")  # type: ignore[misc]
 
     def packages(self) -> list[tuple[WheelSet, Package]]:
         return [(ws, p) for ws in self.wheel_sets for p in ws.packages]

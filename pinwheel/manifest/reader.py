@@ -8,13 +8,14 @@ from __future__ import annotations
 import difflib
 import re
 import unicodedata
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.version import InvalidVersion, Version
 
-from .model import pinned_version
+from .model import Gate, SharedPin, pinned_version
 from .source import BAD_CATEGORIES, ManifestError, Node, Scalar, join, show
 
 # Names that end up in image references, ARGs, paths and shell words: keep them
@@ -121,3 +122,39 @@ def node_kind(node: Any) -> str:
 def closest(key: str, allowed: set[str]) -> str:
     match = difflib.get_close_matches(key, sorted(allowed), n=1)
     return f" (did you mean {match[0]!r}?)" if match else ""
+
+
+@dataclass
+class StepReading:
+    """What the entries of the manifest's step list share while they are read.
+
+    A kind reads each of its entries with ``reader``; ``name`` checks a step's
+    name (unique over the whole list), and ``claims`` is each kind's record of
+    what its steps have taken so far (a package listed twice is refused).
+    """
+
+    reader: Reader
+    key: str  # "steps", or "wheel_sets": the older spelling, whose entries are all wheel sets
+    gates: dict[str, Gate]
+    shared_pins: tuple[SharedPin, ...]
+    names: dict[str, int] = field(default_factory=dict)
+    claims: dict[str, dict[str, Any]] = field(default_factory=dict)
+
+    @property
+    def common_keys(self) -> set[str]:
+        """Keys an entry may hold besides its kind's own: `kind`, where the list names kinds."""
+        return {"kind"} if self.key == "steps" else set()
+
+    @property
+    def noun(self) -> str:
+        return "step" if self.key == "steps" else "wheel set"
+
+    def name(self, node: Any, key: str) -> str:
+        name = self.reader.string(node, key, STEP_NAME, "step name (lowercase letters, digits, '-')")
+        if name in self.names:
+            raise self.reader.fail(node.line, key, f"duplicate {self.noun} name (first on line {self.names[name]})")
+        self.names[name] = node.line
+        return name
+
+    def claimed(self, kind: str) -> dict[str, Any]:
+        return self.claims.setdefault(kind, {})

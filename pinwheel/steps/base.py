@@ -1,0 +1,86 @@
+"""What a step kind is: the parts of one building block, and the defaults most kinds keep.
+
+A kind is one module of this package (its model, its reading and checks, its
+effect, its lock part, its invariant and the view its partial reads), one
+Jinja partial (pinwheel/templates/steps/<kind>.j2) and one line in the
+registry. The pipeline asks the kind of each step, never the step's type:
+
+- manifest.load reads an entry with ``read`` and, once all are read, calls ``check``;
+- plan_variant asks ``packages`` for the Python distributions a step names;
+- the resolver asks ``effect`` what the step does to the Python environment;
+- lock and render ask ``slice_packages`` whether (and with what) the step has a lock slice;
+- render includes ``partial`` with ``view`` for each step, and again, after the
+  last step, for each step with an ``invariant``.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, ClassVar, Mapping, Protocol, Sequence
+
+from ..manifest.model import StepSpec
+from ..manifest.reader import StepReading
+
+if TYPE_CHECKING:
+    from ..plan import Step
+    from .wheels import PlannedPackage
+
+
+@dataclass(frozen=True)
+class Effect:
+    """What one step does to the Python environment, as the resolver judges it."""
+
+    installs: tuple[PlannedPackage, ...] = ()  # distributions it installs or replaces, with their flags and source
+    removes: tuple[str, ...] = ()  # distributions it takes out
+    outside: tuple[str, ...] = ()  # what it changes outside the Python environment, named for the report
+
+    @property
+    def empty(self) -> bool:
+        """True when the Python environment is the same after the step as before it."""
+        return not (self.installs or self.removes)
+
+
+class PartialView(Protocol):
+    """What Dockerfile.j2 reads of every step; the kind's partial reads the rest."""
+
+    partial: str  # the template to include
+    invariant: Sequence[Any]  # the kind's invariant of the step; empty: the partial is included once
+
+
+class StepKind:
+    """One kind of install step. Subclasses set ``name`` and ``noun`` and override what they do."""
+
+    name: ClassVar[str]  # the manifest's `kind:` value, the module's name and the partial's
+    noun: ClassVar[str]  # how comments and messages call one step of this kind
+
+    @property
+    def partial(self) -> str:
+        return f"steps/{self.name}.j2"
+
+    def read(self, node: Any, key: str, reading: StepReading) -> StepSpec:
+        """One manifest entry of this kind, validated; errors are located (file:line: key: message)."""
+        raise NotImplementedError
+
+    def check(self, entries: Sequence[tuple[str, StepSpec]], reading: StepReading) -> None:
+        """Checks across every step of this kind (each with its manifest key), once all steps are read."""
+
+    def packages(self, spec: StepSpec, gate_on: Mapping[str, bool], active: bool) -> tuple[PlannedPackage, ...]:
+        """The Python distributions the step names in the Plan (Step.packages); none by default."""
+        return ()
+
+    def effect(self, step: Step) -> Effect:
+        """What the step installs, removes or replaces in the Python environment; nothing by default."""
+        return Effect()
+
+    def slice_packages(self, step: Step) -> tuple[PlannedPackage, ...]:
+        """The packages the step's lock slice installs, gated on or not. A step has a slice exactly when
+        this is not empty; by default it has none."""
+        return ()
+
+    def invariant(self, step: Step) -> tuple[Any, ...]:
+        """What the build asserts about the step after the last step, one item per check its partial
+        renders; none by default (the Python environment as a whole is checked against the lock)."""
+        return ()
+
+    def view(self, step: Step) -> PartialView:
+        """What the partial reads for this step."""
+        raise NotImplementedError

@@ -1,0 +1,27 @@
+"""The step kinds, one line each: the module pinwheel/steps/<name>.py, whose KIND is its building block.
+
+The order is the order kinds are listed in messages and checked in.
+"""
+from __future__ import annotations
+
+from importlib import import_module
+
+from .base import StepKind
+
+_MODULES = (
+    "wheels",  # index, local and fallback packages
+)
+
+
+def _kind(module: str) -> StepKind:
+    kind = import_module(f"{__package__}.{module}").KIND
+    assert kind.name == module, f"pinwheel.steps.{module} holds kind {kind.name!r}"
+    return kind
+
+
+KINDS: dict[str, StepKind] = {m: _kind(m) for m in _MODULES}
+
+
+def kind_of(step) -> StepKind:
+    """The kind of a Plan step (or of a manifest entry)."""
+    return KINDS[step.kind]

@@ -1,0 +1,324 @@
+"""Wheel sets: install steps of index, local and fallback packages.
+
+The building block of kind `wheels`:
+- manifest: WheelSet, Package, LocalWheel (a wheel in wheels/, under a policy
+  for when it is missing) and Provenance, read and checked here;
+- plan: every package becomes a PlannedPackage (Step.packages);
+- effect: it installs its active packages; the resolver reads their metadata
+  from the index, or from the local wheel where there is one;
+- lock: its index packages form its slice, NN-<step>.txt, and each local
+  wheel's fallback its own file;
+- partial: templates/steps/wheels.j2, one RUN that installs the slice with
+  --no-deps --require-hashes and guards each local wheel;
+- invariant: none of its own; every pin is checked with the whole Python
+  environment after the last step (expect.json, Dockerfile.j2).
+"""
+from __future__ import annotations
+
+import fnmatch
+import re
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, ClassVar, Mapping, Sequence
+
+from packaging.requirements import Requirement
+from packaging.utils import canonicalize_name
+
+from ..manifest.model import Gate, StepSpec, pinned_version
+from ..manifest.reader import Reader, StepReading
+from ..workspace import LockFiles
+from .base import Effect, StepKind
+
+if TYPE_CHECKING:
+    from ..plan import Step
+
+POLICIES = ("fail", "skip", "fallback")
+_GLOB = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.+*?-]{0,127}\.whl$")
+_ARCH = re.compile(r"^\d+\.\d+a?$")
+
+
+# ---------------------------------------------------------------- manifest
+
+
+@dataclass(frozen=True)
+class Provenance:
+    torch: str | None
+    cuda: str | None
+    arch_list: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class LocalWheel:
+    glob: str
+    built_against: Provenance
+    if_missing: str
+    how_to_provide: str
+    line: int
+
+
+@dataclass(frozen=True)
+class Package:
+    requirement: Requirement
+    no_deps: bool
+    why: str | None
+    gate: str | None
+    local: LocalWheel | None
+    fallback: "Package | None"
+    line: int
+
+    @property
+    def name(self) -> str:
+        return canonicalize_name(self.requirement.name)
+
+    @property
+    def version(self) -> str | None:
+        return pinned_version(self.requirement)
+
+
+@dataclass(frozen=True)
+class WheelSet:
+    kind: ClassVar[str] = "wheels"
+
+    name: str
+    why: str
+    gate: str | None
+    packages: tuple[Package, ...]
+    line: int
+
+
+
+def _package(r: Reader, node: Any, key: str, gates: dict[str, Gate], allow_local: bool) -> Package:
+    allowed = {"requirement", "no_deps", "why", "gate"} | ({"local", "fallback"} if allow_local else set())
+    m = r.mapping(node, key, allowed, {"requirement"}).value
+    req = r.requirement(m["requirement"], f"{key}.requirement")
+    no_deps = r.boolean(m["no_deps"], f"{key}.no_deps") if "no_deps" in m else False
+    why = r.string(m["why"], f"{key}.why") if "why" in m else None
+    if no_deps and not why:
+        raise r.fail(node.line, f"{key}.why", "every no_deps install must say why")
+    local = _local(r, m["local"], f"{key}.local") if "local" in m else None
+    if local and not why:
+        raise r.fail(node.line, f"{key}.why", "every local wheel must say why")
+    fallback = None
+    if "fallback" in m:
+        if not local:
+            raise r.fail(m["fallback"].key_line, f"{key}.fallback", "a fallback needs a local wheel to fall back from")
+        fallback = _package(r, m["fallback"], f"{key}.fallback", gates, allow_local=False)
+        if fallback.gate:
+            raise r.fail(m["fallback"].value["gate"].line, f"{key}.fallback.gate", "a fallback follows its package's gate")
+    if local and local.if_missing == "fallback" and not fallback:
+        raise r.fail(m["local"].value["if_missing"].line, f"{key}.local.if_missing",
+                     "policy 'fallback' needs a 'fallback' package")
+    if local and local.if_missing != "fallback" and fallback:
+        raise r.fail(m["fallback"].key_line, f"{key}.fallback", f"policy {local.if_missing!r} never uses the fallback")
+    if local and not _glob_matches_name(local.glob, req.name):
+        raise r.fail(m["local"].value["glob"].line, f"{key}.local.glob",
+                     f"{local.glob!r} cannot match wheels of {req.name} (wheel names start with the normalized name)")
+    return Package(req, no_deps, why, r.gate(m.get("gate"), f"{key}.gate", gates), local, fallback, node.line)
+
+
+def _glob_matches_name(glob: str, name: str) -> bool:
+    wheel_name = re.sub(r"[-_.]+", "_", name).lower()
+    return fnmatch.fnmatchcase(f"{wheel_name}-1.0-py3-none-any.whl", glob.lower()) or \
+        glob.lower().startswith(f"{wheel_name}-")
+
+
+def _local(r: Reader, node: Any, key: str) -> LocalWheel:
+    m = r.mapping(node, key, {"glob", "built_against", "if_missing", "how_to_provide"}, {"glob", "if_missing"}).value
+    glob = r.string(m["glob"], f"{key}.glob")
+    if "/" in glob or ".." in glob or not _GLOB.match(glob):
+        raise r.fail(m["glob"].line, f"{key}.glob",
+                     f"{glob!r} is not a safe wheel glob: a file name in wheels/ ending in .whl, "
+                     "made of letters, digits, '_', '.', '+', '-', '*', '?'")
+    policy = r.string(m["if_missing"], f"{key}.if_missing")
+    if policy not in POLICIES:
+        raise r.fail(m["if_missing"].line, f"{key}.if_missing", f"{policy!r} is not one of: {', '.join(POLICIES)}")
+    prov = Provenance(None, None, ())
+    if "built_against" in m:
+        b = r.mapping(m["built_against"], f"{key}.built_against", {"torch", "cuda", "arch_list"}).value
+        arch = ()
+        if "arch_list" in b:
+            arch = tuple(r.string(a, f"{key}.built_against.arch_list[{i}]", _ARCH, "CUDA arch like '9.0'")
+                         for i, a in enumerate(r.sequence(b["arch_list"], f"{key}.built_against.arch_list", 1)))
+        prov = Provenance(
+            torch=r.version(b["torch"], f"{key}.built_against.torch") if "torch" in b else None,
+            cuda=r.version(b["cuda"], f"{key}.built_against.cuda") if "cuda" in b else None,
+            arch_list=arch,
+        )
+    how = r.string(m["how_to_provide"], f"{key}.how_to_provide") if "how_to_provide" in m else \
+        f"copy a wheel matching {glob} into wheels/"
+    return LocalWheel(glob, prov, policy, how, node.line)
+
+
+# -------------------------------------------------------------------- plan
+
+
+@dataclass(frozen=True)
+class PlannedPackage:
+    name: str
+    requirement: str
+    version: str | None
+    no_deps: bool
+    why: str | None
+    gate: str | None
+    local: LocalWheel | None
+    fallback: "PlannedPackage | None"
+    active: bool  # False when its gate (or its wheel set's) is off for this variant
+
+    @property
+    def pinned(self) -> str:
+        return f"{self.name}=={self.version}" if self.version else self.requirement
+
+
+def _planned(p: Package, active: bool) -> PlannedPackage:
+    return PlannedPackage(
+        name=p.name,
+        requirement=str(p.requirement),
+        version=pinned_version(p.requirement),
+        no_deps=p.no_deps,
+        why=p.why,
+        gate=p.gate,
+        local=p.local,
+        fallback=_planned(p.fallback, active) if p.fallback else None,
+        active=active,
+    )
+
+
+# ------------------------------------------------------------------ render
+
+
+@dataclass(frozen=True)
+class LocalView:
+    package: PlannedPackage
+    fallback_lock_file: str | None
+    multiple_message: str
+    missing_message: str
+
+    def __getattr__(self, name: str):  # the template reads package fields directly
+        return getattr(self.package, name)
+
+
+@dataclass(frozen=True)
+class StepView:
+    """A wheel set as its partial reads it: the step's fields, and its local wheels with their messages."""
+
+    step: Step
+    packages: tuple[PlannedPackage | LocalView, ...]
+    locals: tuple[LocalView, ...]
+
+    @property
+    def partial(self) -> str:
+        return KIND.partial
+
+    @property
+    def invariant(self) -> tuple[Any, ...]:
+        return KIND.invariant(self.step)
+
+    @property
+    def index_packages(self) -> tuple[PlannedPackage, ...]:
+        return KIND.slice_packages(self.step)
+
+    @property
+    def gate_off_message(self) -> str:
+        return f"pinwheel: {self.step.gate}=0: skipping wheel set {self.step.name}"
+
+    def __getattr__(self, name: str):
+        return getattr(self.step, name)
+
+
+def fallback_lock_file(step: Step, package: PlannedPackage) -> str:
+    return LockFiles.fallback(step.index, step.name, package.name)
+
+
+def missing_wheel(p: PlannedPackage) -> tuple[str, str]:
+    """(ERROR or WARNING, what it means) for a missing local wheel under its policy.
+
+    The same words in the image's guards and in `build`'s check on the host.
+    """
+    assert p.local is not None
+    where = f"wheels/{p.local.glob}"
+    if p.local.if_missing == "fallback" and p.fallback:
+        flags = " --no-deps" if p.fallback.no_deps else ""
+        return "WARNING", f"{where} is missing; installing fallback {p.fallback.requirement}{flags}"
+    if p.local.if_missing == "skip":
+        return "WARNING", f"{where} is missing; skipping {p.name}. To include it: {p.local.how_to_provide}"
+    return "ERROR", f"{where} is missing and {p.name} is required. {p.local.how_to_provide}"
+
+
+def multiple_wheels(p: PlannedPackage) -> str:
+    assert p.local is not None
+    return f"more than one wheel in wheels/ matches {p.local.glob}; keep one:"
+
+
+def _local_view(step: Step, p: PlannedPackage) -> LocalView:
+    level, missing = missing_wheel(p)
+    return LocalView(
+        package=p,
+        fallback_lock_file=fallback_lock_file(step, p) if p.fallback else None,
+        multiple_message=f"pinwheel: ERROR: {multiple_wheels(p)}",
+        missing_message=f"pinwheel: {level}: {missing}",
+    )
+
+
+# -------------------------------------------------------------------- kind
+
+
+class WheelSets(StepKind):
+    name = "wheels"
+    noun = "wheel set"
+
+    def read(self, node: Any, key: str, reading: StepReading) -> WheelSet:
+        r = reading.reader
+        m = r.mapping(node, key, {"name", "why", "gate", "packages"} | reading.common_keys,
+                      {"name", "why", "packages"}).value
+        name = reading.name(m["name"], f"{key}.name")
+        gate = r.gate(m.get("gate"), f"{key}.gate", reading.gates)
+        claimed: dict[str, tuple[str, int]] = reading.claimed(self.name)  # package -> (its pin, its line)
+        pkgs = []
+        for j, p in enumerate(r.sequence(m["packages"], f"{key}.packages", 1)):
+            pkg = _package(r, p, f"{key}.packages[{j}]", reading.gates, allow_local=True)
+            for candidate in (pkg, pkg.fallback):
+                if candidate is None:
+                    continue
+                first = claimed.get(candidate.name)
+                if first and first[0] != str(candidate.requirement.specifier):
+                    raise r.fail(candidate.line, f"{key}.packages[{j}].requirement",
+                                 f"{candidate.name} is pinned twice with different versions "
+                                 f"({first[0]} on line {first[1]}, {candidate.requirement.specifier} here)")
+                if first:
+                    raise r.fail(candidate.line, f"{key}.packages[{j}].requirement",
+                                 f"{candidate.name} is listed twice (first on line {first[1]})")
+                claimed[candidate.name] = (str(candidate.requirement.specifier), candidate.line)
+            pkgs.append(pkg)
+        return WheelSet(name, r.string(m["why"], f"{key}.why"), gate, tuple(pkgs), node.line)
+
+    def check(self, entries: Sequence[tuple[str, StepSpec]], reading: StepReading) -> None:
+        """A package that is also a shared pin must carry the shared pin's version."""
+        by_name = {p.name: p for p in reading.shared_pins}
+        for key, ws in entries:
+            assert isinstance(ws, WheelSet)
+            for j, pkg in enumerate(ws.packages):
+                pin = by_name.get(pkg.name)
+                if pin and pin.version != pkg.version:
+                    raise reading.reader.fail(pkg.line, f"{key}.packages[{j}].requirement",
+                                              f"pins {pkg.name}=={pkg.version} but the shared pin "
+                                              f"(line {pin.line}) is =={pin.version}")
+
+    def packages(self, spec: StepSpec, gate_on: Mapping[str, bool], active: bool) -> tuple[PlannedPackage, ...]:
+        assert isinstance(spec, WheelSet)
+        return tuple(_planned(p, active and (gate_on[p.gate] if p.gate else True)) for p in spec.packages)
+
+    def effect(self, step: Step) -> Effect:
+        """Its active packages. Resolver.step_packages applies their local-wheel policies (the wheel
+        when present, else the fallback, else nothing) and reads each one's metadata."""
+        return Effect(installs=tuple(p for p in step.packages if p.active))
+
+    def slice_packages(self, step: Step) -> tuple[PlannedPackage, ...]:
+        """Its index packages: the ones its lock slice installs. Local wheels are installed from wheels/."""
+        return tuple(p for p in step.packages if not p.local)
+
+    def view(self, step: Step) -> StepView:
+        locals_ = tuple(_local_view(step, p) for p in step.packages if p.local)
+        by_name = {lv.package.name: lv for lv in locals_}
+        return StepView(step, tuple(by_name.get(p.name, p) for p in step.packages), locals_)
+
+
+KIND = WheelSets()

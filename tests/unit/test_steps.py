@@ -1,0 +1,140 @@
+"""Step kinds as building blocks: the registry, the `steps:` list, and the wheel set as the first kind."""
+from __future__ import annotations
+
+import importlib.resources
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from pinwheel import manifest
+from pinwheel.lock.inputs import lock_inputs_digest
+from pinwheel.lock.slicing import units
+from pinwheel.plan import plan_variant
+from pinwheel.render import render_dockerfile
+from pinwheel.steps import KINDS, Effect, kind_of
+from pinwheel.steps.wheels import WheelSet
+
+from test_render import GOLDEN, POLICIES
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def as_steps(text: str) -> str:
+    """A wheel_sets: manifest spelled as a steps: list of kind wheels."""
+    text = re.sub(r"^  - name: (\S+)\n", r"  - name: \1\n    kind: wheels\n", text, flags=re.M)
+    return text.replace("wheel_sets:\n", "steps:\n")
+
+
+def load_text(text: str, tmp_path: Path) -> manifest.Manifest:
+    path = tmp_path / "wheels_manifest.yaml"
+    path.write_text(text)
+    return manifest.load(path)
+
+
+def test_every_kind_is_its_own_module_with_its_own_partial():
+    templates = importlib.resources.files("pinwheel").joinpath("templates", "steps")
+    for name, kind in KINDS.items():
+        assert kind.name == name
+        assert type(kind).__module__ == f"pinwheel.steps.{name}"
+        assert kind.partial == f"steps/{name}.j2"
+        assert templates.joinpath(f"{name}.j2").is_file(), name
+    assert list(KINDS)[0] == "wheels"
+
+
+def test_a_steps_list_of_wheel_sets_renders_and_locks_as_wheel_sets_do(tmp_path):
+    old = load_text(POLICIES, tmp_path)
+    new = load_text(as_steps(POLICIES), tmp_path)
+    assert [type(s) for s in new.steps] == [WheelSet] * 3
+    assert new.wheel_sets == new.steps and [s.name for s in new.steps] == [s.name for s in old.steps]
+    plans = [plan_variant(new, v) for v in new.variants]
+    assert render_dockerfile(plans) == (GOLDEN / "policies.Dockerfile").read_text()
+    for v in old.variants:
+        assert lock_inputs_digest(plan_variant(new, v)) == lock_inputs_digest(plan_variant(old, v))
+
+
+def test_plan_steps_carry_their_kind_and_manifest_entry(tmp_path):
+    m = load_text(POLICIES, tmp_path)
+    plan = plan_variant(m, "cu129")
+    assert [(s.index, s.name, s.kind) for s in plan.steps] == [(1, "core", "wheels"), (2, "gated", "wheels"),
+                                                                (3, "local", "wheels")]
+    assert [s.spec for s in plan.steps] == list(m.steps)
+    assert all(kind_of(s) is KINDS["wheels"] for s in plan.steps)
+    gated = plan.steps[1]
+    assert not gated.active and kind_of(gated).effect(gated) == Effect()
+    local = plan.steps[2]  # demo-skip is gated off in cu129
+    assert [p.name for p in kind_of(local).effect(local).installs] == ["demo-fail", "demo-fallback"]
+
+
+def test_one_rule_says_which_steps_have_a_slice_for_the_lock_and_the_dockerfile(tmp_path):
+    """kind.slice_packages is asked by the lock (the slice files) and by render (the COPY of each)."""
+    m = load_text(POLICIES, tmp_path)
+    plan = plan_variant(m, "cu130")
+    slices = [s.lock_file for s in plan.steps if kind_of(s).slice_packages(s)]
+    assert slices == ["01-core.txt", "02-gated.txt"]  # 03-local holds only local wheels
+    step_units, _ = units(plan)
+    assert [u.file for u in step_units] == slices
+    copied = re.findall(r"^COPY lock/\$\{VARIANT\}/(\d\d-[a-z-]+\.txt) ", render_dockerfile([plan]), re.M)
+    assert copied == slices
+
+
+BOTH = POLICIES.replace("wheel_sets:\n", "steps: []\nwheel_sets:\n")
+NEITHER = POLICIES[:POLICIES.index("wheel_sets:\n")]
+STEPS = as_steps(POLICIES)
+
+
+def sub(text: str, old: str, new: str) -> str:
+    assert text.count(old) >= 1, old
+    return text.replace(old, new, 1)
+
+
+CASES = [
+    ("both-spellings", BOTH, 9, "wheel_sets", "two spellings of one list"),
+    ("neither", NEITHER, 1, "steps", "required key is missing"),
+    ("kind-missing", sub(STEPS, "    kind: wheels\n", ""), 9, "steps[0].kind", "required key is missing (kinds: "),
+    ("kind-unknown", sub(STEPS, "kind: wheels", "kind: conda"), 10, "steps[0].kind", "unknown step kind 'conda'"),
+    ("kind-not-a-string", sub(STEPS, "kind: wheels", "kind: [wheels]"), 10, "steps[0].kind", "must be a string"),
+    ("entry-not-a-mapping", sub(STEPS, "steps:\n", "steps:\n  - core\n"), 9, "steps[0]", "must be a mapping"),
+    ("duplicate-step-name", sub(STEPS, "  - name: gated\n", "  - name: core\n"), 14, "steps[1].name",
+     "duplicate step name (first on line 9)"),
+    ("kind-in-wheel-sets", sub(POLICIES, '    why: "pure-python base"\n', '    why: "pure-python base"\n    kind: wheels\n'),
+     11, "wheel_sets[0].kind", "unknown key"),
+    ("steps-package-error", sub(STEPS, '"six==1.16.0"', '"six>=1.16"'), 13, "steps[0].packages[0].requirement",
+     "must be an exact pin"),
+]
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c[0] for c in CASES])
+def test_step_list_errors_are_located(case, tmp_path):
+    _, text, line, key, fragment = case
+    with pytest.raises(manifest.ManifestError) as info:
+        load_text(text, tmp_path)
+    e = info.value
+    assert (e.line, e.key) == (line, key), str(e)
+    assert fragment in e.message, str(e)
+    assert str(e).startswith(f"{tmp_path / 'wheels_manifest.yaml'}:{line}: {key}: ")
+
+
+def test_unknown_kind_lists_the_registry(tmp_path):
+    with pytest.raises(manifest.ManifestError, match=re.escape(f"(kinds: {', '.join(KINDS)})")):
+        load_text(sub(STEPS, "kind: wheels", "kind: conda"), tmp_path)
+
+
+@pytest.mark.parametrize("first", ["pinwheel.steps.wheels", "pinwheel.steps", "pinwheel.manifest",
+                                   "pinwheel.plan", "pinwheel.render", "pinwheel.lock"])
+def test_any_module_may_be_imported_first(first, tmp_path):
+    """manifest.load reads through the kinds, and the kinds read with the manifest's reader."""
+    code = (f"import {first}\n"
+            "from pinwheel import manifest\n"
+            "from pinwheel.plan import plan_variant\n"
+            "from pinwheel.render import render_dockerfile\n"
+            "m = manifest.load(sys.argv[1])\n"
+            "print(len(render_dockerfile([plan_variant(m, v) for v in m.variants])))\n")
+    path = tmp_path / "wheels_manifest.yaml"
+    path.write_text(POLICIES)
+    proc = subprocess.run([sys.executable, "-c", "import sys\n" + code, str(path)], cwd=ROOT,
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    assert int(proc.stdout) == len((GOLDEN / "policies.Dockerfile").read_text())
