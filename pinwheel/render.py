@@ -6,6 +6,7 @@ its kind's partial (templates/steps/<kind>.j2) from the view its kind makes.
 """
 from __future__ import annotations
 
+import posixpath
 import re
 import shlex
 from dataclasses import dataclass
@@ -16,6 +17,7 @@ import jinja2
 from .plan import Plan
 from .steps import kind_of
 from .steps.wheels import StepView, missing_wheel, multiple_wheels
+from .workspace import InImage, LockFiles
 
 __all__ = ["StepView", "missing_wheel", "multiple_wheels", "preflight_checks", "render_dockerfile", "shell_glob",
            "shell_quote"]
@@ -99,5 +101,8 @@ def render_dockerfile(plans: Sequence[Plan]) -> str:
         steps=[kind_of(s).view(s) for s in first.steps],
         preflight=preflight,
         preflight_gates=[g.name for g in first.gates if any(g.name in c.gates for c in preflight)],
+        paths=InImage,
+        preflight_dir=posixpath.dirname(InImage.PREFLIGHT_MARK),
+        lock_files=LockFiles,
     )
     return text
