@@ -10,6 +10,7 @@ from .base import StepKind
 
 _MODULES = (
     "wheels",  # index, local and fallback packages
+    "apt",  # Debian packages, pinned
 )
 
 
