@@ -602,6 +602,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except UsageError as exc:
         err().print(f"[red]error:[/red] {escape(str(exc))}")
         return EXIT_BAD_INPUT
+    except LockError as exc:  # a committed lock that does not read back is input to fix
+        err().print(f"[red]error:[/red] {escape(str(exc))}; run `make lock`")
+        return EXIT_BAD_INPUT
     except KeyboardInterrupt:
         err().print("interrupted")
         return 130

@@ -187,16 +187,17 @@ def test_missing_skip_and_fallback_wheels(project: Project, engine: Engine):
 # --------------------------------------------------------------- invariants
 
 
-def test_later_step_moving_a_pinned_version_fails_the_build(project: Project, tls_index: TLSIndex, tmp_path: Path):
-    """A hand edit of a later step's slice that installs another pw-core: the invariant step names it."""
+def test_a_hand_edited_slice_is_refused_before_the_engine(project: Project, tls_index: TLSIndex, tmp_path: Path):
+    """A later slice edited by hand to install another pw-core: the lock no longer reads back, so
+    nothing is built (the build's own invariant is shown failing by the next test)."""
     broken = project.copy(tmp_path / "broken")
     newer = next(tls_index.files_dir.glob("pw_core-1.1.0-*.whl"))
     slice_file = broken.lock_dir / "03-nodeps.txt"
     slice_file.write_text(slice_file.read_text() + f"pw-core==1.1.0 \\\n    --hash=sha256:{sha256_file(newer)}\n")
     result = broken.cli("build", "--variant", "cu130", "--quiet")
-    assert result.returncode == 1, result.output[-3000:]
-    assert printed(result.stderr, "Successfully installed pw-core-1.1.0")  # the edit did take effect
-    assert re.search(r"pw-core: expected 1\.0\.0, found 1\.1\.0", result.stderr), result.stderr[-3000:]
+    assert result.returncode == 2, result.output[-3000:]
+    assert "03-nodeps.txt: pw-core==1.1.0 does not match requirements.txt" in result.stderr
+    assert "Traceback" not in result.stderr and "make lock" in result.stderr
 
 
 def test_edited_expected_pin_fails_the_build(project: Project, tmp_path: Path):
