@@ -22,7 +22,8 @@ from . import manifest as manifest_mod
 from .image.base import BaseImageError, ensure_base, is_bootstrap, suite_for_python
 from .image.build import BuildError, BuildInputs, build_image, check_local_wheels, tags_for
 from .image.engine import BuildFailed, Engine, EngineError
-from .image.inventory import InventoryError, check_inventory, read_image, write_inventory
+from .distributions import InventoryError
+from .image.inventory import check_inventory, read_image, write_inventory
 from .image.publish import PublishRefused, PushPrinter, declared_smoke, floating_base, parse_allowances, publish
 from .image.smoke import record, run_smoke
 from .index import DEFAULT_DEADLINE, IndexClient, IndexClientError, metadata_source

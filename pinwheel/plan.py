@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from .index.target import target_environment, target_platforms
+from .distributions import Inventory
 from .manifest import Gate, Manifest, StepSpec, Variant
 from .steps import KINDS
 from .steps.wheels import PlannedPackage  # a wheel set's package in the Plan; other stages import it from here
@@ -152,6 +153,13 @@ class Plan:
     clashes: tuple[Clash, ...] = ()
     unjudged: tuple[Unjudged, ...] = ()
     lock_state: LockState | None = None
+    # environment: base — what the base image already holds (step 0), from its committed inventory.
+    base_inventory: Inventory | None = None
+    inventory_state: LockState | None = None  # ok | stale | missing, as for the lock
+
+    @property
+    def on_base_environment(self) -> bool:
+        return self.variant.environment == "base"
 
     def packages(self, active_only: bool = True) -> list[PlannedPackage]:
         return [p for s in self.steps for p in s.packages if p.active or not active_only]

@@ -11,6 +11,7 @@ from __future__ import annotations
 import datetime as dt
 import hashlib
 import importlib.resources
+import os
 import json
 import shutil
 import subprocess
@@ -75,8 +76,6 @@ def source_date(root: Path) -> dt.datetime:
     A label that changed on every build would give every cache-hit rebuild a
     new image id, and a recorded smoke would no longer match it.
     """
-    import os
-
     epoch = os.environ.get("SOURCE_DATE_EPOCH", "").strip()
     if not epoch:
         try:

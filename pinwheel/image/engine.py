@@ -12,13 +12,17 @@ from __future__ import annotations
 
 import codecs
 import collections
+import fcntl
 import ipaddress
 import json
 import os
+import pty
 import re
+import struct
 import subprocess
 import sys
 import tempfile
+import termios
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Iterable, Iterator, Mapping, Sequence, cast
@@ -498,13 +502,6 @@ class _PushOutputParser:
 
 def _run_in_pty(command: Sequence[str], feed: Callable[[bytes], None]) -> int | None:
     """Run ``command`` with a pseudo-terminal as its stdout and stderr; None where there is none."""
-    try:
-        import fcntl
-        import pty
-        import struct
-        import termios
-    except ImportError:
-        return None
     try:
         master, slave = pty.openpty()
     except OSError:

@@ -20,17 +20,16 @@ import posixpath
 import re
 import tarfile
 import tempfile
-from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import IO, Iterable, Iterator
 
 from packaging.metadata import Metadata
 from packaging.utils import canonicalize_name
 
+from ..distributions import Distribution, Inventory, InventoryError
 from ..fsutil import atomic_write
 from .engine import Engine
 
-SCHEMA = "pinwheel.inventory/1"
 WANTED = frozenset({"METADATA", "RECORD", "INSTALLER", "direct_url.json", "top_level.txt"})
 # <prefix>/lib/pythonX.Y/{site,dist}-packages/<name>-<version>.dist-info/<file>, and Debian's
 # /usr/lib/python3/dist-packages, where the interpreter's version is not in the path.
@@ -41,59 +40,6 @@ WHITEOUT = ".wh."
 OPAQUE = ".wh..wh..opq"
 # Bytes read from one metadata file at most: a hostile base must not exhaust memory.
 MAX_FILE_BYTES = 8 * 1024 * 1024
-
-
-class InventoryError(Exception):
-    """The image could not be read (not a docker save archive, unreadable layer)."""
-
-
-@dataclass(frozen=True)
-class Distribution:
-    """One installed distribution, as its dist-info records it."""
-
-    name: str  # canonical
-    version: str
-    requires_dist: tuple[str, ...]
-    provides_extra: tuple[str, ...]
-    installer: str | None
-    direct_url: str | None  # direct_url.json's url, for git, local and URL installs
-    top_level: tuple[str, ...]
-    size: int  # bytes, summed from RECORD
-    site: str  # the site-packages directory in the image
-    layer: int  # the layer (0-based) that last wrote its METADATA
-
-
-@dataclass(frozen=True)
-class Inventory:
-    image: str  # the reference it was read from
-    image_id: str
-    digest: str | None  # the repository digest, where the image has one
-    distributions: tuple[Distribution, ...] = ()
-    layers: int = 0
-    notes: tuple[str, ...] = field(default_factory=tuple)
-
-    def by_name(self, site: str | None = None) -> dict[str, Distribution]:
-        return {d.name: d for d in self.distributions if site is None or d.site == site}
-
-    @property
-    def sites(self) -> tuple[str, ...]:
-        return tuple(sorted({d.site for d in self.distributions}))
-
-    def to_json(self) -> dict:
-        return {"schema": SCHEMA, "image": self.image, "image_id": self.image_id, "digest": self.digest,
-                "layers": self.layers, "notes": list(self.notes),
-                "distributions": [{**asdict(d), "requires_dist": list(d.requires_dist),
-                                   "provides_extra": list(d.provides_extra), "top_level": list(d.top_level)}
-                                  for d in self.distributions]}
-
-    @classmethod
-    def from_json(cls, data: dict) -> "Inventory":
-        if data.get("schema") != SCHEMA:
-            raise InventoryError(f"not a {SCHEMA} document (schema {data.get('schema')!r})")
-        dists = tuple(Distribution(**{k: tuple(v) if isinstance(v, list) else v for k, v in d.items()})
-                      for d in data["distributions"])
-        return cls(data["image"], data["image_id"], data.get("digest"), dists, data.get("layers", 0),
-                   tuple(data.get("notes", ())))
 
 
 # ------------------------------------------------------------------ layers

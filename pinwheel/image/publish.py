@@ -27,6 +27,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Mapping, Protocol, Sequence
 
+from rich.progress import BarColumn, Progress, TextColumn
+
 from . import labels
 from .base import is_bootstrap
 from .engine import Engine, EngineError, PushEvent, PushResult
@@ -375,8 +377,6 @@ class PushPrinter:
         self._states, self._totals, self._tasks = {}, {}, {}
         self.console.print(f"pushing {ref} ({layers} layers)", markup=False)
         if self.live:
-            from rich.progress import BarColumn, Progress, TextColumn
-
             self._progress = Progress(TextColumn("  {task.description}"), BarColumn(bar_width=30),
                                       TextColumn("{task.fields[detail]}"), console=self.console)
             self._progress.start()

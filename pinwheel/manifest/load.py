@@ -30,7 +30,8 @@ WHEEL_SETS_KIND = "wheels"
 _VARIANT_NAME = re.compile(r"^[a-z0-9][a-z0-9_-]{0,30}$")
 _ARG_NAME = re.compile(r"^[A-Z][A-Z0-9_]{0,63}$")
 _ENV_NAME = re.compile(r"^[A-Z_][A-Z0-9_]{0,63}$")
-_IMAGE_REF = re.compile(r"^[a-z0-9]+(?:[._/-][a-z0-9]+)*(?::[A-Za-z0-9_][A-Za-z0-9_.-]{0,127})?$")
+_IMAGE_REF = re.compile(r"^[a-z0-9]+(?:[._/-][a-z0-9]+)*(?::[A-Za-z0-9_][A-Za-z0-9_.-]{0,127})?(?:@sha256:[0-9a-f]{64})?$")
+ENVIRONMENTS = ("venv", "base")
 _REPOSITORY = re.compile(r"^[a-z0-9]+(?:[._/-][a-z0-9]+)*$")
 _PLATFORM = re.compile(r"^(manylinux_2_\d+|musllinux_1_\d+)_(x86_64|aarch64)$")
 _ABS_PATH = re.compile(r"^/[A-Za-z0-9_./-]{1,200}$")
@@ -159,13 +160,15 @@ def _variants(r: Reader, node: Any) -> dict[str, Variant]:
         raise r.fail(node.line, "variants", f"must be a mapping, got {node_kind(node)}")
     if not node.value:
         raise r.fail(node.line, "variants", "needs at least one variant")
-    allowed = {"cuda", "torch", "python", "platform", "base", "tag", "torch_index_env"}
+    allowed = {"cuda", "torch", "python", "platform", "base", "tag", "torch_index_env", "environment",
+               "system_site_packages", "interpreter", "base_variant"}
+    optional = {"torch_index_env", "environment", "system_site_packages", "interpreter", "base_variant", "base"}
     out: dict[str, Variant] = {}
     for name, v in node.value.items():
         key = f"variants.{name}"
         if not _VARIANT_NAME.match(name):
             raise r.fail(node.lines[name], key, "variant names are lowercase letters, digits, '-' and '_'")
-        m = r.mapping(v, key, allowed, allowed - {"torch_index_env"}).value
+        m = r.mapping(v, key, allowed, allowed - optional).value
         python = r.version(m["python"], f"{key}.python")
         if len(Version(python).release) != 2:
             raise r.fail(m["python"].line, f"{key}.python", f"{python!r} must be MAJOR.MINOR, e.g. '3.12'")
@@ -177,13 +180,51 @@ def _variants(r: Reader, node: Any) -> dict[str, Variant]:
             torch=r.version(m["torch"], f"{key}.torch"),
             python=python,
             platform=r.string(m["platform"], f"{key}.platform", _PLATFORM, "wheel platform like manylinux_2_28_x86_64"),
-            base=r.string(m["base"], f"{key}.base", _IMAGE_REF, "image reference"),
+            base=_base(r, m, key, node.lines[name]),
             tag=tag,
             torch_index_env=(r.string(m["torch_index_env"], f"{key}.torch_index_env", _ENV_NAME, "environment variable name")
                              if "torch_index_env" in m else None),
             line=node.lines[name],
+            **_environment(r, m, key),
         )
+    for name, variant in out.items():
+        if variant.base_variant is not None:
+            key = f"variants.{name}.base_variant"
+            line = node.value[name].value["base_variant"].line
+            if variant.base_variant not in out or variant.base_variant == name:
+                raise r.fail(line, key, f"{variant.base_variant!r} is not another variant of this manifest "
+                                        f"(variants: {', '.join(out)})")
+            if out[variant.base_variant].base_variant is not None:
+                raise r.fail(line, key, f"{variant.base_variant!r} is itself built on another variant; "
+                                        "one level is supported")
     return out
+
+
+def _base(r: Reader, m: dict, key: str, line: int) -> str:
+    """`base` (an image reference, maybe pinned by digest), or "" when `base_variant` names the base."""
+    if ("base" in m) == ("base_variant" in m):
+        raise r.fail(line, key, "needs exactly one of base (an image) or base_variant (another variant's image)")
+    if "base" not in m:
+        return ""
+    return r.string(m["base"], f"{key}.base", _IMAGE_REF, "image reference (name:tag, optionally @sha256:<64 hex>)")
+
+
+def _environment(r: Reader, m: dict, key: str) -> dict:
+    env = r.string(m["environment"], f"{key}.environment") if "environment" in m else "venv"
+    if env not in ENVIRONMENTS:
+        raise r.fail(m["environment"].line, f"{key}.environment",
+                     f"{env!r} is not one of {', '.join(ENVIRONMENTS)} (venv: a fresh venv; base: the base's python)")
+    ssp = r.boolean(m["system_site_packages"], f"{key}.system_site_packages") if "system_site_packages" in m else False
+    if ssp and env != "venv":
+        raise r.fail(m["system_site_packages"].line, f"{key}.system_site_packages", "only with environment: venv")
+    interpreter = None
+    if "interpreter" in m:
+        interpreter = r.string(m["interpreter"], f"{key}.interpreter", _ABS_PATH, "absolute path")
+        if env != "base":
+            raise r.fail(m["interpreter"].line, f"{key}.interpreter", "only with environment: base")
+    base_variant = (r.string(m["base_variant"], f"{key}.base_variant", _VARIANT_NAME, "variant name")
+                    if "base_variant" in m else None)
+    return {"environment": env, "system_site_packages": ssp, "interpreter": interpreter, "base_variant": base_variant}
 
 
 def _check_tag(r: Reader, tag: str, line: int, key: str) -> None:

@@ -62,10 +62,15 @@ class Variant:
     torch: str
     python: str
     platform: str
-    base: str
+    base: str  # an image reference, pinned by digest where it ends in @sha256:...
     tag: str
     torch_index_env: str | None
     line: int
+    # Where packages go: "venv" (a fresh venv, pinwheel's own) or "base" (the base image's interpreter).
+    environment: str = "venv"
+    system_site_packages: bool = False  # venv only: see the base's packages
+    interpreter: str | None = None  # environment base: the base's python, when it is not /usr/bin/python3
+    base_variant: str | None = None  # the base is this other variant's image, built first
 
     @property
     def cuda_major(self) -> int:

@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 
 from pinwheel.image.engine import Engine
-from pinwheel.image.inventory import Inventory, InventoryError, read_image, read_saved, distributions
+from pinwheel.distributions import Inventory, InventoryError
+from pinwheel.image.inventory import distributions, read_image, read_saved
 
 SITE = "/usr/local/lib/python3.11/dist-packages"
 

@@ -169,7 +169,7 @@ def _abi_one(c: Comparison, inst: Installed, planned: PlannedPackage | None, new
         return AbiFinding(inst.name, inst.version, filename, inst.source, "none", _declared(c, inst, plan), None,
                           None, [], None, [], "ok", "pure Python wheel: nothing compiled", how)
     if w is None:
-        why = "offline and not in .cache/abi or .cache/wheels" if c.offline else "no wheel to classify"
+        why = "offline and not in the ABI or wheel cache" if c.offline else "no wheel to classify"
         return AbiFinding(inst.name, inst.version, filename, inst.source, "unknown", _declared(c, inst, plan),
                           None, built, [], None, [], "unchecked", why, how)
     mismatches = provenance_mismatches(w, built) if built else []

@@ -103,7 +103,7 @@ class AbiFinding:
     sample_unstable_symbols: list[str]
     verdict: str
     detail: str
-    checked: str  # classified (ELF read, now or from .cache/abi) | pure-python (not downloaded) | unavailable
+    checked: str  # classified (ELF read, now or from the ABI cache) | pure-python (not downloaded) | unavailable
 
 
 @dataclass
