@@ -23,18 +23,21 @@ from .image.base import BaseImageError, ensure_base, is_bootstrap, suite_for_pyt
 from .image.build import BuildError, BuildInputs, build_image, check_local_wheels, tags_for
 from .image.engine import BuildFailed, Engine, EngineError
 from .distributions import InventoryError
-from .image.inventory import check_inventory, read_image, write_inventory
+from .image.inventory import check_inventory, history, read_image, save_and, write_inventory
 from .image.publish import PublishRefused, PushPrinter, declared_smoke, floating_base, parse_allowances, publish
 from .image.smoke import record, run_smoke
 from .index import DEFAULT_DEADLINE, IndexClient, IndexClientError, metadata_source
-from .lock import DEFAULT_ENGINE, LockError, LockUnavailable, check_lock, lock_installs, lock_sha256, lock_variant
+from .lock import (DEFAULT_ENGINE, LockError, LockUnavailable, check_lock, lock_installs, lock_sha256, lock_variant,
+                   locked_versions)
 from .manifest import Manifest, ManifestError
 from .plan import LockState, Plan, plan_variant
 from .render import render_dockerfile
 from .reports.bump import PAGE_MAX_AGE, BumpInputError, bump, print_bump
+from .reports.inspect import Inspection, Side, diff, print_diff, print_inspection, side_of_image
+from .reports.inspect import to_json as inspection_json
 from .reports.report import print_report, to_json, torch_abi
 from .resolve import ResolveError, memoized, resolve_memoized, wheels_state
-from .workspace import Workspace
+from .workspace import LockFiles, Workspace
 
 EXIT_OK, EXIT_PROBLEM, EXIT_BAD_INPUT, EXIT_UNCHECKED = 0, 1, 2, 3
 
@@ -344,6 +347,55 @@ def cmd_publish(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def cmd_inspect(args: argparse.Namespace) -> int:
+    engine = engine_or_fail()
+    if not engine.image_exists(args.image):
+        raise UsageError(f"image {args.image} is not in the engine")
+    try:
+        final, changes, layers, notes = save_and(engine, args.image, None, history)
+    except InventoryError as exc:
+        raise UsageError(str(exc)) from None
+    ins = Inspection(args.image, engine.image_id(args.image), layers, tuple(final), tuple(changes), tuple(notes))
+    if args.json:
+        sys.stdout.write(json.dumps(inspection_json(ins), indent=2) + "\n")
+    else:
+        print_inspection(ins, out(), verbose=args.verbose)
+    return EXIT_OK
+
+
+def diff_side(engine: Engine | None, ref: str, m: Manifest | None):
+    """An image in the engine, or a lock directory (images/<image>/lock/<variant>) of the manifest."""
+    path = Path(ref)
+    if path.is_dir() and (path / LockFiles.REQUIREMENTS).exists():
+        if m is None:
+            raise UsageError(f"{ref} is a lock directory: diffing a lock needs the manifest it was made from")
+        plan = plan_variant(m, path.name) if path.name in m.variants else None
+        if plan is None:
+            raise UsageError(f"{ref}: {path.name} is not a variant of {m.path.name}")
+        versions = locked_versions(plan, path)
+        return Side(f"lock {ref}", dict(versions), {}, {})
+    if engine is None:
+        engine = engine_or_fail()
+    if not engine.image_exists(ref):
+        raise UsageError(f"{ref} is neither an image in the engine nor a lock directory")
+    final, _, _, _ = save_and(engine, ref, None, history)
+    return side_of_image(ref, final)
+
+
+def cmd_diff(args: argparse.Namespace) -> int:
+    m = manifest_mod.load(args.manifest) if Path(args.manifest).exists() else None
+    engine = None if all(Path(r).is_dir() for r in (args.a, args.b)) else engine_or_fail()
+    try:
+        data = diff(diff_side(engine, args.a, m), diff_side(engine, args.b, m))
+    except InventoryError as exc:
+        raise UsageError(str(exc)) from None
+    if args.json:
+        sys.stdout.write(json.dumps(data, indent=2) + "\n")
+    else:
+        print_diff(data, out())
+    return EXIT_OK
+
+
 def cmd_bump(args: argparse.Namespace) -> int:
     m = manifest_mod.load(args.manifest)
     variant = select_variant(m, args)
@@ -549,6 +601,27 @@ def build_parser() -> argparse.ArgumentParser:
     bp.add_argument("--index-url", help="index to read metadata from (default: pip's configuration)")
     add_deadline_arg(bp)
     bp.set_defaults(func=cmd_bump)
+
+    ins = sub.add_parser(
+        "inspect", help="what any local image holds, layer by layer (without running it)",
+        description=("Read an image's layers through the engine and list, per layer, the Python distributions it\n"
+                     "adds, replaces (old → new) and removes; the bytes a later layer shadows (shipped twice);\n"
+                     "libraries for another CUDA major; and every requirement judged on the installed set.\n"
+                     "Works on images pinwheel did not build. JSON schema pinwheel.inspect/1."),
+        formatter_class=argparse.RawDescriptionHelpFormatter)
+    ins.add_argument("image", help="image reference in the local engine")
+    ins.add_argument("--json", action="store_true")
+    ins.add_argument("--verbose", "-v", action="store_true", help="list every added distribution too")
+    ins.set_defaults(func=cmd_inspect)
+
+    df = sub.add_parser("diff", help="what changed between two images, two locks, or an image and a lock",
+                        description="Packages added, removed and changed between A and B, with versions, sizes and "
+                                    "the layer of B each change is in. A and B are images in the local engine or "
+                                    "lock directories (images/<image>/lock/<variant>). JSON schema pinwheel.diff/1.")
+    df.add_argument("a")
+    df.add_argument("b")
+    df.add_argument("--json", action="store_true")
+    df.set_defaults(func=cmd_diff)
 
     lk = sub.add_parser(
         "lock", help="write hashed locks per variant",

@@ -20,6 +20,7 @@ import posixpath
 import re
 import tarfile
 import tempfile
+from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Iterable, Iterator
 
@@ -45,15 +46,18 @@ MAX_FILE_BYTES = 8 * 1024 * 1024
 # ------------------------------------------------------------------ layers
 
 
-def replay_layers(layers: Iterable[IO[bytes]]) -> tuple[dict[str, tuple[int, bytes]], int]:
-    """path -> (layer index, bytes) of every wanted dist-info file in the final filesystem."""
+def replay_layers(layers: Iterable[IO[bytes]], after_layer=None) -> tuple[dict[str, tuple[int, bytes]], int]:
+    """path -> (layer index, bytes) of every wanted dist-info file in the final filesystem.
+
+    `after_layer(index, files)`, where given, sees the state after each layer.
+    """
     files: dict[str, tuple[int, bytes]] = {}
     count = 0
     for index, stream in enumerate(layers):
         count += 1
         with tarfile.open(fileobj=stream, mode="r|*") as layer:
             for member in layer:
-                path = "/" + member.name.lstrip("./").lstrip("/")
+                path = "/" + member.name.removeprefix("./").lstrip("/")
                 parent, base = posixpath.split(path)
                 if base == OPAQUE:
                     _drop_under(files, parent, keep_layer=index)
@@ -72,6 +76,8 @@ def replay_layers(layers: Iterable[IO[bytes]]) -> tuple[dict[str, tuple[int, byt
                     files[path] = (index, data)
                 elif member.issym() or member.islnk():
                     files.pop(path, None)  # a link is not a record pinwheel trusts
+        if after_layer is not None:
+            after_layer(index, files)
     return files, count
 
 
@@ -153,7 +159,7 @@ def _direct_url(raw: bytes) -> str | None:
 # ------------------------------------------------------------------ archives
 
 
-def read_saved(archive: Path) -> tuple[dict[str, tuple[int, bytes]], int]:
+def read_saved(archive: Path, after_layer=None) -> tuple[dict[str, tuple[int, bytes]], int]:
     """Replay the layers of a `docker save` archive, in the order its manifest.json gives."""
     try:
         with tarfile.open(archive) as outer:
@@ -167,16 +173,14 @@ def read_saved(archive: Path) -> tuple[dict[str, tuple[int, bytes]], int]:
                         raise InventoryError(f"{archive.name}: layer {name} is missing")
                     yield fh
 
-            return replay_layers(streams())
+            return replay_layers(streams(), after_layer)
     except (tarfile.TarError, KeyError, IndexError, ValueError) as exc:
         raise InventoryError(f"{archive.name} is not a docker save archive ({exc})") from None
 
 
 def read_image(engine: Engine, ref: str, scratch: Path | None = None) -> Inventory:
     """The inventory of an image in the engine, from its layers (the image is never run)."""
-    with tempfile.TemporaryDirectory(dir=scratch, prefix="inventory-") as tmp:
-        archive = engine.save(ref, Path(tmp) / "image.tar")
-        files, count = read_saved(archive)
+    files, count = save_and(engine, ref, scratch, read_saved)
     dists, notes = distributions(files)
     return Inventory(ref, engine.image_id(ref), engine.repo_digest(ref), tuple(dists), count, tuple(notes))
 
@@ -229,3 +233,48 @@ def check_inventory(path: Path, base: str, engine: Engine | None) -> tuple[str, 
     if current != inv.image_id:
         return "stale", f"base {base} is now {current[:19]}, the inventory was read from {inv.image_id[:19]}"
     return "ok", f"{len(inv.distributions)} distributions, base {current[:19]}"
+
+
+# ------------------------------------------------------------------ layer by layer
+
+
+@dataclass(frozen=True)
+class LayerChange:
+    """What one layer did to one distribution."""
+
+    layer: int
+    name: str
+    change: str  # added | replaced | removed
+    before: str | None
+    after: str | None
+    size: int  # bytes of the version this layer wrote (added, replaced), else 0
+    shadowed: int  # bytes of the earlier version that stay in a lower layer (replaced, removed)
+
+
+def history(archive: Path) -> tuple[list[Distribution], list[LayerChange], int, list[str]]:
+    """The final distributions, and per layer what each added, replaced and removed."""
+    changes: list[LayerChange] = []
+    seen: dict[tuple[str, str], Distribution] = {}  # (site, name) -> as the previous layer left it
+
+    def after_layer(index: int, files: dict[str, tuple[int, bytes]]) -> None:
+        now = {(d.site, d.name): d for d in distributions(files)[0]}
+        for key in sorted(set(seen) | set(now), key=lambda k: (k[1], k[0])):
+            old, new = seen.get(key), now.get(key)
+            if old is None and new is not None:
+                changes.append(LayerChange(index, new.name, "added", None, new.version, new.size, 0))
+            elif old is not None and new is None:
+                changes.append(LayerChange(index, old.name, "removed", old.version, None, 0, old.size))
+            elif old is not None and new is not None and new.layer == index and old.layer != index:
+                changes.append(LayerChange(index, new.name, "replaced", old.version, new.version, new.size, old.size))
+        seen.clear()
+        seen.update(now)
+
+    files, count = read_saved(archive, after_layer)
+    final, notes = distributions(files)
+    return final, changes, count, notes
+
+
+def save_and(engine: Engine, ref: str, scratch: Path | None, use):
+    """Run `use(archive)` on a `docker save` of `ref` in a scratch directory removed afterwards."""
+    with tempfile.TemporaryDirectory(dir=scratch, prefix="inventory-") as tmp:
+        return use(engine.save(ref, Path(tmp) / "image.tar"))

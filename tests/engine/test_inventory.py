@@ -134,3 +134,77 @@ def test_read_a_real_image_without_running_it(engine: Engine, base_image: str, t
         assert any(d.site != SITE for d in inv.distributions)
     finally:
         engine.remove(tag, force=True)
+
+
+# ------------------------------------------------------------------ inspect
+
+SEED_STYLE = """\
+FROM {base}
+# hand-written, seed style: one layer installs a set, the next replaces part of it
+RUN set -e; d={site}; mk() {{ mkdir -p "$d/$1-$2.dist-info"; \\
+      printf 'Metadata-Version: 2.1\\nName: %s\\nVersion: %s\\n%b' "$1" "$2" "$4" > "$d/$1-$2.dist-info/METADATA"; \\
+      head -c "$3" /dev/zero > "$d/$1-$2.dist-info/blob"; \\
+      printf '%s-%s.dist-info/blob,,%s\\n' "$1" "$2" "$3" > "$d/$1-$2.dist-info/RECORD"; }}; \\
+    mk torch 2.13.0 1000 'Requires-Dist: nvidia-cudnn-cu13==9.20.0.48\\nRequires-Dist: apache-tvm-ffi>=0.1.11\\n'; \\
+    mk nvidia_cudnn_cu13 9.20.0.48 1000 ''; \\
+    mk nvidia_cutlass_dsl_libs_cu12 4.6.2 224000 ''; \\
+    mk apache_tvm_ffi 0.1.15.post2 5000 ''; mk protobuf 7.36.2 3000 ''
+RUN set -e; d={site}; rm -rf "$d/apache_tvm_ffi-0.1.15.post2.dist-info" "$d/protobuf-7.36.2.dist-info"; \\
+    mkdir -p "$d/apache_tvm_ffi-0.1.10.dist-info"; \\
+    printf 'Metadata-Version: 2.1\\nName: apache-tvm-ffi\\nVersion: 0.1.10\\n' > "$d/apache_tvm_ffi-0.1.10.dist-info/METADATA"
+ENTRYPOINT ["/bin/false"]
+"""
+
+
+@pytest.mark.engine
+def test_inspect_reports_churn_shadowed_bytes_wrong_cuda_and_verdicts(engine: Engine, base_image: str, tmp_path: Path):
+    tag = f"pinwheel-test/seed-style:{uuid.uuid4().hex[:8]}"
+    (tmp_path / "Dockerfile").write_text(SEED_STYLE.format(base=base_image, site=SITE))
+    engine.build(tmp_path, tmp_path / "Dockerfile", tags=[tag])
+    try:
+        from pinwheel import cli
+
+        proc = cli_json(cli, ["inspect", tag, "--json"])
+        churn = {(c["name"], c["change"]): c for c in proc["churn"]}
+        tvm = churn[("apache-tvm-ffi", "replaced")]
+        assert (tvm["before"], tvm["after"], tvm["shadowed"]) == ("0.1.15.post2", "0.1.10", 5000)
+        assert churn[("protobuf", "removed")]["shadowed"] == 3000
+        assert proc["summary"]["shadowed_bytes"] == 8000
+        assert proc["cuda_major"] == 13
+        assert [(w["name"], w["cuda"], w["size"]) for w in proc["wrong_cuda"]] == [("nvidia-cutlass-dsl-libs-cu12", 12, 224000)]
+        (edge,) = [e for e in proc["edges"] if e["parent"] == "torch" and e["name"] == "apache-tvm-ffi"]
+        assert (edge["verdict"], edge["found"]) == ("violated", "0.1.10")
+    finally:
+        engine.remove(tag, force=True)
+
+
+def cli_json(cli, argv: list[str]) -> dict:
+    import contextlib
+    import io as _io
+
+    buf = _io.StringIO()
+    with contextlib.redirect_stdout(buf):
+        assert cli.main(argv) == 0
+    return json.loads(buf.getvalue())
+
+
+@pytest.mark.engine
+def test_diff_two_builds_that_differ_in_one_pin(engine: Engine, base_image: str, tmp_path: Path):
+    """Two images whose Dockerfiles differ in one pin: diff shows exactly that package, in its layer."""
+    from pinwheel import cli
+
+    tags = []
+    for version in ("0.1.10", "0.1.11"):
+        d = tmp_path / version
+        d.mkdir()
+        (d / "Dockerfile").write_text(SEED_STYLE.format(base=base_image, site=SITE).replace("0.1.10", version))
+        tag = f"pinwheel-test/diff:{version}-{uuid.uuid4().hex[:6]}"
+        engine.build(d, d / "Dockerfile", tags=[tag])
+        tags.append(tag)
+    try:
+        data = cli_json(cli, ["diff", *tags, "--json"])
+        assert [(r["name"], r["change"], r["a"], r["b"], r["layer_b"]) for r in data["changes"]] == [
+            ("apache-tvm-ffi", "changed", "0.1.10", "0.1.11", 2)]
+    finally:
+        for tag in tags:
+            engine.remove(tag, force=True)
