@@ -33,10 +33,12 @@ from .manifest import Manifest, ManifestError
 from .plan import LockState, Plan, plan_variant
 from .render import render_dockerfile
 from .reports.bump import PAGE_MAX_AGE, BumpInputError, bump, print_bump
+from .reports.audit import audit, print_audit
 from .reports.inspect import Inspection, Side, diff, print_diff, print_inspection, side_of_image
 from .reports.inspect import to_json as inspection_json
 from .reports.report import print_report, to_json, torch_abi
-from .resolve import ResolveError, memoized, resolve_memoized, wheels_state
+from .image.inventory import pinned_digest
+from .resolve import ResolveError, memoized, reads_base, resolve_memoized, wheels_state, with_inventory
 from .workspace import LockFiles, Workspace
 
 EXIT_OK, EXIT_PROBLEM, EXIT_BAD_INPUT, EXIT_UNCHECKED = 0, 1, 2, 3
@@ -118,8 +120,27 @@ def lock_state(plan: Plan, root: Path):
     return LockState(check.status, check.detail)
 
 
+def inventory_engine(plan: Plan):
+    """The engine that tells an unpinned base's identity, where one answers; None for a pinned base."""
+    if not reads_base(plan) or pinned_digest(plan.variant.base) or not plan.variant.base:
+        return None
+    engine = Engine()
+    return None if engine.unavailable_reason() else engine
+
+
+def require_fresh_inventory(plan: Plan, root: Path) -> Plan:
+    """build, lock, bump and publish never act on a missing or stale base inventory; the Plan with it."""
+    plan = with_inventory(plan, root, inventory_engine(plan))
+    state = plan.inventory_state
+    if state is not None and state.status != "ok":
+        raise UsageError(f"the base inventory of variant {plan.variant.name} is {state.status} ({state.detail}): "
+                         f"run `build.py base inventory --variant {plan.variant.name}` and commit it")
+    return plan
+
+
 def require_fresh_lock(plan: Plan, root: Path) -> None:
-    """build, bump and publish never act on a stale lock."""
+    """build, bump and publish never act on a stale lock (nor on a stale base inventory)."""
+    plan = require_fresh_inventory(plan, root)
     state = lock_state(plan, root)
     if state.status == "stale":
         raise UsageError(f"the lock of variant {plan.variant.name} is stale ({state.detail}): "
@@ -131,6 +152,7 @@ def cmd_report(args: argparse.Namespace) -> int:
     plan = plan_variant(m, select_variant(m, args))
     root = m.path.parent
     ws = Workspace.of(m)
+    plan = with_inventory(plan, root, inventory_engine(plan))  # a missing or stale one is said first, never clean
     state = LockState("ignored", "--no-lock") if args.no_lock else lock_state(plan, root)
     # A stale lock is never evaluated: the report shows what the manifest asks for now.
     locked = lock_installs(plan, ws.lock_dir(plan.variant.name), ws.wheels_dir) if state.status == "ok" else None
@@ -396,6 +418,20 @@ def cmd_diff(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def cmd_audit(args: argparse.Namespace) -> int:
+    if not args.dockerfile.is_file():
+        raise UsageError(f"{args.dockerfile}: not a file")
+    try:
+        result = audit(args.dockerfile)
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
+    if args.json:
+        sys.stdout.write(json.dumps(result.to_json(), indent=2) + "\n")
+    else:
+        print_audit(result, out())
+    return EXIT_PROBLEM if result.errors else EXIT_OK
+
+
 def cmd_bump(args: argparse.Namespace) -> int:
     m = manifest_mod.load(args.manifest)
     variant = select_variant(m, args)
@@ -446,6 +482,7 @@ def cmd_lock(args: argparse.Namespace) -> int:
         return EXIT_OK
     failed: list[str] = []
     unavailable: list[str] = []
+    plans = [require_fresh_inventory(plan, root) for plan in plans]
     for plan in plans:
         try:
             res = lock_variant(plan, root, engine=args.engine or DEFAULT_ENGINE, upgrade=args.upgrade,
@@ -622,6 +659,17 @@ def build_parser() -> argparse.ArgumentParser:
     df.add_argument("b")
     df.add_argument("--json", action="store_true")
     df.set_defaults(func=cmd_diff)
+
+    au = sub.add_parser("audit", help="audit a hand-written Dockerfile: pip installs and the patterns that break images",
+                        description="Read a Dockerfile with BuildKit's own parser; list every pip install per RUN "
+                                    "with its flags; flag unguarded wheel globs, unpinned names and ranges, git "
+                                    "URLs without a commit, --force-reinstall, loops over patches or checks without "
+                                    "a failure path, `|| true` after a check, build args that can leave a commit "
+                                    "empty, and secrets passed as build args. Exit 1 on any error-level finding. "
+                                    "JSON schema pinwheel.audit/1.")
+    au.add_argument("dockerfile", type=Path)
+    au.add_argument("--json", action="store_true")
+    au.set_defaults(func=cmd_audit)
 
     lk = sub.add_parser(
         "lock", help="write hashed locks per variant",
