@@ -19,6 +19,8 @@ from rich.console import Console
 from rich.markup import escape
 
 from . import manifest as manifest_mod
+from .adopt import adopt
+from .adopt import to_yaml as adopted_yaml
 from .image.base import BaseImageError, ensure_base, is_bootstrap, suite_for_python
 from .image.build import BuildError, BuildInputs, build_image, check_local_wheels, tags_for
 from .image.engine import BuildFailed, Engine, EngineError
@@ -31,7 +33,7 @@ from .lock import (DEFAULT_ENGINE, LockError, LockUnavailable, check_lock, lock_
                    locked_versions)
 from .manifest import Manifest, ManifestError
 from .plan import LockState, Plan, plan_variant
-from .render import render_dockerfile
+from .render import render_dockerfiles
 from .reports.bump import PAGE_MAX_AGE, BumpInputError, bump, print_bump
 from .reports.audit import audit, print_audit
 from .reports.inspect import Inspection, Side, diff, print_diff, print_inspection, side_of_image
@@ -181,26 +183,35 @@ def cmd_report(args: argparse.Namespace) -> int:
 
 
 def cmd_render(args: argparse.Namespace) -> int:
+    """images/<image>/Dockerfile, and one Dockerfile.<variant> per other kind of environment (render.py)."""
     m = manifest_mod.load(args.manifest)
     ws = Workspace.of(m)
-    target = ws.dockerfile
-    text = render_dockerfile(plans_for(m, None))
+    rendered = render_dockerfiles(plans_for(m, None))
     if args.check:
-        current = target.read_text() if target.exists() else ""
-        if current == text:
-            out().print(f"{ws.relative(target)} is up to date")
-            return EXIT_OK
-        diff = difflib.unified_diff(current.splitlines(True), text.splitlines(True),
-                                    f"{target} (committed)", f"{target} (rendered)")
-        sys.stdout.writelines(diff)
-        err().print(f"[red]{ws.relative(target)} is out of date: run `make render`[/red]")
-        return EXIT_PROBLEM
+        stale = 0
+        for name, text in rendered.items():
+            target = ws.image_dir / name
+            current = target.read_text() if target.exists() else ""
+            if current == text:
+                out().print(f"{ws.relative(target)} is up to date")
+                continue
+            diff = difflib.unified_diff(current.splitlines(True), text.splitlines(True),
+                                        f"{target} (committed)", f"{target} (rendered)")
+            sys.stdout.writelines(diff)
+            err().print(f"[red]{ws.relative(target)} is out of date: run `make render`[/red]")
+            stale += 1
+        return EXIT_PROBLEM if stale else EXIT_OK
     if args.stdout:
-        sys.stdout.write(text)
+        for name, text in rendered.items():
+            if len(rendered) > 1:
+                sys.stdout.write(f"# ==> {name} <==\n")
+            sys.stdout.write(text)
         return EXIT_OK
-    target.parent.mkdir(parents=True, exist_ok=True)
-    target.write_text(text)
-    out().print(f"wrote {ws.relative(target)}")
+    for name, text in rendered.items():
+        target = ws.image_dir / name
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text(text)
+        out().print(f"wrote {ws.relative(target)}")
     return EXIT_OK
 
 
@@ -266,10 +277,19 @@ def base_inventory(plan: Plan, ws: Workspace, check: bool) -> int:
 
 
 def build_variant(m: Manifest, plan: Plan, engine, target: str, quiet: bool):
-    """The built image, or None when the build failed (its log tail already printed)."""
-    ensure_variant_base(plan, Workspace.of(m), engine)
+    """The built image, or None when the build failed (its log tail already printed). A variant built on
+    another variant's image (base_variant) builds that one first and starts FROM it."""
+    base_image = None
+    if plan.variant.base_variant:
+        base = build_variant(m, plan_variant(m, plan.variant.base_variant), engine, "image", quiet)
+        if base is None:
+            return None
+        base_image = base.image_id
+    else:
+        ensure_variant_base(plan, Workspace.of(m), engine)
     try:
-        return build_image(plans_for(m, None), plan, m.path.parent, engine, target=target, progress=not quiet)
+        return build_image(plans_for(m, None), plan, m.path.parent, engine, target=target, progress=not quiet,
+                           base_image=base_image)
     except BuildError as exc:
         raise UsageError(str(exc)) from None
     except BuildFailed as exc:
@@ -430,6 +450,21 @@ def cmd_audit(args: argparse.Namespace) -> int:
     else:
         print_audit(result, out())
     return EXIT_PROBLEM if result.errors else EXIT_OK
+
+
+def cmd_import(args: argparse.Namespace) -> int:
+    if not args.dockerfile.is_file():
+        raise UsageError(f"{args.dockerfile}: not a file")
+    if args.output.exists() and not args.force:
+        raise UsageError(f"{args.output} exists; pass --force to replace it")
+    adopted = adopt(args.dockerfile)
+    args.output.write_text(adopted_yaml(adopted, args.dockerfile))
+    sets = adopted.manifest["wheel_sets"]
+    out().print(f"wrote {args.output}: {len(sets)} wheel sets, "
+                f"{sum(len(s['packages']) for s in sets)} packages; fill in the TODOs")
+    for line in adopted.not_expressed:
+        err().print(f"  not expressed: {escape(line)}")
+    return EXIT_OK
 
 
 def cmd_bump(args: argparse.Namespace) -> int:
@@ -670,6 +705,15 @@ def build_parser() -> argparse.ArgumentParser:
     au.add_argument("dockerfile", type=Path)
     au.add_argument("--json", action="store_true")
     au.set_defaults(func=cmd_audit)
+
+    im = sub.add_parser("import", help="start a wheels_manifest.yaml from a hand-written Dockerfile",
+                        description="One wheel set per pip RUN, local wheels with the policy their guard implies, "
+                                    "--no-deps flags and gates from `if [ \"${ARG}\" = \"1\" ]` blocks. Every why "
+                                    "is left as a TODO; what it cannot express is listed, not dropped.")
+    im.add_argument("dockerfile", type=Path)
+    im.add_argument("--output", "-o", type=Path, default=Path("wheels_manifest.yaml"))
+    im.add_argument("--force", action="store_true", help="replace an existing output file")
+    im.set_defaults(func=cmd_import)
 
     lk = sub.add_parser(
         "lock", help="write hashed locks per variant",
