@@ -18,7 +18,8 @@ from .steps import KINDS
 from .steps.wheels import PlannedPackage  # a wheel set's package in the Plan; other stages import it from here
 from .workspace import LockFiles
 
-Verdict = Literal["satisfied", "violated", "suppressed", "unchecked", "marker-excluded", "extra-only"]
+Verdict = Literal["satisfied", "violated", "suppressed", "unchecked", "marker-excluded", "extra-only",
+                  "base-broken", "overridden"]
 
 
 @dataclass(frozen=True)
@@ -96,6 +97,17 @@ class Hazard:
 
 
 @dataclass(frozen=True)
+class Removal:
+    """A step that takes a distribution out (of the base, or of what an earlier step installed)."""
+
+    step: str
+    package: str
+    version: str | None  # what was installed before; None: nothing by that name was there
+    earlier_step: str | None
+    why: str
+
+
+@dataclass(frozen=True)
 class Clash:
     """No release of a package satisfies everything one install step asks of it.
 
@@ -148,6 +160,9 @@ class Plan:
     hazards: tuple[Hazard, ...] = ()
     # The churn one plain `pip install` per wheel set would cause; a lock removes it.
     unlocked_hazards: tuple[Hazard, ...] = ()
+    # Base packages the manifest replaces on purpose (it pins them itself, or marks them override).
+    replacements: tuple[Hazard, ...] = ()
+    removals: tuple[Removal, ...] = ()
     locked: bool = False
     lock_sha256: str | None = None
     clashes: tuple[Clash, ...] = ()

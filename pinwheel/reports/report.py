@@ -16,7 +16,7 @@ from rich.table import Table
 from ..abi.cache import AbiCache, torch_tied, wheel_abi_of
 from ..abi.provenance import provenance_mismatches
 from ..plan import Edge, Hazard, Plan
-from ..resolve import Resolver, excludes_shared_pin
+from ..resolve import BASE, Resolver, excludes_shared_pin
 from ..workspace import Workspace
 
 SCHEMA = "pinwheel.report/1"
@@ -33,9 +33,42 @@ def required_by(plan: Plan) -> dict[str, list[str]]:
         if "manifest" not in out[name]:
             out[name].append("shared pin")
     for e in plan.edges:
-        if e.verdict in ("satisfied", "violated"):
+        if e.verdict in ("satisfied", "violated", "base-broken", "overridden"):
             out[e.name].append(f"{e.parent} ({e.requirement.removeprefix(e.name) or 'any'})")
     return out
+
+
+def inventory_problem(plan: Plan) -> bool:
+    """A base-environment variant whose committed inventory is missing or stale: never clean."""
+    return plan.inventory_state is not None and plan.inventory_state.status != "ok"
+
+
+def base_findings(plan: Plan) -> dict | None:
+    """What the image does to the base's environment: moves, intended replacements, removals, baseline."""
+    if not (plan.on_base_environment or plan.variant.system_site_packages):
+        return None
+    inv = plan.base_inventory
+    state = plan.inventory_state
+    return {
+        "image": inv.image if inv else plan.variant.base,
+        "image_id": inv.image_id if inv else None,
+        "digest": inv.digest if inv else None,
+        "inventory": dataclasses.asdict(state) if state else None,
+        "packages": sum(1 for i in plan.installed if i.source == BASE),
+        "moved": [dataclasses.asdict(h) for h in plan.hazards if h.earlier_step == BASE],
+        "intended": [dataclasses.asdict(h) for h in plan.replacements],
+        "removed": [dataclasses.asdict(r) for r in plan.removals],
+        "already_broken": [dataclasses.asdict(e) for e in plan.edges if e.verdict == "base-broken"],
+        "overridden": [dataclasses.asdict(e) for e in plan.edges if e.verdict == "overridden"],
+    }
+
+
+def hazard_text(h: Hazard) -> str:
+    """One line per move: a base package by name ("moves the base's X a → b"), else the earlier step's."""
+    if h.earlier_step == BASE:
+        return f"wheel set {h.step} moves the base's {h.package} {h.before} → {h.after} (cause: {h.cause})"
+    return (f"{h.package} {h.before} → {h.after}: installed by wheel set {h.earlier_step}, "
+            f"changed by {h.step} ({h.cause})")
 
 
 def shared_pin_findings(plan: Plan) -> list[dict]:
@@ -93,7 +126,8 @@ def summarize(plan: Plan, shared: list[dict], allow_unchecked: bool = False, abi
         count[e.verdict] += 1
     shared_broken = [s for s in shared if s["broken"]]
     stale = plan.lock_state is not None and plan.lock_state.status == "stale"
-    conflicts = count["violated"] + len(plan.hazards) + len(shared_broken) + len(plan.clashes) + int(stale)
+    conflicts = (count["violated"] + len(plan.hazards) + len(shared_broken) + len(plan.clashes) + int(stale)
+                 + int(inventory_problem(plan)))
     abi_unknown = sum(1 for row in abi or () if row["abi_class"] == "unknown")
     # A failed lookup already behind an unchecked edge is counted once.
     unchecked_parents = {e.parent for e in plan.edges if e.verdict == "unchecked"}
@@ -106,7 +140,8 @@ def summarize(plan: Plan, shared: list[dict], allow_unchecked: bool = False, abi
     else:
         verdict = "clean"
     return {
-        "edges": {k: count[k] for k in ("satisfied", "violated", "suppressed", "unchecked", "extra-only", "marker-excluded")},
+        "edges": {k: count[k] for k in ("satisfied", "violated", "suppressed", "unchecked", "extra-only", "marker-excluded",
+                                        "base-broken", "overridden")},
         "hazards": len(plan.hazards),
         "hazards_removed_by_lock": len(plan.unlocked_hazards) if plan.locked else 0,
         "shared_pins_broken": len(shared_broken),
@@ -114,6 +149,10 @@ def summarize(plan: Plan, shared: list[dict], allow_unchecked: bool = False, abi
         "unjudged": len(plan.unjudged),
         "abi_unknown": abi_unknown,
         "lock": plan.lock_state.status if plan.lock_state else None,
+        "inventory": plan.inventory_state.status if plan.inventory_state else None,
+        "base_moved": sum(1 for h in plan.hazards if h.earlier_step == BASE),
+        "base_replaced": len(plan.replacements),
+        "removed": len(plan.removals),
         "conflicts": conflicts,
         "unchecked": unchecked,
         "unchecked_allowed": bool(unchecked and allow_unchecked),
@@ -144,6 +183,9 @@ def to_json(plan: Plan, abi: list[dict] | None = None, allow_unchecked: bool = F
         "no_deps_features": no_deps_features(plan),
         "shared_pins": shared,
         "hazards": [dataclasses.asdict(h) for h in plan.hazards],
+        "base": base_findings(plan),
+        "replacements": [dataclasses.asdict(h) for h in plan.replacements],
+        "removals": [dataclasses.asdict(r) for r in plan.removals],
         "unlocked_hazards": [dataclasses.asdict(h) for h in plan.unlocked_hazards],
         "clashes": [{**dataclasses.asdict(c), "wanted": list(c.wanted), "reasons": list(c.reasons)}
                     for c in plan.clashes],
@@ -160,9 +202,20 @@ def moved_pins(plan: Plan) -> dict[str, dict]:
             for h in plan.hazards}
 
 
+def replaced_pins(plan: Plan) -> dict[str, dict]:
+    """Base packages the manifest replaces on purpose: shown, never counted as a conflict."""
+    return {h.package: {"from": h.before, "to": h.after, "by": h.step, "pinned_in": h.earlier_step, "cause": h.cause}
+            for h in plan.replacements}
+
+
 def next_steps(plan: Plan, shared: list[dict], summary: dict, abi: list[dict] | None = None) -> list[str]:
     """What to do about each finding, in the order the report lists them."""
     steps = []
+    if inventory_problem(plan):
+        assert plan.inventory_state is not None
+        steps.append(f"the base inventory of {plan.variant.name} is {plan.inventory_state.status} "
+                     f"({plan.inventory_state.detail}): run `build.py base inventory --variant {plan.variant.name}` "
+                     f"and commit it")
     if plan.lock_state and plan.lock_state.status == "stale":
         steps.append(f"the lock of {plan.variant.name} is stale ({plan.lock_state.detail}): "
                      f"run `make lock` (build.py lock --variant {plan.variant.name}) and commit it")
@@ -171,12 +224,19 @@ def next_steps(plan: Plan, shared: list[dict], summary: dict, abi: list[dict] | 
                      + (f" cannot all hold ({'; '.join(c.reasons)})" if c.reasons else " cannot all hold")
                      + "; change one of these pins, or move the package that asks for it to its own wheel set")
     for e in plan.edges:
-        if e.verdict == "violated":
+        if e.verdict == "violated" and e.parent in base_names(plan):
+            steps.append(f"the base's {e.parent} {e.parent_version} requires {e.requirement}, but {e.detail}: keep "
+                         f"{e.name} at a version it accepts, or mark the package that replaces it `override: true` "
+                         f"with a why")
+        elif e.verdict == "violated":
             steps.append(f"{e.parent} {e.parent_version} requires {e.requirement}, but {e.detail}: pin {e.name} to a "
                          f"version that satisfies it, or pick a release of {e.parent} that accepts what is installed")
     pins = plan.manifest_pins()
     for h in plan.hazards:
-        if pins.get(h.package) == h.before:
+        if h.earlier_step == BASE:
+            steps.append(f"{hazard_text(h)}: pin {h.package} in the manifest (the replacement is then intended), or "
+                         f"choose releases that accept the base's {h.before}")
+        elif pins.get(h.package) == h.before:
             steps.append(f"{h.package} {h.before} → {h.after}: wheel set {h.step} moves the manifest's pin "
                          f"{h.package}=={h.before} (wanted by {h.cause}): move the pin to {h.after}, or choose "
                          f"releases that accept {h.before}")
@@ -195,6 +255,11 @@ def next_steps(plan: Plan, shared: list[dict], summary: dict, abi: list[dict] | 
                      f"index and the network, run again (--refresh re-reads the index), or pass --allow-unchecked "
                      f"to accept them knowingly")
     return steps
+
+
+def base_names(plan: Plan) -> set[str]:
+    """The installed packages that are still the base's own."""
+    return {i.name for i in plan.installed if i.source == BASE}
 
 
 def torch_abi(plan: Plan, source, client, workspace: Workspace, offline: bool) -> list[dict]:
@@ -230,8 +295,7 @@ ABI_MEANING = {
 
 
 def _hazard_line(h: Hazard) -> str:
-    return (f"{h.package} {h.before} → {h.after}: installed by wheel set {h.earlier_step}, "
-            f"changed by {h.step} ({h.cause})")
+    return hazard_text(h)
 
 
 def _evaluated_as(plan: Plan) -> str:
@@ -247,6 +311,11 @@ def print_report(plan: Plan, console: Console, verbose: bool = False, abi: list[
                  allow_unchecked: bool = False) -> dict:
     data = to_json(plan, abi, allow_unchecked)
     c = console
+    if inventory_problem(plan):
+        assert plan.inventory_state is not None
+        c.print(f"[red bold]base inventory of {escape(plan.variant.name)} is {plan.inventory_state.status}:[/red bold] "
+                f"{escape(plan.inventory_state.detail)}; run `build.py base inventory --variant "
+                f"{escape(plan.variant.name)}`.")
     if plan.lock_state and plan.lock_state.status == "stale":
         c.print(f"[red bold]lock of {escape(plan.variant.name)} is stale:[/red bold] {escape(plan.lock_state.detail)}; "
                 f"not using it. Run `make lock`.")
@@ -257,6 +326,7 @@ def print_report(plan: Plan, console: Console, verbose: bool = False, abi: list[
     for e in plan.edges:
         if e.verdict in ("violated", "unchecked"):
             problems[e.parent].append(e)
+    replaced = replaced_pins(plan)
     suppressed = defaultdict(int)
     for e in plan.edges:
         if e.verdict == "suppressed":
@@ -278,20 +348,47 @@ def print_report(plan: Plan, console: Console, verbose: bool = False, abi: list[
         elif i.name in moved:
             m = moved[i.name]
             verdict = f"[red]moved {escape(m['from'])} → {escape(m['to'])} by {escape(m['by'])}[/red]"
+        elif i.name in replaced:
+            m = replaced[i.name]
+            verdict = f"[cyan]replaces the base's {escape(m['from'])} (intended)[/cyan]"
         elif i.no_deps:
             verdict = f"[yellow]--no-deps[/yellow] ({suppressed[i.name]} suppressed)" if suppressed[i.name] else "[yellow]--no-deps[/yellow]"
         else:
             verdict = "[green]ok[/green]"
-        explicit = i.name in whys or i.source != "index" or i.name in moved
+        explicit = i.name in whys or i.source not in ("index", BASE) or i.name in moved or i.name in replaced
         if not (verbose or explicit or problems[i.name]):
             continue
         table.add_row(escape(i.name), escape(i.version), escape(i.step), escape(", ".join(req_by.get(i.name, []))),
                       verdict, escape(whys.get(i.name) or i.why or ""))
     c.print(table)
     hidden = sum(1 for i in plan.installed
-                 if not (i.name in whys or i.source != "index" or problems[i.name] or i.name in moved))
+                 if not (i.name in whys or i.source not in ("index", BASE) or problems[i.name] or i.name in moved
+                         or i.name in replaced))
     if hidden and not verbose:
-        c.print(f"  ({hidden} transitive packages satisfied; --verbose lists them)")
+        c.print(f"  ({hidden} transitive or base packages satisfied; --verbose lists them)")
+
+    base = data["base"]
+    if base is not None:
+        c.print(f"\n[bold]Base environment[/bold] ({escape(str(base['image']))}: {base['packages']} of its packages "
+                f"kept as they are)")
+        for h in plan.hazards:
+            if h.earlier_step == BASE:
+                c.print(f"  [red]{escape(hazard_text(h))}[/red]")
+        for h in plan.replacements:
+            what = "the base's " if h.earlier_step == BASE else ""
+            c.print(f"  [cyan]wheel set {escape(h.step)} replaces {escape(what)}{escape(h.package)} {escape(h.before)} → "
+                    f"{escape(h.after)} (intended)[/cyan]")
+        for r in plan.removals:
+            had = f"{r.package} {r.version}" if r.version else f"{r.package} (not installed there)"
+            c.print(f"  step {escape(r.step)} removes {escape(had)}: {escape(r.why)}")
+        for e in plan.edges:
+            if e.verdict == "base-broken":
+                c.print(f"  [yellow]base: already broken[/yellow]: {escape(e.parent)} {escape(e.parent_version)} "
+                        f"requires {escape(e.requirement)} ({escape(e.detail.removeprefix('base: already broken ').strip('()'))})")
+        for e in plan.edges:
+            if e.verdict == "overridden":
+                c.print(f"  [cyan]overridden[/cyan]: {escape(e.parent)} {escape(e.parent_version)} requires "
+                        f"{escape(e.requirement)}; {escape(e.detail)}")
 
     if data["no_deps_features"]:
         c.print("\n[bold]Suppressed by --no-deps[/bold] (what pip would have done, and whether the image provides it)")
@@ -359,8 +456,10 @@ def print_report(plan: Plan, console: Console, verbose: bool = False, abi: list[
 
     s = data["summary"]
     e = s["edges"]
+    on_base = (f", {e['base-broken']} base-broken, {e['overridden']} overridden"
+               if base is not None or e["base-broken"] or e["overridden"] else "")
     c.print(f"\n{e['satisfied']} satisfied, {e['violated']} violated, {e['suppressed']} suppressed, "
-            f"{e['unchecked']} unchecked, {e['extra-only']} extra-only, {e['marker-excluded']} marker-excluded; "
+            f"{e['unchecked']} unchecked, {e['extra-only']} extra-only, {e['marker-excluded']} marker-excluded{on_base}; "
             f"{s['hazards']} order hazards; {s['shared_pins_broken']} shared pins broken; {s['clashes']} clashes; "
             f"{s['unjudged']} lookups failed")
     if s["verdict"] == "conflicts":

@@ -13,7 +13,7 @@ import os
 from pathlib import Path
 
 from ..fsutil import atomic_write
-from ..plan import Clash, Edge, Hazard, Installed, Plan, Unjudged
+from ..plan import Clash, Edge, Hazard, Installed, Plan, Removal, Unjudged
 from .resolver import resolve
 
 
@@ -41,7 +41,7 @@ def wheels_state(plan: Plan, wheels_dir: Path | None) -> list[tuple[str, int, in
     return out
 
 
-MEMO_VERSION = 3
+MEMO_VERSION = 4
 
 
 def memoized(cache_dir: Path, key_material: object, compute, *, keep=lambda value: True, refresh: bool = False):
@@ -68,7 +68,7 @@ def memoized(cache_dir: Path, key_material: object, compute, *, keep=lambda valu
 
 
 _RESOLVED = {"installed": Installed, "edges": Edge, "hazards": Hazard, "unlocked_hazards": Hazard,
-             "clashes": Clash, "unjudged": Unjudged}
+             "replacements": Hazard, "removals": Removal, "clashes": Clash, "unjudged": Unjudged}
 
 
 def _resolved_json(plan: Plan) -> dict:

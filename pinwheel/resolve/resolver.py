@@ -9,6 +9,12 @@ Two views of the same Plan:
 
 Every requirement of every installed package is then judged for the TARGET
 environment (python, platform), with the extras the image requests.
+
+On a base that already holds a Python environment (pinwheel.resolve.base),
+both views start from step 0, the base's inventory: every later step's effect
+on a base package is named (a move, an intended replacement, a removal), a
+requirement already broken in the base alone is `base-broken`, and one that a
+package marked `override` contradicts on purpose is `overridden`.
 """
 from __future__ import annotations
 
@@ -23,7 +29,9 @@ from packaging.utils import canonicalize_name
 from packaging.version import Version
 
 from ..index.sources import MetadataSource
-from ..plan import Clash, Edge, Hazard, Installed, Plan, PlannedPackage, Step, Unjudged
+from ..plan import Clash, Edge, Hazard, Installed, Plan, PlannedPackage, Removal, Step, Unjudged
+from ..steps import kind_of
+from .base import BASE, InventorySource, base_distributions
 
 
 class ResolveError(Exception):
@@ -80,11 +88,41 @@ def excludes_shared_pin(edge: Edge, installed: dict[str, Installed], version: st
     return True
 
 
+def overrides(plan: Plan) -> dict[str, str]:
+    """name -> why of each active package the manifest marks `override: true`."""
+    return {p.name: p.why or "" for p in plan.packages() if getattr(p, "override", False)}
+
+
+def intended_change(plan: Plan, h: Hazard) -> bool:
+    """Is this move one the manifest asks for? A package marked override always is; a base package is
+    when the manifest names it itself (a shared pin or a package of a step) and admits the new version."""
+    if h.package in overrides(plan):
+        return True
+    if h.earlier_step != BASE:
+        return False
+    wanted = [Requirement(p.requirement) for p in plan.packages() if p.name == h.package]
+    if h.package in plan.shared_pins:
+        wanted.append(Requirement(f"{h.package}=={plan.shared_pins[h.package]}"))
+    return bool(wanted) and all(r.specifier.contains(h.after, prereleases=True) for r in wanted)
+
+
+def removal_why(step: Step, name: str) -> str:
+    """The why a remove step gives for one package, else the step's own why."""
+    for entry in getattr(step.spec, "packages", ()) or ():
+        if canonicalize_name(str(getattr(entry, "name", ""))) == name and getattr(entry, "why", None):
+            return str(entry.why)
+    return step.why
+
+
 class Resolver:
-    def __init__(self, source: MetadataSource, wheels_dir: Path | None = None, max_candidates: int = 40):
+    def __init__(self, source: MetadataSource, wheels_dir: Path | None = None, max_candidates: int = 40,
+                 base: dict[str, Installed] | None = None):
         self.source = source
         self.wheels_dir = wheels_dir
         self.max_candidates = max_candidates
+        self.base: dict[str, Installed] = dict(base or {})  # step 0: what the base's environment holds
+        self.removals: list[Removal] = []  # as locked
+        self.pip_removals: list[Removal] = []  # as plain pip would
         self._meta: dict[tuple[str, str], object] = {}
         self.failures: list[Unjudged] = []  # lookups that failed where a verdict does not already say so
 
@@ -142,7 +180,7 @@ class Resolver:
         Where pip would stop at a clash, this records it and goes on, so one run
         shows every clash; a lookup that fails is recorded as unjudged.
         """
-        installed: dict[str, Installed] = {}
+        installed: dict[str, Installed] = dict(self.base)
         hazards: list[Hazard] = []
         clashes: list[Clash] = []
         unjudged: list[Unjudged] = []
@@ -150,6 +188,7 @@ class Resolver:
         for step in plan.steps:
             if not step.active:
                 continue
+            self.remove(step, installed, self.pip_removals)
             explicit = self.step_packages(plan, step)
             pins = {p.name: p.version for p, _, _ in explicit if p.version}
             origin = {p.name: (source, p.why) for p, source, _ in explicit}
@@ -214,6 +253,15 @@ class Resolver:
                     hazards.append(Hazard(step.name, name, before.version, inst.version, before.step, cause))
             installed.update(chosen)
         return installed, hazards, clashes, unjudged + self.failures
+
+    def remove(self, step: Step, installed: dict[str, Installed], record: list[Removal]) -> None:
+        """Take out what the step removes (its kind's effect), and record each removal."""
+        for raw in kind_of(step).effect(step).removes:
+            name = canonicalize_name(raw)
+            before = installed.pop(name, None)
+            removal = Removal(step.name, name, before.version if before else None, before.step if before else None,
+                              removal_why(step, name))
+            record.append(removal)
 
     def clash(self, plan: Plan, step: str, name: str, wanted: list[tuple[Requirement, str]],
               pins: dict[str, str], earlier: Installed | None) -> Clash:
@@ -290,11 +338,12 @@ class Resolver:
 
     def as_locked(self, plan: Plan, locked: dict[str, dict[str, str]]) -> tuple[dict[str, Installed], list[Hazard]]:
         """The image as the lock installs it: slices per step, then local wheels and fallbacks."""
-        installed: dict[str, Installed] = {}
+        installed: dict[str, Installed] = dict(self.base)
         hazards: list[Hazard] = []
         for step in plan.steps:
             if not step.active:
                 continue
+            self.remove(step, installed, self.removals)
             entries = [(n, v, "lock") for n, v in locked.get(step.name, {}).items()]
             explicit = {p.name: (p, src) for p, src, _ in self.step_packages(plan, step)}
             for p, src in explicit.values():
@@ -306,17 +355,23 @@ class Resolver:
                 no_deps = bool(p and (p.no_deps or src != "lock"))
                 before = installed.get(name)
                 if before and before.version != version:
-                    hazards.append(Hazard(step.name, name, before.version, version, before.step,
-                                          f"{name} is in the lock of both {before.step} and {step.name}"))
+                    cause = (f"the lock of {step.name} replaces the base's {name}" if before.step == BASE else
+                             f"{name} is in the lock of both {before.step} and {step.name}")
+                    hazards.append(Hazard(step.name, name, before.version, version, before.step, cause))
                 installed[name] = Installed(name, version, step.name, src if src != "lock" else "index",
                                             no_deps, extras, p.why if p else None)
         return installed, hazards
 
     # ------------------------------------------------------------ edges
 
-    def judge(self, plan: Plan, installed: dict[str, Installed]) -> list[Edge]:
+    def judge(self, plan: Plan, installed: dict[str, Installed],
+              baseline: set[tuple[str, str, str]] | None = None) -> list[Edge]:
+        """Every requirement of every installed package, judged. `baseline` holds the (parent, version,
+        requirement) already broken in the base alone: those are `base-broken`, not violated."""
         env = plan.target.marker_environment()
         edges: list[Edge] = []
+        baseline = baseline or set()
+        overriding = overrides(plan)
         for inst in sorted(installed.values(), key=lambda i: i.name):
             meta = self.meta(plan, inst.name, inst.version)
             if meta is None:
@@ -342,7 +397,14 @@ class Resolver:
                     edges.append(Edge(inst.name, inst.version, text, dep, "satisfied", found, "", a.extra))
                 else:
                     detail = f"{dep} is not installed" if found is None else f"{dep} {found} is installed"
-                    edges.append(Edge(inst.name, inst.version, text, dep, "violated", found, detail, a.extra))
+                    if (inst.name, inst.version, text) in baseline:
+                        edges.append(Edge(inst.name, inst.version, text, dep, "base-broken", found,
+                                          f"base: already broken ({detail})", a.extra))
+                    elif found is not None and dep in overriding:
+                        edges.append(Edge(inst.name, inst.version, text, dep, "overridden", found,
+                                          f"{dep} {found} overrides it on purpose: {overriding[dep]}", a.extra))
+                    else:
+                        edges.append(Edge(inst.name, inst.version, text, dep, "violated", found, detail, a.extra))
         return edges
 
     def would_do(self, plan: Plan, req: Requirement, have: Installed | None) -> str:
@@ -369,24 +431,56 @@ def resolve(plan: Plan, source: MetadataSource, wheels_dir: Path | None = None,
     With `locked` (step name -> {package: version}) the image is evaluated as the
     lock installs it, and the plain-pip view is kept to show the churn it removes.
     """
-    resolver = Resolver(source, wheels_dir)
+    base = base_installed(plan)
+    if base:  # the base's own packages are read from its inventory, not the index
+        source = InventorySource(source, base_distributions(plan))
+    resolver = Resolver(source, wheels_dir, base=base)
     pip_installed, pip_hazards, clashes, unjudged = resolver.as_pip_would(plan)
     if locked is not None:
         installed, hazards = resolver.as_locked(plan, locked)
         clashes = []  # the lock resolved the set as a whole; per-step pip clashes are not the image's
     else:
         installed, hazards = pip_installed, pip_hazards
-    edges = resolver.judge(plan, installed)
+    baseline = {(e.parent, e.parent_version, e.requirement) for e in resolver.judge(plan, base)
+                if e.verdict == "violated"}
+    edges = resolver.judge(plan, installed, baseline)
+    replaced = [h for h in hazards if intended_change(plan, h)]
     return dataclasses.replace(
         plan,
         installed=tuple(sorted(installed.values(), key=lambda i: (_step_index(plan, i.step), i.name))),
         edges=tuple(edges),
-        hazards=tuple(hazards),
+        hazards=tuple(h for h in hazards if h not in replaced),
+        replacements=tuple(replaced),
+        removals=tuple(resolver.removals if locked is not None else resolver.pip_removals),
         unlocked_hazards=tuple(pip_hazards),
         locked=locked is not None,
         clashes=tuple(clashes),
         unjudged=tuple(unjudged),
     )
+
+
+def base_installed(plan: Plan) -> dict[str, Installed]:
+    """Step 0 as installed packages (source and step "base"); empty without a base environment."""
+    return {name: Installed(name, d.version, BASE, BASE, False, (), None)
+            for name, d in base_distributions(plan).items()}
+
+
+def baseline_broken(plan: Plan) -> list[Edge]:
+    """The requirements already broken in the base alone, judged from its inventory only (no index)."""
+    base = base_installed(plan)
+    if not base:
+        return []
+    resolver = Resolver(InventorySource(_NoIndex(), base_distributions(plan)), None, base=base)
+    return [e for e in resolver.judge(plan, base) if e.verdict == "violated"]
+
+
+class _NoIndex:
+    """A source that knows nothing: the baseline is judged from the inventory alone."""
+
+    def _none(self, *args, **kwargs):
+        raise LookupError("not in the base's inventory")
+
+    versions = best_wheel = metadata = local_metadata = _none
 
 
 def fully_judged(plan: Plan) -> bool:
