@@ -35,12 +35,12 @@ from .manifest import Manifest, ManifestError
 from .plan import LockState, Plan, plan_variant
 from .render import render_dockerfiles
 from .reports.bump import PAGE_MAX_AGE, BumpInputError, bump, print_bump
-from .reports.audit import audit, print_audit
+from .reports.audit import audit, print_audit, print_replay
 from .reports.inspect import Inspection, Side, diff, print_diff, print_inspection, side_of_image
 from .reports.inspect import to_json as inspection_json
 from .reports.report import print_report, to_json, torch_abi
 from .image.inventory import pinned_digest
-from .resolve import ResolveError, memoized, reads_base, resolve_memoized, wheels_state, with_inventory
+from .resolve import ResolveError, memoized, reads_base, resolve, resolve_memoized, wheels_state, with_inventory
 from .workspace import LockFiles, Workspace
 
 EXIT_OK, EXIT_PROBLEM, EXIT_BAD_INPUT, EXIT_UNCHECKED = 0, 1, 2, 3
@@ -445,11 +445,32 @@ def cmd_audit(args: argparse.Namespace) -> int:
         result = audit(args.dockerfile)
     except ValueError as exc:
         raise UsageError(str(exc)) from None
+    replay = replay_audit(args) if args.replay else None
     if args.json:
-        sys.stdout.write(json.dumps(result.to_json(), indent=2) + "\n")
+        sys.stdout.write(json.dumps({**result.to_json(), "replay": replay}, indent=2) + "\n")
     else:
         print_audit(result, out())
-    return EXIT_PROBLEM if result.errors else EXIT_OK
+        if replay is not None:
+            print_replay(replay, out())
+    return EXIT_PROBLEM if result.errors or (replay and replay["hazards"]) else EXIT_OK
+
+
+def replay_audit(args: argparse.Namespace) -> dict:
+    """The file's pinned pip installs, in order, as plain pip would run them: hazards and suppressed edges."""
+    adopted = adopt(args.dockerfile)
+    m = manifest_mod.parse(adopted_yaml(adopted, args.dockerfile), args.dockerfile.with_name("(imported).yaml"))
+    plan = plan_variant(m, "main")
+    client = IndexClient(index_url=args.index_url, cache_dir=Workspace(Path.cwd(), "audit").index_cache,
+                         offline=args.offline)
+    try:
+        resolved = resolve(plan, metadata_source(plan, client))
+    except (ResolveError, IndexClientError) as exc:
+        return {"error": str(exc), "hazards": [], "suppressed": [], "clashes": []}
+    return {"hazards": [dataclasses.asdict(h) for h in resolved.hazards],
+            "suppressed": [dataclasses.asdict(e) for e in resolved.edges if e.verdict == "suppressed"],
+            "clashes": [dataclasses.asdict(c) for c in resolved.clashes],
+            "unchecked": sum(1 for e in resolved.edges if e.verdict == "unchecked") + len(resolved.unjudged),
+            "not_expressed": adopted.not_expressed}
 
 
 def cmd_import(args: argparse.Namespace) -> int:
@@ -704,6 +725,10 @@ def build_parser() -> argparse.ArgumentParser:
                                     "JSON schema pinwheel.audit/1.")
     au.add_argument("dockerfile", type=Path)
     au.add_argument("--json", action="store_true")
+    au.add_argument("--replay", action="store_true",
+                    help="replay its pinned pip installs with the resolver, in order (reads the index)")
+    au.add_argument("--offline", action="store_true", help="with --replay: cached index metadata only")
+    au.add_argument("--index-url", help="with --replay: index to read metadata from (default: pip's configuration)")
     au.set_defaults(func=cmd_audit)
 
     im = sub.add_parser("import", help="start a wheels_manifest.yaml from a hand-written Dockerfile",

@@ -214,3 +214,19 @@ def print_audit(a: Audit, console: Console) -> None:
         colour = "red" if f.level == "error" else "yellow"
         console.print(f"  line {f.line}: [{colour}]{f.level}[/{colour}] {f.rule}: {escape(f.message)}")
     console.print(f"{len(a.installs)} pip installs; {a.errors} errors, {len(a.findings) - a.errors} warnings")
+
+
+def print_replay(replay: dict, console: Console) -> None:
+    console.print("\n[bold]Replayed as plain pip would run it[/bold] (pinned installs, in order)")
+    if replay.get("error"):
+        console.print(f"  [yellow]could not replay: {escape(replay['error'])}[/yellow]")
+        return
+    for h in replay["hazards"]:
+        console.print(f"  [red]{escape(h['package'])} {escape(h['before'])} → {escape(h['after'])}[/red]: "
+                      f"installed by {escape(h['earlier_step'])}, changed by {escape(h['step'])} ({escape(h['cause'])})")
+    for e in replay["suppressed"]:
+        extra = f" [{e['extra']}]" if e["extra"] else ""
+        console.print(f"  --no-deps drops {escape(e['parent'])}{escape(extra)}: {escape(e['requirement'])} "
+                      f"({escape(e['detail'])})")
+    if replay["unchecked"]:
+        console.print(f"  [yellow]{replay['unchecked']} could not be judged[/yellow]")

@@ -82,3 +82,24 @@ def test_a_bad_dockerfile_is_a_clear_error(tmp_path):
     path.write_text("FROM x\nRUN [\"unclosed\n")
     proc = subprocess.run([sys.executable, str(ROOT / "build.py"), "audit", str(path)], capture_output=True, text=True)
     assert proc.returncode in (0, 2) and "Traceback" not in proc.stderr
+
+
+def test_replay_finds_the_order_hazard_and_what_no_deps_drops(local_index, tmp_path, capsys):
+    local_index.add("base-lib", "1.0")
+    local_index.add("base-lib", "2.0")
+    local_index.add("app", "1.0", requires=["base-lib>=1.0"])
+    local_index.add("pinner", "1.0", requires=["base-lib==1.0"])
+    local_index.add("frontend", "1.0", requires=["helper>=1"])
+    local_index.add("helper", "1.0")
+    url = local_index.serve()
+    path = tmp_path / "Dockerfile"
+    path.write_text("FROM debian:bookworm\nRUN pip install app==1.0\nRUN pip install pinner==1.0\n"
+                    "RUN pip install --no-deps frontend==1.0\n")
+    rc = cli.main(["audit", str(path), "--replay", "--json", "--index-url", url])
+    data = json.loads(capsys.readouterr().out)
+    assert rc == 1  # the hazard is an error: a later layer moves what an earlier one installed
+    (hazard,) = data["replay"]["hazards"]
+    assert (hazard["package"], hazard["before"], hazard["after"], hazard["step"]) == ("base-lib", "2.0", "1.0", "run-3")
+    (dropped,) = data["replay"]["suppressed"]
+    assert (dropped["parent"], dropped["requirement"], dropped["detail"]) == ("frontend", "helper>=1",
+                                                                             "would install helper 1.0")
