@@ -127,3 +127,15 @@ def test_static_smoke_and_publish(built: dict, engine: Engine, registry: str) ->
     with urllib.request.urlopen(f"http://{registry}/v2/{repository}/tags/list", timeout=30) as resp:
         tags = set(json.loads(resp.read())["tags"] or [])
     assert {t.split(":", 1)[1] for t in built["tags"]} <= tags
+
+
+def test_inspect_pinwheels_own_image_has_no_churn_but_names_the_cu12_libs(built: dict) -> None:
+    """Each package is in exactly one lock slice, so no layer replaces another's; the cu12 DSL libs still ship."""
+    proc = cli("inspect", built["tags"][0], "--json")
+    assert proc.returncode == 0, tail(proc)
+    data = json.loads(proc.stdout)
+    venv = [c for c in data["churn"] if "/opt/venv/" in next(
+        (d["site"] for d in data["distributions"] if d["name"] == c["name"]), "/opt/venv/")]
+    assert venv == [], venv
+    assert data["cuda_major"] == 13
+    assert "nvidia-cutlass-dsl-libs-cu12" in {w["name"] for w in data["wrong_cuda"]}
