@@ -6,6 +6,7 @@ its kind's partial (templates/steps/<kind>.j2) from the view its kind makes.
 """
 from __future__ import annotations
 
+import json
 import posixpath
 import re
 import shlex
@@ -19,8 +20,8 @@ from .steps import kind_of
 from .steps.wheels import StepView, missing_wheel, multiple_wheels
 from .workspace import InImage, LockFiles
 
-__all__ = ["StepView", "missing_wheel", "multiple_wheels", "preflight_checks", "render_dockerfile", "shell_glob",
-           "shell_quote"]
+__all__ = ["PythonEnvironment", "StepView", "dockerfile_groups", "dockerfile_name", "missing_wheel", "multiple_wheels",
+           "preflight_checks", "render_dockerfile", "render_dockerfiles", "shell_glob", "shell_quote"]
 
 # The templates ship inside the package (pinwheel/templates), so an installed
 # wheel renders exactly what the checkout does.
@@ -81,13 +82,102 @@ def _environment() -> jinja2.Environment:
     return env
 
 
+@dataclass(frozen=True)
+class PythonEnvironment:
+    """Where a Dockerfile's steps install: pinwheel's venv (maybe seeing the base's site), or the base's python.
+
+    The words the templates put in front of pip and the payload, already quoted.
+    """
+
+    kind: str  # "venv" | "base"
+    venv: str
+    system_site_packages: bool
+    base_python: str  # the base's interpreter: environment base installs with it, removals run with it
+
+    @classmethod
+    def of(cls, plan: Plan) -> "PythonEnvironment":
+        v = plan.variant
+        return cls(v.environment, plan.venv, v.system_site_packages, v.base_python)
+
+    @property
+    def base_packages(self) -> bool:
+        """The environment holds the base's packages: the invariant checks them against the inventory."""
+        return self.kind == "base" or self.system_site_packages
+
+    @property
+    def python(self) -> str:
+        """The interpreter that runs the smoke payload: the venv's on PATH, else the base's."""
+        return "python" if self.kind == "venv" else shell_quote(self.base_python)
+
+    @property
+    def python_json(self) -> str:
+        return json.dumps("python" if self.kind == "venv" else self.base_python)
+
+    @property
+    def pip(self) -> str:
+        """What installs: the venv's pip on PATH, else the base's python -m pip."""
+        return "pip" if self.kind == "venv" else f"{shell_quote(self.base_python)} -m pip"
+
+    @property
+    def break_system_packages(self) -> bool:
+        """pip RUNs into the base's python pass PEP 668's EXTERNALLY-MANAGED marker."""
+        return self.kind == "base"
+
+    @property
+    def first_command(self) -> str:
+        """The first RUN: make the venv, or find the base's python and its pip."""
+        if self.kind == "base":
+            return f"{shell_quote(self.base_python)} -m pip --version"
+        if self.system_site_packages:
+            return f"{shell_quote(self.base_python)} -m venv --system-site-packages {shell_quote(self.venv)}"
+        return f"python3 -m venv {shell_quote(self.venv)}"
+
+
+def group_key(plan: Plan) -> tuple:
+    """What one Dockerfile cannot vary by ARG: where the steps install."""
+    v = plan.variant
+    return (v.environment, v.system_site_packages, v.base_python if v.has_base_packages else None)
+
+
+def dockerfile_groups(plans: Sequence[Plan]) -> dict[str, list[Plan]]:
+    """The Dockerfiles of one image, by file name, each with the variants it serves (in manifest order).
+
+    Variants that install into the same kind of environment share one file, gated by ARGs; the file of
+    the first variant's group is `Dockerfile`, every other group's is `Dockerfile.<its first variant>`.
+    """
+    groups: dict[tuple, list[Plan]] = {}
+    for plan in plans:
+        groups.setdefault(group_key(plan), []).append(plan)
+    out: dict[str, list[Plan]] = {}
+    for i, members in enumerate(groups.values()):
+        out["Dockerfile" if i == 0 else f"Dockerfile.{members[0].variant.name}"] = members
+    return out
+
+
+def dockerfile_name(plans: Sequence[Plan], variant: str) -> str:
+    """The file name of the Dockerfile that builds one variant."""
+    for name, members in dockerfile_groups(plans).items():
+        if any(p.variant.name == variant for p in members):
+            return name
+    raise ValueError(f"no Plan of variant {variant!r}")
+
+
+def render_dockerfiles(plans: Sequence[Plan]) -> dict[str, str]:
+    """Every Dockerfile of one image, by file name (see dockerfile_groups)."""
+    return {name: render_dockerfile(members) for name, members in dockerfile_groups(plans).items()}
+
+
 def render_dockerfile(plans: Sequence[Plan]) -> str:
-    """One Dockerfile for every variant of one image; gates select per variant."""
+    """One Dockerfile for variants of one image that install into one kind of environment; gates select
+    per variant."""
     if not plans:
         raise ValueError("render_dockerfile needs at least one Plan")
     first = plans[0]
     if any(p.image != first.image for p in plans):
         raise ValueError("all Plans rendered into one Dockerfile must be of one image")
+    if any(group_key(p) != group_key(first) for p in plans):
+        raise ValueError("variants that install into different environments need one Dockerfile each: "
+                         "render_dockerfiles")
     preflight = preflight_checks(first)
     text = _environment().get_template("Dockerfile.j2").render(
         manifest=first.manifest_path,
@@ -95,7 +185,9 @@ def render_dockerfile(plans: Sequence[Plan]) -> str:
         variants=[p.variant.name for p in plans],
         default_variant=first.variant.name,
         base=first.variant.base,
+        base_variant=first.variant.base_variant,
         venv=first.venv,
+        environment=PythonEnvironment.of(first),
         gates=first.gates,
         gate_defaults={g.name: first.build_args[g.name] for g in first.gates},
         steps=[kind_of(s).view(s) for s in first.steps],

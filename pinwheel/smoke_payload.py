@@ -14,7 +14,12 @@ Levels are cumulative (``--level gpu`` runs static, import and gpu):
 static  any host. Every pin in expect.json is installed at exactly that
         version (importlib.metadata, names normalised per PEP 503). For each
         package installed with --no-deps, its dropped requirements are listed
-        with what is installed in their place.
+        with what is installed in their place. On a base with packages, every
+        base package the manifest leaves alone (base_unchanged) is at its
+        inventory version and every removed one (removed) is gone; with
+        --check-pip, pip check may find only the --no-deps drops (suppressed),
+        what the base already broke (baseline_broken: "parent requirement"),
+        requirements on an overridden package, and ones on a removed package.
 import  needs an NVIDIA driver. ``torch``, ``from cudnn import DSA`` (and the
         two DSA wrappers it is used for), ``import flashinfer``,
         ``import flash_mla``; each with its version and import time.
@@ -279,7 +284,23 @@ def load_expect(path: str) -> dict:
         for k, v in suppressed.items()
     ):
         raise UsageError(f"{path}: 'suppressed' must be an object of name -> list of requirement strings")
-    return {"pins": pins, "suppressed": suppressed}
+    # On a base with packages (all optional; absent on a fresh venv):
+    base_unchanged = data.get("base_unchanged", {})  # base packages the manifest leaves alone, at their versions
+    if not isinstance(base_unchanged, dict) or not all(
+        isinstance(k, str) and isinstance(v, str) for k, v in base_unchanged.items()
+    ):
+        raise UsageError(f"{path}: 'base_unchanged' must be an object of name -> version strings")
+    lists = {}
+    for key, what in (("removed", "names"), ("baseline_broken", "'parent requirement' strings"),
+                      ("overridden", "names")):
+        value = data.get(key, [])
+        if not isinstance(value, list) or not all(isinstance(v, str) and v.strip() for v in value):
+            raise UsageError(f"{path}: '{key}' must be a list of {what}")
+        lists[key] = value
+    for entry in lists["baseline_broken"]:
+        if len(entry.split(None, 1)) != 2:
+            raise UsageError(f"{path}: baseline_broken entry {entry!r} is not 'parent requirement'")
+    return {"pins": pins, "suppressed": suppressed, "base_unchanged": base_unchanged, **lists}
 
 
 # ---------------------------------------------------------------------------
@@ -334,6 +355,8 @@ def run_static(expect: dict) -> list:
         )
     ]
 
+    stages.extend(run_base(expect, dists))
+
     nodeps = {}
     n_dropped = n_present = 0
     for pkg, reqs in sorted(expect["suppressed"].items()):
@@ -387,6 +410,35 @@ def run_static(expect: dict) -> list:
             packages=nodeps,
         )
     )
+    return stages
+
+
+def run_base(expect: dict, dists: dict) -> list:
+    """On a base with packages: the ones the manifest leaves alone are at their inventory versions, and
+    every removed one is gone (importlib.metadata finds it nowhere). Nothing on a fresh venv."""
+    stages = []
+    if expect["base_unchanged"]:
+        checked, problems = [], []
+        for name, want in sorted(expect["base_unchanged"].items()):
+            copies = dists.get(normalize(name), [])
+            found = copies[0]["version"] if copies else None
+            ok = bool(copies) and pin_matches(found, want)[0]
+            checked.append({"name": name, "expected": want, "found": found, "ok": ok})
+            if not copies:
+                problems.append(f"{name}: the base's {want} is gone, and the manifest does not remove it")
+            elif not ok:
+                problems.append(f"{name}: the base's {want} became {found} (at {copies[0]['location']}), "
+                                "and the manifest does not change it")
+        stages.append(_stage("static", "base", "failed" if problems else "passed", checked=len(checked),
+                             packages=checked, **({"error": "; ".join(problems)} if problems else {})))
+    # A removed package a later step installs again is one of the pins; the pins check that one.
+    removed = sorted({normalize(n) for n in expect["removed"]} - {normalize(n) for n in expect["pins"]})
+    if removed:
+        left = [{"name": n, "version": dists[n][0]["version"], "location": dists[n][0]["location"]}
+                for n in removed if dists.get(n)]
+        problems = [f"{d['name']}: removed by the manifest, found {d['version']} (at {d['location']})" for d in left]
+        stages.append(_stage("static", "removed", "failed" if problems else "passed", checked=len(removed),
+                             packages=removed, **({"error": "; ".join(problems)} if problems else {})))
     return stages
 
 
@@ -914,27 +966,65 @@ def broken_requirements() -> tuple[list, str]:
     return lines, "pip's packaging"
 
 
+def _baseline(expect: dict) -> dict:
+    """expect.json's baseline_broken ("parent requirement") as parent -> the names it requires, broken."""
+    out: dict = {}
+    for entry in expect["baseline_broken"]:
+        parent, requirement = entry.split(None, 1)
+        try:
+            dep = parse_requirement(requirement)["normalized"]
+        except ValueError:
+            dep = normalize(re.split(r"[\s\[<>=!~;(]", requirement.strip(), maxsplit=1)[0])
+        out.setdefault(normalize(parent), set()).add(dep)
+    return out
+
+
 def run_pip_check(expect: dict) -> dict:
-    """`pip check`, allowing exactly the requirements the --no-deps installs drop on purpose.
+    """`pip check`, allowing exactly what is known: the baseline and what the manifest declares.
 
     pip check ignores extras, so it only ever reports the base requirements of a
     --no-deps package; each one it reports must be in expect.json's "suppressed".
+    On a base with packages, a finding is also allowed when the base already had
+    it (baseline_broken), when its requirement names a package the manifest
+    replaces on purpose (overridden) or removes (removed). A baseline finding the
+    image no longer has is listed as fixed: never a failure.
     """
     found, how = broken_requirements()
     allowed = {normalize(pkg): {parse_requirement(r)["normalized"] for r in reqs}
                for pkg, reqs in expect["suppressed"].items()}
+    baseline = _baseline(expect)
+    overridden = {normalize(n) for n in expect["overridden"]}
+    removed = {normalize(n) for n in expect["removed"]}
     accepted, unexpected = [], []
+    accepted_baseline, accepted_overridden, accepted_removed = [], [], []
+    seen_baseline = set()
     for line in found:
         m = _PIP_CHECK_LINE.match(line)
         if m:
             dep = m["missing"] or m["req"]
             dep_name = normalize(re.split(r"[\s\[<>=!~;]", dep, maxsplit=1)[0])
-            if dep_name in allowed.get(normalize(m["pkg"]), set()):
+            parent = normalize(m["pkg"])
+            if dep_name in allowed.get(parent, set()):
                 accepted.append(line)
+                continue
+            if dep_name in baseline.get(parent, set()):
+                accepted_baseline.append(line)
+                seen_baseline.add((parent, dep_name))
+                continue
+            if dep_name in overridden:
+                accepted_overridden.append(line)
+                continue
+            if dep_name in removed and m["missing"]:
+                accepted_removed.append(line)
                 continue
         unexpected.append(line)
     status = "failed" if unexpected else "passed"
     fields = {"accepted_suppressed": accepted, "unexpected": unexpected, "checked_with": how}
+    if expect["baseline_broken"] or overridden or removed:
+        fields.update(accepted_baseline=accepted_baseline, accepted_overridden=accepted_overridden,
+                      accepted_removed=accepted_removed,
+                      baseline_fixed=sorted(f"{p} {d}" for p, deps in baseline.items() for d in deps
+                                            if (p, d) not in seen_baseline))
     if unexpected:
         fields["error"] = "pip check: " + "; ".join(unexpected)
     return _stage("static", "pip-check", status, **fields)
@@ -1038,6 +1128,11 @@ def summary(doc: dict) -> str:
                                     for i in info["dropped"])
                 parts.append(f"{pkg} drops [{dropped}]")
             text = "; ".join(parts) if parts else "no --no-deps packages declared"
+        elif s["name"] in ("base", "removed") and s["status"] == "passed":
+            text = (f"{s['checked']} base packages at their inventory versions" if s["name"] == "base"
+                    else f"gone: {', '.join(s['packages'])}")
+        elif s["name"] == "pip-check" and s["status"] == "passed" and s.get("accepted_baseline"):
+            text = "base: already broken: " + "; ".join(s["accepted_baseline"])
         elif s["status"] == "skipped":
             text = s.get("reason", "")
         elif "error" in s:
@@ -1081,7 +1176,9 @@ def _json_safe(obj):
 
 def parse_args(argv):
     p = argparse.ArgumentParser(description="pinwheel smoke payload (runs inside an image)")
-    p.add_argument("--expect", required=True, help="expect.json: {pins: {name: version}, suppressed: {name: [req, ...]}}")
+    p.add_argument("--expect", required=True, help="expect.json: {pins: {name: version}, suppressed: {name: [req, ...]}, "
+                        "base_unchanged: {name: version}, removed: [name], baseline_broken: ['parent req'], "
+                        "overridden: [name]}")
     p.add_argument("--level", choices=LEVELS, default="static", help="highest level to run (cumulative)")
     p.add_argument("--require", choices=LEVELS, help="treat a skip at or below this level as a failure")
     p.add_argument("--json", help="write the JSON result here")

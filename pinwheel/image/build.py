@@ -25,7 +25,7 @@ from ..index import ca_bundle, default_index_url, pip_setting
 from ..lock import lock_sha256, locked_versions
 from ..plan import Plan
 from ..workspace import LockFiles, Workspace
-from ..render import missing_wheel, multiple_wheels, render_dockerfile
+from ..render import dockerfile_groups, missing_wheel, multiple_wheels, render_dockerfile
 
 # The smoke payload is a module of this package, so it ships in the wheel; the
 # build context gets its bytes from wherever the package was imported from.
@@ -117,10 +117,19 @@ def git_revision(root: Path) -> str | None:
     return proc.stdout.strip() if proc.returncode == 0 else None
 
 
+def dockerfile_for(plans: list[Plan], plan: Plan) -> tuple[str, list[Plan]]:
+    """The file name of the Dockerfile that builds plan's variant, and the Plans it serves."""
+    for name, members in dockerfile_groups(plans).items():
+        if any(p.variant.name == plan.variant.name for p in members):
+            return name, members
+    raise BuildError(f"variant {plan.variant.name} is not among the Plans rendered")
+
+
 def check_inputs(plans: list[Plan], plan: Plan, inputs: BuildInputs) -> None:
     """Refuse to build from a stale Dockerfile or without a lock."""
-    dockerfile = Workspace(inputs.root, plan.image).dockerfile
-    if not dockerfile.exists() or dockerfile.read_text() != render_dockerfile(plans):
+    name, members = dockerfile_for(plans, plan)
+    dockerfile = inputs.image_dir / name
+    if not dockerfile.exists() or dockerfile.read_text() != render_dockerfile(members):
         raise BuildError(f"{dockerfile.relative_to(inputs.root)} is missing or out of date: run `make render`")
     if not (inputs.lock_dir / LockFiles.REQUIREMENTS).exists():
         raise BuildError(f"variant {plan.variant.name} has no lock in {inputs.lock_dir.relative_to(inputs.root)}: "
@@ -156,8 +165,8 @@ def check_local_wheels(plan: Plan, inputs: BuildInputs) -> list[str]:
     return warnings
 
 
-def assemble_context(plan: Plan, inputs: BuildInputs, context: Path) -> None:
-    shutil.copy2(inputs.image_dir / "Dockerfile", context / "Dockerfile")
+def assemble_context(plan: Plan, inputs: BuildInputs, context: Path, dockerfile: str = "Dockerfile") -> None:
+    shutil.copy2(inputs.image_dir / dockerfile, context / "Dockerfile")
     shutil.copytree(inputs.lock_dir, context / "lock" / plan.variant.name)
     payload = context / "smoke_payload.py"
     payload.write_bytes(PAYLOAD.read_bytes())
@@ -192,9 +201,22 @@ def write_secrets(plan: Plan, secrets_dir: Path) -> dict[str, Path]:
     return secrets
 
 
+def base_reference(plan: Plan, base_image: str | None) -> str:
+    """What FROM ${BASE} is given: the variant's base (a digest pin kept), or, for base_variant, the
+    image of that variant, built first by the caller (its id or a tag)."""
+    if plan.variant.base_variant:
+        if not base_image:
+            raise BuildError(f"variant {plan.variant.name} is built on variant {plan.variant.base_variant}'s image: "
+                             f"build that first and pass it as the base")
+        return base_image
+    return base_image or plan.variant.base
+
+
 def build_image(plans: list[Plan], plan: Plan, root: Path, engine: Engine, target: str = "image",
-                progress: bool = True, extra_tags: tuple[str, ...] = ()) -> BuiltImage:
+                progress: bool = True, extra_tags: tuple[str, ...] = (), base_image: str | None = None) -> BuiltImage:
+    """Build one variant. base_image: the image a base_variant variant starts FROM (the BASE build arg)."""
     inputs = BuildInputs.for_plan(plan, root)
+    base = base_reference(plan, base_image)
     check_inputs(plans, plan, inputs)
     check_local_wheels(plan, inputs)
     lock_sha = lock_sha256(inputs.lock_dir)
@@ -202,14 +224,15 @@ def build_image(plans: list[Plan], plan: Plan, root: Path, engine: Engine, targe
     tags = (dated, immutable) if target == "image" else (f"{plan.repository}:{immutable.split(':', 1)[1]}-{target}",)
     versions = locked_versions(plan, inputs.lock_dir)
     labels = labels_for(plan, lock_sha, versions, dated, git_revision(root), source_date(root))
+    labels["org.opencontainers.image.base.name"] = base
     with tempfile.TemporaryDirectory(prefix="pinwheel-context-") as ctx, \
             tempfile.TemporaryDirectory(prefix="pinwheel-secrets-") as sec:
         context = Path(ctx)
-        assemble_context(plan, inputs, context)
+        assemble_context(plan, inputs, context, dockerfile_for(plans, plan)[0])
         secrets = write_secrets(plan, Path(sec))
         image_id = engine.build(
             context, context / "Dockerfile", tags=list(tags + extra_tags), labels=labels,
-            build_args={"BASE": plan.variant.base, **plan.build_args}, secrets=secrets,
+            build_args={"BASE": base, **plan.build_args}, secrets=secrets,
             target=target, progress=progress,
         )
     return BuiltImage(image_id, tags + extra_tags, labels, plan.variant.name)

@@ -65,7 +65,7 @@ def parse(text: str, path: Path | str = "wheels_manifest.yaml", sha256: str | No
     gates = _gates(r, top.get("gates"))
     variants = _variants(r, top["variants"])
     shared = _shared_pins(r, top.get("shared_pins"))
-    steps = _steps(StepReading(r, steps_key, gates, shared), top[steps_key])
+    steps = _steps(StepReading(r, steps_key, gates, shared, variants), top[steps_key])
     return Manifest(
         path=path,
         sha256=sha256 or hashlib.sha256(text.encode()).hexdigest(),
@@ -220,8 +220,9 @@ def _environment(r: Reader, m: dict, key: str) -> dict:
     interpreter = None
     if "interpreter" in m:
         interpreter = r.string(m["interpreter"], f"{key}.interpreter", _ABS_PATH, "absolute path")
-        if env != "base":
-            raise r.fail(m["interpreter"].line, f"{key}.interpreter", "only with environment: base")
+        if env != "base" and not ssp:
+            raise r.fail(m["interpreter"].line, f"{key}.interpreter",
+                         "only with environment: base, or a venv with system_site_packages (the base's python)")
     base_variant = (r.string(m["base_variant"], f"{key}.base_variant", _VARIANT_NAME, "variant name")
                     if "base_variant" in m else None)
     return {"environment": env, "system_site_packages": ssp, "interpreter": interpreter, "base_variant": base_variant}

@@ -23,6 +23,8 @@ if TYPE_CHECKING:
 MANIFEST_VERSION = 1
 GATE_VARIABLES = ("cuda", "python", "torch")
 TAG_FIELDS = ("date", "variant", "cuda", "torch", "python")
+# The base's python where a variant names none (Debian, Ubuntu and the images built on them).
+DEFAULT_INTERPRETER = "/usr/bin/python3"
 
 
 @dataclass(frozen=True)
@@ -69,8 +71,20 @@ class Variant:
     # Where packages go: "venv" (a fresh venv, pinwheel's own) or "base" (the base image's interpreter).
     environment: str = "venv"
     system_site_packages: bool = False  # venv only: see the base's packages
-    interpreter: str | None = None  # environment base: the base's python, when it is not /usr/bin/python3
+    # The base's python, when it is not /usr/bin/python3: environment base installs into it; a venv with
+    # system_site_packages is made from it, and removals take packages out of it.
+    interpreter: str | None = None
     base_variant: str | None = None  # the base is this other variant's image, built first
+
+    @property
+    def base_python(self) -> str:
+        """The base image's interpreter: the declared one, else the system python."""
+        return self.interpreter or DEFAULT_INTERPRETER
+
+    @property
+    def has_base_packages(self) -> bool:
+        """Whether the environment sees the base's packages, so that a step can remove one of them."""
+        return self.environment == "base" or self.system_site_packages
 
     @property
     def cuda_major(self) -> int:

@@ -137,6 +137,7 @@ class StepReading:
     key: str  # "steps", or "wheel_sets": the older spelling, whose entries are all wheel sets
     gates: dict[str, Gate]
     shared_pins: tuple[SharedPin, ...]
+    variants: dict[str, Any] = field(default_factory=dict)  # name -> Variant: where a step's packages go
     names: dict[str, int] = field(default_factory=dict)
     claims: dict[str, dict[str, Any]] = field(default_factory=dict)
 

@@ -11,6 +11,7 @@ from .base import StepKind
 _MODULES = (
     "wheels",  # index, local and fallback packages
     "apt",  # Debian packages, pinned
+    "remove",  # distributions taken out of the base's environment
 )
 
 

@@ -2,7 +2,9 @@
 
 The building block of kind `wheels`:
 - manifest: WheelSet, Package, LocalWheel (a wheel in wheels/, under a policy
-  for when it is missing) and Provenance, read and checked here;
+  for when it is missing) and Provenance, read and checked here. A package may
+  be an `override: true` (with a why): a deliberate replacement that contradicts
+  another package's requirement, which the resolver judges `overridden`;
 - plan: every package becomes a PlannedPackage (Step.packages);
 - effect: it installs its active packages; the resolver reads their metadata
   from the index, or from the local wheel where there is one;
@@ -64,6 +66,9 @@ class Package:
     local: LocalWheel | None
     fallback: "Package | None"
     line: int
+    # A deliberate replacement that contradicts another package's requirement (judged `overridden`,
+    # not `violated`); it must say why. Rendering does not change with it.
+    override: bool = False
 
     @property
     def name(self) -> str:
@@ -87,13 +92,17 @@ class WheelSet:
 
 
 def _package(r: Reader, node: Any, key: str, gates: dict[str, Gate], allow_local: bool) -> Package:
-    allowed = {"requirement", "no_deps", "why", "gate"} | ({"local", "fallback"} if allow_local else set())
+    allowed = {"requirement", "no_deps", "override", "why", "gate"} | ({"local", "fallback"} if allow_local else set())
     m = r.mapping(node, key, allowed, {"requirement"}).value
     req = r.requirement(m["requirement"], f"{key}.requirement")
     no_deps = r.boolean(m["no_deps"], f"{key}.no_deps") if "no_deps" in m else False
+    override = r.boolean(m["override"], f"{key}.override") if "override" in m else False
     why = r.string(m["why"], f"{key}.why") if "why" in m else None
     if no_deps and not why:
         raise r.fail(node.line, f"{key}.why", "every no_deps install must say why")
+    if override and not why:
+        raise r.fail(node.line, f"{key}.why", "every override must say why (whose requirement it contradicts, "
+                                              "and why that is intended)")
     local = _local(r, m["local"], f"{key}.local") if "local" in m else None
     if local and not why:
         raise r.fail(node.line, f"{key}.why", "every local wheel must say why")
@@ -112,7 +121,8 @@ def _package(r: Reader, node: Any, key: str, gates: dict[str, Gate], allow_local
     if local and not _glob_matches_name(local.glob, req.name):
         raise r.fail(m["local"].value["glob"].line, f"{key}.local.glob",
                      f"{local.glob!r} cannot match wheels of {req.name} (wheel names start with the normalized name)")
-    return Package(req, no_deps, why, r.gate(m.get("gate"), f"{key}.gate", gates), local, fallback, node.line)
+    return Package(req, no_deps, why, r.gate(m.get("gate"), f"{key}.gate", gates), local, fallback, node.line,
+                   override)
 
 
 def _glob_matches_name(glob: str, name: str) -> bool:
@@ -162,6 +172,7 @@ class PlannedPackage:
     local: LocalWheel | None
     fallback: "PlannedPackage | None"
     active: bool  # False when its gate (or its wheel set's) is off for this variant
+    override: bool = False  # a deliberate replacement that contradicts a requirement (manifest `override: true`)
 
     @property
     def pinned(self) -> str:
@@ -179,6 +190,7 @@ def _planned(p: Package, active: bool) -> PlannedPackage:
         local=p.local,
         fallback=_planned(p.fallback, active) if p.fallback else None,
         active=active,
+        override=p.override,
     )
 
 

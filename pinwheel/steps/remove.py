@@ -1,0 +1,134 @@
+"""remove steps: take distributions out of the base's Python environment, each with a why.
+
+The building block of kind `remove`:
+- manifest: a RemoveStep of RemovedPackages (name, why). Names are PEP 508
+  names, compared canonically; a package is removed once in the whole manifest.
+  A variant the step is active in must see the base's packages (environment:
+  base, or a venv with system_site_packages): a fresh venv holds nothing to
+  remove, and the manifest says so at the step's line;
+- plan: it names no distribution it installs (Step.packages is empty);
+- effect: it removes its packages (Effect.removes, canonical names);
+- lock: no slice; the lock lists what stays removed after the last step
+  (expect.json's `removed`);
+- partial: templates/steps/remove.j2, one RUN of
+  `<the base's python> -m pip uninstall -y <names>`. The removal runs with the
+  interpreter whose site holds the packages: the base's own (environment base,
+  and a venv with system_site_packages, whose pip would refuse to touch a
+  package outside the venv), with PIP_BREAK_SYSTEM_PACKAGES=1 for the
+  EXTERNALLY-MANAGED marker of Debian's and Ubuntu's pythons;
+- invariant: after the last step, each removed distribution is gone
+  (importlib.metadata finds it nowhere), unless a later step installs it again;
+  the smoke payload's static level checks expect.json's `removed`, naming the
+  package.
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, ClassVar
+
+from packaging.utils import canonicalize_name
+
+from ..manifest.reader import Reader, StepReading
+from ..manifest.source import show
+from .base import Effect, StepKind
+
+if TYPE_CHECKING:
+    from ..plan import Step
+
+_PACKAGE_NAME = re.compile(r"^([A-Z0-9]|[A-Z0-9][A-Z0-9._-]*[A-Z0-9])$", re.IGNORECASE)  # PEP 508
+
+
+@dataclass(frozen=True)
+class RemovedPackage:
+    name: str  # canonical (PEP 503)
+    why: str
+    line: int
+
+
+@dataclass(frozen=True)
+class RemoveStep:
+    kind: ClassVar[str] = "remove"
+
+    name: str
+    why: str
+    gate: str | None
+    packages: tuple[RemovedPackage, ...]
+    line: int
+
+
+def _package(r: Reader, node: Any, key: str) -> RemovedPackage:
+    m = r.mapping(node, key, {"name", "why"}, {"name", "why"}).value
+    name = r.string(m["name"], f"{key}.name")
+    if not _PACKAGE_NAME.fullmatch(name):
+        raise r.fail(m["name"].line, f"{key}.name", f"{show(name)} is not a package name "
+                                                    "(PEP 508: letters, digits, '.', '_', '-')")
+    return RemovedPackage(canonicalize_name(name), r.string(m["why"], f"{key}.why"), node.line)
+
+
+@dataclass(frozen=True)
+class RemoveView:
+    """A remove step as its partial reads it."""
+
+    step: Step
+    spec: RemoveStep
+
+    @property
+    def partial(self) -> str:
+        return KIND.partial
+
+    @property
+    def invariant(self) -> tuple[Any, ...]:
+        return KIND.invariant(self.step)
+
+    @property
+    def packages(self) -> tuple[RemovedPackage, ...]:
+        return self.spec.packages
+
+    @property
+    def gate_off_message(self) -> str:
+        return f"pinwheel: {self.step.gate}=0: skipping remove step {self.step.name}"
+
+    def __getattr__(self, name: str):
+        return getattr(self.step, name)
+
+
+class Remove(StepKind):
+    name = "remove"
+    noun = "remove step"
+
+    def read(self, node: Any, key: str, reading: StepReading) -> RemoveStep:
+        r = reading.reader
+        m = r.mapping(node, key, {"name", "why", "gate", "packages"} | reading.common_keys,
+                      {"name", "why", "packages"}).value
+        name = reading.name(m["name"], f"{key}.name")
+        gate = r.gate(m.get("gate"), f"{key}.gate", reading.gates)
+        claimed: dict[str, int] = reading.claimed(self.name)  # package -> the line that removes it
+        packages = []
+        for j, item in enumerate(r.sequence(m["packages"], f"{key}.packages", 1)):
+            pkg = _package(r, item, f"{key}.packages[{j}]")
+            if pkg.name in claimed:
+                raise r.fail(pkg.line, f"{key}.packages[{j}].name",
+                             f"{pkg.name} is removed twice (first on line {claimed[pkg.name]})")
+            claimed[pkg.name] = pkg.line
+            packages.append(pkg)
+        step = RemoveStep(name, r.string(m["why"], f"{key}.why"), gate, tuple(packages), node.line)
+        for variant in reading.variants.values():
+            on = reading.gates[gate].holds(variant) if gate else True
+            if on and not variant.has_base_packages:
+                raise r.fail(node.line, key, f"variant {variant.name} installs into a fresh venv, which holds "
+                                             "nothing to remove: remove steps need environment: base, or a venv "
+                                             "with system_site_packages: true")
+        return step
+
+    def effect(self, step: Step) -> Effect:
+        """It takes its packages out of the environment (canonical names), when its gate is on."""
+        assert isinstance(step.spec, RemoveStep)
+        return Effect(removes=tuple(p.name for p in step.spec.packages) if step.active else ())
+
+    def view(self, step: Step) -> RemoveView:
+        assert isinstance(step.spec, RemoveStep)
+        return RemoveView(step, step.spec)
+
+
+KIND = Remove()

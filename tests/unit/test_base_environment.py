@@ -1,0 +1,359 @@
+"""Base environments in the manifest, the steps and the render: the remove kind, `override: true`, and the
+Dockerfiles of `environment: base` and `system_site_packages`. Exact rendered text, shellcheck, located errors."""
+from __future__ import annotations
+
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from pinwheel import manifest
+from pinwheel.plan import plan_variant
+from pinwheel.render import dockerfile_groups, dockerfile_name, render_dockerfile, render_dockerfiles
+from pinwheel.steps import kind_of
+from pinwheel.steps.remove import RemovedPackage, RemoveStep
+
+from test_render import run_scripts
+
+MANIFEST = """\
+manifest_version: 1
+image: {name: demo, repository: pinwheel/demo}
+gates:
+  ENABLE_CUDA_13: {when: "cuda >= 13", why: "CUDA 13 only"}
+variants:
+  sys:
+    cuda: "13.0"
+    torch: "2.13.0"
+    python: "3.12"
+    platform: manylinux_2_28_x86_64
+    base: "lmsysorg/sglang:v0.5.9@sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
+    tag: "sys-{date}"
+    environment: base
+  top:
+    cuda: "12.9"
+    torch: "2.13.0"
+    python: "3.12"
+    platform: manylinux_2_28_x86_64
+    base_variant: sys
+    tag: "top-{date}"
+    environment: base
+  seen:
+    cuda: "13.0"
+    torch: "2.13.0"
+    python: "3.12"
+    platform: manylinux_2_28_x86_64
+    base: "pinwheel/base:bookworm-py311"
+    tag: "seen-{date}"
+    system_site_packages: true
+    interpreter: /usr/local/bin/python3.12
+steps:
+  - name: drop-te
+    kind: remove
+    why: "the base's transformer-engine is replaced by our own triplet"
+    packages:
+      - {name: Transformer_Engine, why: "built against another torch"}
+      - {name: flash-attn-4, why: "its kernels clash with flashinfer's"}
+  - name: core
+    kind: wheels
+    why: "pure-python base"
+    packages:
+      - {requirement: "six==1.16.0", why: "tiny and stable"}
+      - {requirement: "nvidia-cudnn-cu13==9.22.0.52", override: true, why: "over torch's exact pin: the fix for X"}
+  - name: cuda-only
+    kind: remove
+    why: "CUDA 13 only"
+    gate: ENABLE_CUDA_13
+    packages:
+      - {name: "old-kernels", why: "it's $(replaced) `later`"}
+"""
+
+# The whole Dockerfile of the environment-base group (variants sys and top).
+BASE_DOCKERFILE = """\
+# Rendered by pinwheel from wheels_manifest.yaml (image demo). Do not edit: run `make render`.
+# One file serves every variant (sys, top): build with
+# --build-arg VARIANT=<variant> and the gate values `build.py build` passes.
+# Secrets (CA bundle, index configuration) arrive only as BuildKit secrets.
+ARG BASE=lmsysorg/sglang:v0.5.9@sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef
+FROM ${BASE} AS image
+
+ARG VARIANT=sys
+# Gate ENABLE_CUDA_13: on when cuda >= 13. CUDA 13 only
+ARG ENABLE_CUDA_13=1
+# environment: base: every step installs into the base's own python, /usr/bin/python3,
+# with no venv; its pip is checked before the first step. Each pip RUN sets
+# PIP_BREAK_SYSTEM_PACKAGES=1 for itself: Debian's and Ubuntu's pythons are
+# marked EXTERNALLY-MANAGED (PEP 668), and pips older than 23.0.1 ignore it.
+ENV PIP_DISABLE_PIP_VERSION_CHECK=1 \\
+    PIP_NO_INPUT=1 \\
+    PIP_ROOT_USER_ACTION=ignore
+
+RUN /usr/bin/python3 -m pip --version
+
+# ---- remove step 1/3: drop-te. the base's transformer-engine is replaced by our own triplet
+#   transformer-engine: built against another torch
+#   flash-attn-4: its kernels clash with flashinfer's
+RUN set -eu; \\
+    export PIP_BREAK_SYSTEM_PACKAGES=1; \\
+    /usr/bin/python3 -m pip uninstall -y transformer-engine flash-attn-4
+
+# ---- wheel set 2/3: core. pure-python base
+#   six==1.16.0: tiny and stable
+#   nvidia-cudnn-cu13==9.22.0.52: over torch's exact pin: the fix for X
+COPY lock/${VARIANT}/02-core.txt /tmp/pinwheel/lock/02-core.txt
+RUN --mount=type=cache,target=/root/.cache/pip,sharing=locked \\
+    --mount=type=secret,id=ca,target=/run/secrets/ca \\
+    --mount=type=secret,id=pipconf,target=/run/secrets/pipconf \\
+    set -eu; \\
+    if [ -s /run/secrets/ca ]; then export PIP_CERT=/run/secrets/ca; fi; \\
+    if [ -s /run/secrets/pipconf ]; then export PIP_CONFIG_FILE=/run/secrets/pipconf; fi; \\
+    export PIP_BREAK_SYSTEM_PACKAGES=1; \\
+    /usr/bin/python3 -m pip install --no-deps --require-hashes -r /tmp/pinwheel/lock/02-core.txt
+
+# ---- remove step 3/3: cuda-only. CUDA 13 only
+# Gated by ENABLE_CUDA_13.
+#   old-kernels: it's $(replaced) `later`
+RUN set -eu; \\
+    if [ "${ENABLE_CUDA_13}" != "1" ]; then echo 'pinwheel: ENABLE_CUDA_13=0: skipping remove step cuda-only'; exit 0; fi; \\
+    export PIP_BREAK_SYSTEM_PACKAGES=1; \\
+    /usr/bin/python3 -m pip uninstall -y old-kernels
+
+# Invariants: every pin is still what the lock says after all steps (the build
+# fails naming the package, the expected and the found version), and `pip check`
+# finds nothing beyond the requirements --no-deps drops on purpose.
+# On a base with packages: every base package the manifest leaves alone is still
+# at its inventory version, every removed one is gone, and `pip check` may find
+# only what the base already broke and what the manifest declares.
+COPY lock/${VARIANT}/expect.json /opt/pinwheel/expect.json
+COPY smoke_payload.py /opt/pinwheel/smoke_payload.py
+RUN /usr/bin/python3 /opt/pinwheel/smoke_payload.py --expect /opt/pinwheel/expect.json --level static --check-pip
+
+# `docker run --gpus all <image>:...-smoke` on a GPU host: imports and the DSA
+# forward, checked against references; a missing GPU fails it rather than passing.
+FROM image AS smoke
+CMD ["/usr/bin/python3", "/opt/pinwheel/smoke_payload.py", "--expect", "/opt/pinwheel/expect.json", "--level", "gpu", "--require", "gpu"]
+"""
+
+# The venv that sees the base's packages: made from the declared interpreter, removals run with it.
+SEEN_DOCKERFILE = """\
+# Rendered by pinwheel from wheels_manifest.yaml (image demo). Do not edit: run `make render`.
+# One file serves every variant (seen): build with
+# --build-arg VARIANT=<variant> and the gate values `build.py build` passes.
+# Secrets (CA bundle, index configuration) arrive only as BuildKit secrets.
+ARG BASE=pinwheel/base:bookworm-py311
+FROM ${BASE} AS image
+
+ARG VARIANT=seen
+# Gate ENABLE_CUDA_13: on when cuda >= 13. CUDA 13 only
+ARG ENABLE_CUDA_13=1
+ENV VIRTUAL_ENV=/opt/venv \\
+    PATH=/opt/venv/bin:${PATH} \\
+    PIP_DISABLE_PIP_VERSION_CHECK=1 \\
+    PIP_NO_INPUT=1 \\
+    PIP_ROOT_USER_ACTION=ignore
+# The venv is made from the base's python and sees its packages (system_site_packages).
+
+RUN /usr/local/bin/python3.12 -m venv --system-site-packages /opt/venv
+
+# ---- remove step 1/3: drop-te. the base's transformer-engine is replaced by our own triplet
+#   transformer-engine: built against another torch
+#   flash-attn-4: its kernels clash with flashinfer's
+RUN set -eu; \\
+    export PIP_BREAK_SYSTEM_PACKAGES=1; \\
+    /usr/local/bin/python3.12 -m pip uninstall -y transformer-engine flash-attn-4
+
+# ---- wheel set 2/3: core. pure-python base
+#   six==1.16.0: tiny and stable
+#   nvidia-cudnn-cu13==9.22.0.52: over torch's exact pin: the fix for X
+COPY lock/${VARIANT}/02-core.txt /tmp/pinwheel/lock/02-core.txt
+RUN --mount=type=cache,target=/root/.cache/pip,sharing=locked \\
+    --mount=type=secret,id=ca,target=/run/secrets/ca \\
+    --mount=type=secret,id=pipconf,target=/run/secrets/pipconf \\
+    set -eu; \\
+    if [ -s /run/secrets/ca ]; then export PIP_CERT=/run/secrets/ca; fi; \\
+    if [ -s /run/secrets/pipconf ]; then export PIP_CONFIG_FILE=/run/secrets/pipconf; fi; \\
+    pip install --no-deps --require-hashes -r /tmp/pinwheel/lock/02-core.txt
+
+# ---- remove step 3/3: cuda-only. CUDA 13 only
+# Gated by ENABLE_CUDA_13.
+#   old-kernels: it's $(replaced) `later`
+RUN set -eu; \\
+    if [ "${ENABLE_CUDA_13}" != "1" ]; then echo 'pinwheel: ENABLE_CUDA_13=0: skipping remove step cuda-only'; exit 0; fi; \\
+    export PIP_BREAK_SYSTEM_PACKAGES=1; \\
+    /usr/local/bin/python3.12 -m pip uninstall -y old-kernels
+
+# Invariants: every pin is still what the lock says after all steps (the build
+# fails naming the package, the expected and the found version), and `pip check`
+# finds nothing beyond the requirements --no-deps drops on purpose.
+# On a base with packages: every base package the manifest leaves alone is still
+# at its inventory version, every removed one is gone, and `pip check` may find
+# only what the base already broke and what the manifest declares.
+COPY lock/${VARIANT}/expect.json /opt/pinwheel/expect.json
+COPY smoke_payload.py /opt/pinwheel/smoke_payload.py
+RUN python /opt/pinwheel/smoke_payload.py --expect /opt/pinwheel/expect.json --level static --check-pip
+
+# `docker run --gpus all <image>:...-smoke` on a GPU host: imports and the DSA
+# forward, checked against references; a missing GPU fails it rather than passing.
+FROM image AS smoke
+CMD ["python", "/opt/pinwheel/smoke_payload.py", "--expect", "/opt/pinwheel/expect.json", "--level", "gpu", "--require", "gpu"]
+"""
+
+
+def load_text(text: str, tmp_path: Path) -> manifest.Manifest:
+    path = tmp_path / "wheels_manifest.yaml"
+    path.write_text(text)
+    return manifest.load(path)
+
+
+def plans(text: str, tmp_path: Path):
+    m = load_text(text, tmp_path)
+    return [plan_variant(m, v) for v in m.variants]
+
+
+def test_environment_base_and_system_site_packages_render_exactly(tmp_path):
+    rendered = render_dockerfiles(plans(MANIFEST, tmp_path))
+    assert list(rendered) == ["Dockerfile", "Dockerfile.seen"]
+    assert rendered["Dockerfile"] == BASE_DOCKERFILE
+    assert rendered["Dockerfile.seen"] == SEEN_DOCKERFILE
+
+
+def test_variants_are_grouped_by_where_they_install(tmp_path):
+    ps = plans(MANIFEST, tmp_path)
+    groups = dockerfile_groups(ps)
+    assert {name: [p.variant.name for p in members] for name, members in groups.items()} == {
+        "Dockerfile": ["sys", "top"], "Dockerfile.seen": ["seen"]}
+    assert [dockerfile_name(ps, v) for v in ("sys", "top", "seen")] == ["Dockerfile", "Dockerfile", "Dockerfile.seen"]
+    with pytest.raises(ValueError, match="render_dockerfiles"):
+        render_dockerfile(ps)
+
+
+def test_the_digest_of_a_pinned_base_is_kept_and_a_base_variant_has_no_default(tmp_path):
+    ps = plans(MANIFEST, tmp_path)
+    assert "ARG BASE=lmsysorg/sglang:v0.5.9@sha256:0123456789abcdef" in render_dockerfile(ps[:2])
+    top = render_dockerfile([ps[1]])
+    assert "# The base is variant sys's image: `build.py build` builds it first and passes it as BASE.\n" \
+           "ARG BASE\nFROM ${BASE} AS image\n" in top
+
+
+def test_an_interpreter_of_its_own_is_quoted_and_used_everywhere(tmp_path):
+    text = MANIFEST.replace("    environment: base\n  top:", "    environment: base\n    interpreter: /opt/conda/bin/python\n  top:")
+    rendered = render_dockerfiles(plans(text, tmp_path))
+    assert list(rendered) == ["Dockerfile", "Dockerfile.top", "Dockerfile.seen"]
+    sys_file = rendered["Dockerfile"]
+    assert "RUN /opt/conda/bin/python -m pip --version\n" in sys_file
+    assert "    /opt/conda/bin/python -m pip install --no-deps --require-hashes -r" in sys_file
+    assert "    /opt/conda/bin/python -m pip uninstall -y transformer-engine flash-attn-4\n" in sys_file
+    assert 'CMD ["/opt/conda/bin/python", "/opt/pinwheel/smoke_payload.py"' in sys_file
+    assert "/usr/bin/python3" not in sys_file
+
+
+def test_shellcheck_every_run_script_on_a_base(tmp_path):
+    if not shutil.which("shellcheck"):
+        pytest.fail("shellcheck is not installed: `make tools` (Debian package shellcheck)")
+    for text in render_dockerfiles(plans(MANIFEST, tmp_path)).values():
+        scripts = run_scripts(text)
+        assert len(scripts) == 5
+        for script in scripts:
+            proc = subprocess.run(["shellcheck", "-s", "sh", "-e", "SC2016", "-"], input=f"#!/bin/sh\n{script}\n",
+                                  capture_output=True, text=True)
+            assert proc.returncode == 0, f"{script}\n{proc.stdout}"
+
+
+def test_manifest_strings_cannot_inject_shell_through_a_remove_step(tmp_path):
+    text = render_dockerfiles(plans(MANIFEST, tmp_path))["Dockerfile"]
+    line = next(l for l in text.splitlines() if "$(replaced)" in l)
+    assert line == "#   old-kernels: it's $(replaced) `later`"
+
+
+def test_a_remove_step_removes_its_packages_and_has_no_lock_slice(tmp_path):
+    m = load_text(MANIFEST, tmp_path)
+    assert [s.kind for s in m.steps] == ["remove", "wheels", "remove"]
+    assert m.steps[0] == RemoveStep("drop-te", "the base's transformer-engine is replaced by our own triplet", None, (
+        RemovedPackage("transformer-engine", "built against another torch", 36),
+        RemovedPackage("flash-attn-4", "its kernels clash with flashinfer's", 37)), 32)
+    for variant, gated_on in (("sys", True), ("top", False), ("seen", True)):
+        plan = plan_variant(m, variant)
+        first, _, gated = plan.steps
+        assert first.packages == () and kind_of(first).slice_packages(first) == ()
+        assert kind_of(first).effect(first).removes == ("transformer-engine", "flash-attn-4")
+        assert kind_of(gated).effect(gated).removes == (("old-kernels",) if gated_on else ())
+        assert not kind_of(first).effect(first).installs
+
+
+def test_override_is_in_the_model_and_the_plan_and_changes_no_text(tmp_path):
+    m = load_text(MANIFEST, tmp_path)
+    six, cudnn = m.steps[1].packages
+    assert (six.override, cudnn.override) == (False, True)
+    plan = plan_variant(m, "sys")
+    assert [p.override for p in plan.steps[1].packages] == [False, True]
+    plain = MANIFEST.replace("override: true, ", "")
+    assert render_dockerfiles(plans(plain, tmp_path)) == render_dockerfiles(plans(MANIFEST, tmp_path))
+
+
+def sub(old: str, new: str) -> str:
+    assert MANIFEST.count(old) == 1, old
+    return MANIFEST.replace(old, new)
+
+
+VENV_ONLY = sub("    system_site_packages: true\n    interpreter: /usr/local/bin/python3.12\n", "")
+
+# (id, manifest text, expected line, expected key, expected message fragment)
+CASES = [
+    ("remove-name-not-pep508", sub("name: flash-attn-4,", 'name: "flash attn",'), 37, "steps[0].packages[1].name",
+     "'flash attn' is not a package name (PEP 508"),
+    ("remove-name-shell", sub("name: flash-attn-4,", 'name: "x;id",'), 37, "steps[0].packages[1].name",
+     "is not a package name"),
+    ("remove-name-trailing-dash", sub("name: flash-attn-4,", 'name: "flash-",'), 37, "steps[0].packages[1].name",
+     "is not a package name"),
+    ("remove-missing-why", sub(', why: "built against another torch"', ""), 36, "steps[0].packages[0].why",
+     "required key is missing"),
+    ("remove-empty-why", sub('why: "built against another torch"', 'why: ""'), 36, "steps[0].packages[0].why",
+     "must not be empty"),
+    ("remove-unknown-key", sub('why: "built against another torch"}', 'why: "x", version: "1.0"}'), 36,
+     "steps[0].packages[0].version", "unknown key"),
+    ("remove-not-mapping", sub('- {name: flash-attn-4, why: "its kernels clash with flashinfer\'s"}', "- flash-attn-4"),
+     37, "steps[0].packages[1]", "must be a mapping"),
+    ("remove-twice-in-step", sub("name: flash-attn-4,", "name: transformer-engine,"), 37,
+     "steps[0].packages[1].name", "transformer-engine is removed twice (first on line 36)"),
+    ("remove-twice-canonical", sub("name: flash-attn-4,", "name: transformer.ENGINE,"), 37,
+     "steps[0].packages[1].name", "transformer-engine is removed twice (first on line 36)"),
+    ("remove-twice-across-steps", sub('name: "old-kernels"', 'name: "Flash_Attn_4"'), 49,
+     "steps[2].packages[0].name", "flash-attn-4 is removed twice (first on line 37)"),
+    ("remove-empty-list", sub('    packages:\n      - {name: "old-kernels", why: "it\'s $(replaced) `later`"}\n',
+                              "    packages: []\n"), 48, "steps[2].packages", "needs at least 1 item"),
+    ("remove-step-missing-why", sub('    why: "CUDA 13 only"\n', ""), 44, "steps[2].why", "required key is missing"),
+    ("remove-on-a-fresh-venv", VENV_ONLY, 30, "steps[0]",
+     "variant seen installs into a fresh venv, which holds nothing to remove: remove steps need environment: base, "
+     "or a venv with system_site_packages: true"),
+    ("remove-in-wheel-sets", MANIFEST.replace("steps:\n", "wheel_sets:\n"), 33, "wheel_sets[0].kind", "unknown key"),
+    ("override-without-why", sub(', override: true, why: "over torch\'s exact pin: the fix for X"', ", override: true"),
+     43, "steps[1].packages[1].why", "every override must say why"),
+    ("override-not-boolean", sub("override: true", 'override: "yes"'), 43, "steps[1].packages[1].override",
+     "must be true or false"),
+    ("interpreter-on-a-fresh-venv", sub("    system_site_packages: true\n", ""), 29, "variants.seen.interpreter",
+     "only with environment: base, or a venv with system_site_packages"),
+    ("interpreter-relative", sub("interpreter: /usr/local/bin/python3.12", "interpreter: python3"), 30,
+     "variants.seen.interpreter", "is not a valid absolute path"),
+    ("system-site-packages-on-base", sub("    tag: \"sys-{date}\"\n    environment: base\n",
+                                         "    tag: \"sys-{date}\"\n    environment: base\n    system_site_packages: true\n"),
+     14, "variants.sys.system_site_packages", "only with environment: venv"),
+]
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c[0] for c in CASES])
+def test_bad_base_environment_keys_are_refused_with_file_line_and_key(case, tmp_path):
+    _, text, line, key, fragment = case
+    with pytest.raises(manifest.ManifestError) as info:
+        load_text(text, tmp_path)
+    e = info.value
+    assert (e.line, e.key) == (line, key), str(e)
+    assert fragment in e.message, str(e)
+    assert str(e).startswith(f"{tmp_path / 'wheels_manifest.yaml'}:{line}: {key}: ")
+
+
+def test_a_gated_remove_step_is_allowed_where_its_gate_is_off_on_a_fresh_venv(tmp_path):
+    # cuda-only is gated on CUDA 13; a CUDA 12 variant on a fresh venv never runs it
+    text = VENV_ONLY.replace("  - name: drop-te\n    kind: remove\n    why: \"the base's transformer-engine is replaced by our own triplet\"\n    packages:\n      - {name: Transformer_Engine, why: \"built against another torch\"}\n      - {name: flash-attn-4, why: \"its kernels clash with flashinfer's\"}\n", "")
+    text = text.replace('  seen:\n    cuda: "13.0"', '  seen:\n    cuda: "12.9"')
+    m = load_text(text, tmp_path)
+    assert [s.kind for s in m.steps] == ["wheels", "remove"]
