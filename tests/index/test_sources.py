@@ -7,24 +7,20 @@ import hashlib
 import pytest
 
 from localindex import LocalIndex
+from manifests import manifest_yaml, variant
 from pinwheel import manifest
 from pinwheel.index import HashMismatch, IndexClient, IndexNotConfigured, RoutedSource, metadata_source
 from pinwheel.plan import plan_variant
 
-MANIFEST = """\
-manifest_version: 1
-image: {name: demo, repository: pinwheel/demo}
-variants:
-  cu130: {cuda: "13.0", torch: "2.13.0", python: "3.12", platform: manylinux_2_28_x86_64,
-          base: "pinwheel/base:1", tag: "cu130-{date}"}
-  cu129: {cuda: "12.9", torch: "2.13.0", python: "3.12", platform: manylinux_2_28_x86_64,
-          base: "pinwheel/base:1", tag: "cu129-{date}", torch_index_env: PWT_TORCH_INDEX}
-wheel_sets:
+TARGET = {"python": "3.12", "platform": "manylinux_2_28_x86_64", "base": "pinwheel/base:1"}
+MANIFEST = manifest_yaml(
+    variants=[variant("cu130", **TARGET), variant("cu129", cuda="12.9", torch_index_env="PWT_TORCH_INDEX", **TARGET)],
+    steps="""\
   - name: base
     why: "torch"
     packages:
       - {requirement: "torch==2.13.0"}
-"""
+""")
 
 
 @pytest.fixture

@@ -15,28 +15,24 @@ import pytest
 
 from pinwheel import cli
 
+from manifests import manifest_yaml, variant
+
 ROOT = Path(__file__).resolve().parents[2]
 
-MANIFEST = """\
-manifest_version: 1
-image: {{name: demo, repository: pinwheel/demo}}
-shared_pins:
-  - {{requirement: "shared-dsl==1.5", needed_by: [app], why: "one DSL for everyone"}}
-variants:
-  t: {{cuda: "13.0", torch: "2.13.0", python: "3.11", platform: manylinux_2_28_x86_64,
-      base: "pinwheel/base:bookworm-py311", tag: "t-{{date}}"}}
-wheel_sets:
+SHARED_DSL = '  - {requirement: "shared-dsl==1.5", needed_by: [app], why: "one DSL for everyone"}\n'
+APP_SET = """\
   - name: one
     why: "the app"
     packages:
       - {{requirement: "app=={app}"}}
       - {{requirement: "shared-dsl==1.5"}}
-{extra}"""
+"""
 
 
 def write(tmp_path: Path, app: str = "1.0", extra: str = "") -> Path:
     path = tmp_path / "wheels_manifest.yaml"
-    path.write_text(MANIFEST.format(app=app, extra=extra))
+    path.write_text(manifest_yaml(variants=[variant("t", platform="manylinux_2_28_x86_64")], shared_pins=SHARED_DSL,
+                                  steps=APP_SET.format(app=app) + extra))
     return path
 
 

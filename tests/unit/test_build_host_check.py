@@ -9,15 +9,9 @@ from pinwheel import cli, manifest
 from pinwheel.image.build import BuildError, BuildInputs, check_local_wheels
 from pinwheel.plan import plan_variant
 
-MANIFEST = """\
-manifest_version: 1
-image: {name: demo, repository: pinwheel/demo}
-gates:
-  ENABLE_CUDA_13: {when: "cuda >= 13", why: "CUDA 13 kernels only"}
-variants:
-  cu130: {cuda: "13.0", torch: "2.13.0", python: "3.11", platform: manylinux_2_36_x86_64, base: "pinwheel/base:bookworm-py311", tag: "cu130-{date}"}
-  cu129: {cuda: "12.9", torch: "2.13.0", python: "3.11", platform: manylinux_2_36_x86_64, base: "pinwheel/base:bookworm-py311", tag: "cu129-{date}"}
-wheel_sets:
+from manifests import CUDA_13_GATE, manifest_yaml, variant
+
+MANIFEST = manifest_yaml(variants=[variant("cu130"), variant("cu129", cuda="12.9")], gates=CUDA_13_GATE, steps="""\
   - name: core
     why: "pure-python base"
     packages:
@@ -39,7 +33,7 @@ wheel_sets:
         why: "index build is fine too"
         local: {glob: "demo_fallback-*.whl", if_missing: fallback}
         fallback: {requirement: "certifi==2024.8.30", no_deps: true, why: "stand-in from the index"}
-"""
+""")
 
 FAIL_MESSAGE = "wheels/demo_fail-*.whl is missing and demo-fail is required. run `make wheels` in ../demo"
 

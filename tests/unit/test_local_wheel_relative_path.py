@@ -8,20 +8,16 @@ from localindex import build_wheel  # tests/ is on sys.path (tests/conftest.py)
 
 from pinwheel import cli, index
 
-MANIFEST = """\
-manifest_version: 1
-image: {name: demo, repository: pinwheel/demo}
-variants:
-  t: {cuda: "13.0", torch: "2.13.0", python: "3.11", platform: manylinux_2_28_x86_64,
-      base: "pinwheel/base:bookworm-py311", tag: "t-{date}"}
-wheel_sets:
+from manifests import manifest_yaml, variant
+
+MANIFEST = manifest_yaml(variants=[variant("t", platform="manylinux_2_28_x86_64")], steps="""\
   - name: kernels
     why: "built in-house"
     packages:
       - requirement: "speedup==1.0"
         why: "a local build"
         local: {glob: "speedup-*.whl", if_missing: fail}
-"""
+""")
 
 
 def test_local_metadata_takes_a_relative_path(tmp_path, monkeypatch):

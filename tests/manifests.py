@@ -1,0 +1,31 @@
+"""One builder for the manifests tests write: the header and variants they share, the steps they vary.
+
+    manifest_yaml(steps=WHEEL_SETS, variants=[variant("cu130"), variant("cu129", cuda="12.9")], gates=CUDA_13_GATE)
+"""
+from __future__ import annotations
+
+import json
+
+CUDA_13_GATE = '  ENABLE_CUDA_13: {when: "cuda >= 13", why: "CUDA 13 only"}\n'
+
+
+def variant(name: str = "cu130", *, cuda: str = "13.0", torch: str = "2.13.0", python: str = "3.11",
+            platform: str = "manylinux_2_36_x86_64", base: str = "pinwheel/base:bookworm-py311",
+            tag: str | None = None, **extra: str) -> str:
+    """One variant as a YAML flow mapping line (JSON strings are valid YAML scalars)."""
+    fields = {"cuda": cuda, "torch": torch, "python": python, "platform": platform, "base": base,
+              "tag": tag or f"{name}-{{date}}", **extra}
+    return f"  {name}: {{" + ", ".join(f"{k}: {json.dumps(v)}" for k, v in fields.items()) + "}\n"
+
+
+def manifest_yaml(*, steps: str, variants: list[str] | str | None = None, gates: str = "", shared_pins: str = "",
+             image: str = "demo", key: str = "wheel_sets") -> str:
+    """A whole manifest: `steps` is the YAML of the step list's items (indented two spaces)."""
+    chosen = variants if variants is not None else [variant()]
+    text = f"manifest_version: 1\nimage: {{name: {image}, repository: pinwheel/{image}}}\n"
+    if shared_pins:
+        text += "shared_pins:\n" + shared_pins
+    if gates:
+        text += "gates:\n" + gates
+    text += "variants:\n" + ("".join(chosen) if isinstance(chosen, list) else chosen)
+    return text + f"{key}:\n" + steps
