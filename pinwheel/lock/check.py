@@ -5,6 +5,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..plan import Plan
+from ..resolve.base import reads_base, with_inventory
 from ..workspace import LockFiles, Workspace
 from .format import DEFAULT_ENGINE, ENGINE_HEADER, ENGINES, INPUTS_HEADER, header_value
 from .inputs import lock_inputs_digest
@@ -26,7 +27,13 @@ class LockCheck:
 
 
 def check_lock(plan: Plan, root: Path | str, engine: str | None = None) -> LockCheck:
-    """Is the committed lock of this Plan made from its current inputs? No network."""
+    """Is the committed lock of this Plan made from its current inputs? No network.
+
+    A variant that reads its base is checked against its committed inventory too
+    (read here when the Plan does not carry it): a changed inventory makes the lock stale.
+    """
+    if reads_base(plan) and plan.base_inventory is None:
+        plan = with_inventory(plan, root)
     ws = Workspace(Path(root), plan.image)
     d = ws.lock_dir(plan.variant.name)
     name = plan.variant.name

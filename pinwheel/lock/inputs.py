@@ -3,6 +3,11 @@
 ``requirements.txt`` starts with ``# pinwheel-inputs: <sha256>``, the digest of
 everything the lock was made from; ``check_lock`` recomputes it from the
 manifest alone, without the network.
+
+On a base that already holds a Python environment, the committed inventory is
+an input too: its identity and content join the digest (a changed base makes
+the lock stale), and every base package is a constraint at its installed
+version unless the manifest asks for another version or a step removes it.
 """
 from __future__ import annotations
 
@@ -11,8 +16,11 @@ import json
 from dataclasses import dataclass
 
 from packaging.requirements import Requirement
+from packaging.utils import canonicalize_name
 
 from ..plan import Plan, PlannedPackage
+from ..resolve.base import base_distributions, reads_base
+from ..steps import kind_of
 from .format import DEFAULT_ENGINE, ENGINES, LockError
 
 # Bump when the lock's layout or the slicing rules change: every lock goes stale.
@@ -43,6 +51,7 @@ class LockInputs:
     requirements: tuple[str, ...]
     constraints: tuple[str, ...]
     layout: tuple[dict, ...]
+    base: dict | None = None  # environment base / system site packages: the inventory's identity and digest
 
     def document(self) -> dict:
         return {
@@ -54,6 +63,7 @@ class LockInputs:
             "requirements": list(self.requirements),
             "constraints": list(self.constraints),
             "steps": list(self.layout),
+            **({"base": self.base} if self.base is not None else {}),
         }
 
     def digest(self) -> str:
@@ -71,6 +81,48 @@ def _package_layout(p: PlannedPackage) -> dict:
         "local": p.local is not None,
         "fallback": _package_layout(p.fallback) if p.fallback else None,
     }
+
+
+def removed_names(plan: Plan) -> set[str]:
+    """Every package an active step removes."""
+    return {canonicalize_name(n) for s in plan.steps if s.active for n in kind_of(s).effect(s).removes}
+
+
+def manifest_wants(plan: Plan) -> dict[str, list[Requirement]]:
+    """name -> what the manifest itself asks of it: its packages' requirements and the shared pins."""
+    out: dict[str, list[Requirement]] = {}
+    for p in plan.packages():
+        out.setdefault(p.name, []).append(Requirement(p.requirement))
+        if p.fallback is not None and p.local is not None:
+            out.setdefault(p.fallback.name, []).append(Requirement(p.fallback.requirement))
+    for name, version in plan.shared_pins.items():
+        out.setdefault(name, []).append(Requirement(f"{name}=={version}"))
+    return out
+
+
+def base_kept(plan: Plan) -> dict[str, str]:
+    """name -> version of the base packages the image keeps as they are: neither removed by a step nor
+    asked for at another version by the manifest. They are the lock's constraints and in no slice."""
+    wants = manifest_wants(plan)
+    removed = removed_names(plan)
+    out = {}
+    for name, d in sorted(base_distributions(plan).items()):
+        if name in removed:
+            continue
+        if all(r.specifier.contains(d.version, prereleases=True) for r in wants.get(name, ())):
+            out[name] = d.version
+    return out
+
+
+def inventory_identity(plan: Plan) -> dict | None:
+    """What of the base's inventory the lock depends on; None for a variant that does not read its base."""
+    if not reads_base(plan):
+        return None
+    inv = plan.base_inventory
+    if inv is None:
+        return {"inventory": None}
+    text = json.dumps(inv.to_json(), sort_keys=True, separators=(",", ":"))
+    return {"image_id": inv.image_id, "digest": inv.digest, "sha256": hashlib.sha256(text.encode()).hexdigest()}
 
 
 def lock_inputs(plan: Plan, engine: str = DEFAULT_ENGINE) -> LockInputs:
@@ -91,6 +143,8 @@ def lock_inputs(plan: Plan, engine: str = DEFAULT_ENGINE) -> LockInputs:
             constraints.setdefault(fb.name, _pin(fb))
             if not fb.no_deps:
                 requirements.append(fb.requirement)
+    for name, version in base_kept(plan).items():  # the base's packages stay where they are
+        constraints.setdefault(name, f"{name}=={version}")
     layout = tuple(
         {
             "index": s.index,
@@ -98,6 +152,7 @@ def lock_inputs(plan: Plan, engine: str = DEFAULT_ENGINE) -> LockInputs:
             "gate": s.gate,
             "active": s.active,
             "packages": [_package_layout(p) for p in s.packages],
+            **({"removes": sorted(r)} if (r := kind_of(s).effect(s).removes) else {}),
         }
         for s in plan.steps
     )
@@ -113,6 +168,7 @@ def lock_inputs(plan: Plan, engine: str = DEFAULT_ENGINE) -> LockInputs:
         requirements=tuple(requirements),
         constraints=tuple(constraints.values()),
         layout=layout,
+        base=inventory_identity(plan),
     )
 
 

@@ -10,6 +10,14 @@ index variables switched off: a lock is made from the index
 (``default_index_url()``) and the variant's extra index only, never from a
 machine's find-links directory, and no index URL or machine path lands in the
 files.
+
+On a base that already holds a Python environment (``environment: base``, or a
+venv with ``system_site_packages``) the lock is made against the base's
+committed inventory: every base package the manifest keeps is a constraint at
+its installed version, and is in no slice (the base already has it); a base
+package the manifest asks for at another version is resolved and sliced like
+any other, and replaces the base's. ``expect.json`` then also says what the
+build's invariant checks about the base (see ``_expect``).
 """
 from __future__ import annotations
 
@@ -31,6 +39,7 @@ from packaging.version import Version
 
 from ..index import IndexClient, IndexClientError, RoutedSource, ca_bundle, default_index_url, metadata_source
 from ..plan import Plan, PlannedPackage
+from ..resolve import InventorySource, base_distributions, baseline_broken, reads_base, with_inventory
 from ..workspace import LockFiles, Workspace
 from .format import (
     DEFAULT_ENGINE,
@@ -46,7 +55,7 @@ from .format import (
     parse_entries,
     parse_requirements,
 )
-from .inputs import LockInputs, lock_inputs
+from .inputs import LockInputs, base_kept, lock_inputs, removed_names
 from .slicing import Unit, assign_slices, units
 
 # Environment variables the resolvers may keep (caches, timeouts, TLS); every
@@ -255,11 +264,16 @@ def _postprocess_compile(
     text: str,
     no_deps_in_lock: Mapping[str, PlannedPackage],
     secrets: Sequence[str],
+    from_base: frozenset[str] = frozenset(),
 ) -> list[str]:
-    """The compile output without option lines, with a `# --no-deps: why` under such packages."""
+    """The compile output without option lines, with a `# --no-deps: why` under such packages, and
+    without the packages the base already holds (``from_base``)."""
     lines = [l.rstrip("\n") for l in text.splitlines() if not OPTION_LINE.match(l)]
     out = list(lines)
     for e in reversed(parse_entries(lines, LockFiles.REQUIREMENTS)):
+        if e.package.name in from_base:
+            del out[e.start:e.end]
+            continue
         p = no_deps_in_lock.get(e.package.name)
         if p is not None:
             out.insert(e.end, f"    # --no-deps: {p.why}")
@@ -289,6 +303,12 @@ def lock_variant(
     started = time.monotonic()
     ws = Workspace(Path(root), plan.image)
     v = plan.variant
+    if reads_base(plan) and plan.base_inventory is None:
+        plan = with_inventory(plan, root)
+    if reads_base(plan) and plan.base_inventory is None:
+        raise LockUnavailable(f"variant {v.name} installs on its base's environment, and its base has no "
+                              f"inventory: run `build.py base inventory --variant {v.name}` first")
+    kept = base_kept(plan)  # base packages that stay: constraints, in no slice
     if engine not in ENGINES:
         raise LockUnavailable(f"unknown lock engine {engine!r} (engines: {', '.join(ENGINES)})")
     extra_index = None
@@ -334,6 +354,8 @@ def lock_variant(
     # 2. the --no-deps packages and fallbacks: pinned as given, hashes from the index listing
     if source is None:
         source = metadata_source(plan, IndexClient(index_url, cache_dir=ws.index_cache))
+    if kept:  # the base's own packages: their metadata is the inventory's
+        source = InventorySource(source, base_distributions(plan))
     indexes = _ForTarget(source, plan)
     steps, fallbacks = units(plan)
     no_deps_roots = {p.name: p for u in steps + fallbacks for p in u.roots if p.no_deps}
@@ -343,6 +365,8 @@ def lock_variant(
         version = p.version
         if version is None:
             raise LockError(f"{p.requirement}: --no-deps packages and fallbacks must be exact pins")
+        if name in kept and Version(kept[name]) == Version(version):
+            continue  # the base already holds it
         if name in resolved:
             if Version(resolved[name].version) != Version(version):
                 raise LockError(f"variant {v.name}: {engine} resolved {resolved[name].pin}, but {p.requirement} "
@@ -352,13 +376,15 @@ def lock_variant(
             continue
         hashes = indexes.hashes(name, version)
         appended[name] = LockedPackage(name, version, tuple(hashes), entry_text(name, version, hashes))
+    from_base = frozenset(n for n, p in resolved.items() if n in kept and Version(kept[n]) == Version(p.version))
+    resolved = {n: p for n, p in resolved.items() if n not in from_base}
     locked = {**resolved, **appended}
     versions = {n: p.version for n, p in locked.items()}
 
     # 3. slice along the locked dependency graph, read for the target
     log(f"{v.name}: reading metadata of {len(versions)} packages for the target")
     indexes.prefetch({n: ver for n, ver in versions.items() if n not in no_deps_roots})
-    assignment = assign_slices(plan, versions, indexes.requires)
+    assignment = assign_slices(plan, versions, indexes.requires, provided=frozenset(kept))
     by_unit: dict[str, list[LockedPackage]] = {u.file: [] for u in steps + fallbacks}
     order = list(resolved) + list(appended)
     for name in order:
@@ -368,13 +394,16 @@ def lock_variant(
 
     # 4. requirements.txt: header, compile output, the --no-deps/fallback section
     no_deps_in_resolve = {n: p for n, p in no_deps_roots.items() if n in resolved}
-    body = _postprocess_compile(compiled, no_deps_in_resolve, [index_url, extra_index or ""])
+    body = _postprocess_compile(compiled, no_deps_in_resolve, [index_url, extra_index or ""], from_base)
     head = [
         f"# pinwheel lock of variant {v.name} (image {plan.image}): Python {v.python}, {v.platform}, CUDA {v.cuda}.",
         f"# Generated by `{custom}` from {plan.manifest_path}; do not edit.",
         f"{INPUTS_HEADER}{digest}",
         f"{ENGINE_HEADER}{engine}",
     ]
+    if kept:
+        head += [f"# On the base's environment ({plan.base_inventory.image if plan.base_inventory else v.base}): "
+                 f"{len(kept)} of its packages are constraints and installed by no slice (expect.json base_unchanged)."]
     tail: list[str] = []
     if appended:
         tail += ["", "# ---- installed with --no-deps (or as a fallback): pinned by the manifest, not resolved;",
@@ -436,6 +465,22 @@ def _constraints_file(plan: Plan, inputs: LockInputs) -> str:
 
 def _expect(plan: Plan, by_unit: Mapping[str, list[LockedPackage]], fallbacks: Sequence[Unit],
             no_deps_roots: Mapping[str, PlannedPackage], indexes: _ForTarget) -> dict:
+    """expect.json: what the build's invariant checks after the last step.
+
+    Always: ``pins`` (every package a slice installs, at its locked version),
+    ``suppressed`` (each --no-deps package's Requires-Dist) and ``fallbacks``.
+
+    On a base that already holds a Python environment, also (only then, so a
+    venv variant's file is unchanged):
+
+    - ``base_unchanged``: ``{name: version}``, every base package the manifest
+      did not change, at its inventory version;
+    - ``removed``: ``[name]``, every package a remove step takes out that no
+      later slice installs again: the build checks it is gone;
+    - ``baseline_broken``: ``["<parent> <requirement>"]``, the requirements
+      already broken in the base alone (``base-broken`` in the report), the
+      findings ``pip check`` may report without the image being at fault.
+    """
     fallback_files = {u.file for u in fallbacks}
     pins: dict[str, str] = {}
     conditional: dict[str, str] = {}
@@ -448,7 +493,7 @@ def _expect(plan: Plan, by_unit: Mapping[str, list[LockedPackage]], fallbacks: S
         assert p.version is not None
         meta = indexes.metadata(name, p.version)
         suppressed[name] = [str(r) for r in meta.requires_dist] + list(meta.invalid_requires)
-    return {
+    out = {
         "schema": EXPECT_SCHEMA,
         "variant": plan.variant.name,
         "pins": dict(sorted(pins.items())),
@@ -456,6 +501,11 @@ def _expect(plan: Plan, by_unit: Mapping[str, list[LockedPackage]], fallbacks: S
         # installed only when the local wheel they stand in for is missing: not checked as pins
         "fallbacks": dict(sorted(conditional.items())),
     }
+    if reads_base(plan):
+        out["base_unchanged"] = base_kept(plan)
+        out["removed"] = sorted(removed_names(plan) - set(pins) - set(conditional))
+        out["baseline_broken"] = sorted({f"{e.parent} {e.requirement}" for e in baseline_broken(plan)})
+    return out
 
 
 def _write_dir(out_dir: Path, files: Mapping[str, str]) -> None:

@@ -92,13 +92,15 @@ def _reach(
     return reached
 
 
-def assign_slices(plan: Plan, versions: Mapping[str, str], requires: RequiresFn) -> Assignment:
+def assign_slices(plan: Plan, versions: Mapping[str, str], requires: RequiresFn,
+                  provided: frozenset[str] = frozenset()) -> Assignment:
     """Assign every locked package to exactly one slice or fallback file.
 
     ``versions`` is the lock (name -> version); ``requires(name, version, extras)``
     gives the requirements that apply on the target for those extras.  A package
     the manifest lists goes to its own step; any other to the earliest step whose
-    roots reach it, else to the first fallback file that reaches it.
+    roots reach it, else to the first fallback file that reaches it. ``provided``
+    names what the base already holds: requirements on it are met without a slice.
     """
     versions = {canonicalize_name(k): v for k, v in versions.items()}
     steps, fallbacks = units(plan)
@@ -126,7 +128,7 @@ def assign_slices(plan: Plan, versions: Mapping[str, str], requires: RequiresFn)
         )
     warnings = tuple(
         f"{parent} requires {req}, which is not in the lock (excluded by a marker for the target?)"
-        for (parent, _dep), req in sorted(missing.items())
+        for (parent, dep), req in sorted(missing.items()) if dep not in provided
     )
     return Assignment(unit_of, reason, warnings)
 
