@@ -302,3 +302,16 @@ def test_venv_variant_is_unchanged_by_an_inventory(index, tmp_path):
     r = resolve(venv, client)
     assert not any(i.source == "base" for i in r.installed)
     assert r.hazards == () and to_json(r)["base"] is None
+
+
+def test_bump_on_a_base_environment_starts_from_the_base(index, tmp_path, capsys):
+    """bump reads today's image from step 0 too: the base's shared-lib is what it bumps from."""
+    m, _, url = setup(index, tmp_path, KERNELS)
+    rc = cli.main(["--manifest", str(m.path), "bump", "shared-lib==2.0", "--variant", "t", "--json",
+                   "--index-url", url])
+    data = json.loads(capsys.readouterr().out)
+    assert rc == 0, data
+    (bumped,) = data["bumps"]
+    assert (bumped["from"], bumped["to"], bumped["in_image"]) == ("1.0", "2.0", True)
+    by = {p["name"]: p for p in data["packages"]}
+    assert by["trainer"]["source"] == "base" and by["trainer"]["verdict"] == "ok"

@@ -9,7 +9,7 @@ from ...abi.cache import AbiCache
 from ...index import IndexClient, IndexClientError, metadata_source
 from ...manifest import Manifest
 from ...plan import Installed, Plan, plan_variant
-from ...resolve import Resolver, classify_requirements
+from ...resolve import InventorySource, Resolver, base_distributions, base_installed, classify_requirements, with_inventory
 from ...workspace import Workspace
 from .versions import as_version
 
@@ -28,13 +28,17 @@ class Comparison:
         self.offline = offline
         self.fix_lookups = fix_lookups
         self.list_all = list_all
-        self.plan = plan_variant(manifest, variant)
+        # on a base's environment, today's image starts from the base's committed inventory (step 0)
+        self.plan = with_inventory(plan_variant(manifest, variant), self.root)
         self.env = self.plan.target.marker_environment()
         self.bumps = {canonicalize_name(r.name): r for r in bumps}
         self.new = {n: list(r.specifier)[0].version for n, r in self.bumps.items()}
         self.notes: list[str] = []
         self.source = metadata_source(self.plan, client)
-        self.resolver = Resolver(self.source, self.workspace.wheels_dir)
+        base = base_installed(self.plan)
+        if base:  # the base's own packages: their metadata is the inventory's
+            self.source = InventorySource(self.source, base_distributions(self.plan))
+        self.resolver = Resolver(self.source, self.workspace.wheels_dir, base=base)
         self.abi_cache = AbiCache(self.workspace, client, offline)
         self.today_torch: str | None = None  # torch's version in today's image, once it is read
 
