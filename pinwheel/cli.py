@@ -36,7 +36,7 @@ from .plan import LockState, Plan, plan_variant
 from .render import render_dockerfiles
 from .reports.bump import PAGE_MAX_AGE, BumpInputError, bump, print_bump
 from .reports.audit import audit, print_audit, print_replay
-from .reports.inspect import Inspection, Side, diff, print_diff, print_inspection, side_of_image
+from .reports.inspect import Side, diff, inspect_archive, print_diff, print_inspection, side_of_image
 from .reports.inspect import to_json as inspection_json
 from .reports.report import print_report, to_json, torch_abi
 from .image.inventory import pinned_digest
@@ -394,10 +394,10 @@ def cmd_inspect(args: argparse.Namespace) -> int:
     if not engine.image_exists(args.image):
         raise UsageError(f"image {args.image} is not in the engine")
     try:
-        final, changes, layers, notes = save_and(engine, args.image, None, history)
+        ins = save_and(engine, args.image, None,
+                       lambda archive: inspect_archive(archive, args.image, engine.image_id(args.image)))
     except InventoryError as exc:
         raise UsageError(str(exc)) from None
-    ins = Inspection(args.image, engine.image_id(args.image), layers, tuple(final), tuple(changes), tuple(notes))
     if args.json:
         sys.stdout.write(json.dumps(inspection_json(ins), indent=2) + "\n")
     else:
@@ -420,8 +420,7 @@ def diff_side(engine: Engine | None, ref: str, m: Manifest | None):
         engine = engine_or_fail()
     if not engine.image_exists(ref):
         raise UsageError(f"{ref} is neither an image in the engine nor a lock directory")
-    final, _, _, _ = save_and(engine, ref, None, history)
-    return side_of_image(ref, final)
+    return side_of_image(ref, save_and(engine, ref, None, history).final)
 
 
 def cmd_diff(args: argparse.Namespace) -> int:

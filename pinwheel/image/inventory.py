@@ -251,7 +251,16 @@ class LayerChange:
     shadowed: int  # bytes of the earlier version that stay in a lower layer (replaced, removed)
 
 
-def history(archive: Path) -> tuple[list[Distribution], list[LayerChange], int, list[str]]:
+@dataclass(frozen=True)
+class History:
+    final: list[Distribution]
+    changes: list[LayerChange]
+    layers: int
+    notes: list[str]
+    files: dict[str, tuple[int, bytes]]  # the final dist-info files, for record_paths
+
+
+def history(archive: Path) -> History:
     """The final distributions, and per layer what each added, replaced and removed."""
     changes: list[LayerChange] = []
     seen: dict[tuple[str, str], Distribution] = {}  # (site, name) -> as the previous layer left it
@@ -271,7 +280,49 @@ def history(archive: Path) -> tuple[list[Distribution], list[LayerChange], int, 
 
     files, count = read_saved(archive, after_layer)
     final, notes = distributions(files)
-    return final, changes, count, notes
+    return History(final, changes, count, notes, files)
+
+
+def extract_files(archive: Path, wanted: set[str], dest: Path, max_bytes: int = 2 * 1024**3) -> dict[str, Path]:
+    """Copy the final version of each wanted path out of the layers into dest (whiteouts honoured)."""
+    found: dict[str, Path] = {}
+    with tarfile.open(archive) as outer:
+        manifest = json.load(outer.extractfile("manifest.json"))  # type: ignore[arg-type]
+        for index, name in enumerate(manifest[0]["Layers"]):
+            fh = outer.extractfile(name)
+            if fh is None:
+                continue
+            with tarfile.open(fileobj=fh, mode="r|*") as layer:
+                for member in layer:
+                    path = "/" + member.name.removeprefix("./").lstrip("/")
+                    parent, base = posixpath.split(path)
+                    if base.startswith(WHITEOUT):
+                        gone = posixpath.join(parent, base[len(WHITEOUT):]) if base != OPAQUE else parent
+                        for p in [p for p in found if p == gone or p.startswith(gone.rstrip("/") + "/")]:
+                            found.pop(p).unlink(missing_ok=True)
+                        continue
+                    if path not in wanted or not member.isfile() or member.size > max_bytes:
+                        continue
+                    target = dest / f"{len(found):05d}-{base}"
+                    with layer.extractfile(member) as src, open(target, "wb") as out:  # type: ignore[union-attr]
+                        while chunk := src.read(1 << 20):
+                            out.write(chunk)
+                    if path in found:
+                        found[path].unlink(missing_ok=True)
+                    found[path] = target
+    return found
+
+
+def record_paths(files: dict[str, tuple[int, bytes]], dist: Distribution, suffixes=(".so",)) -> list[str]:
+    """Absolute in-image paths of a distribution's files with these suffixes, from its RECORD."""
+    for path, (_, raw) in files.items():
+        m = _DIST_INFO.match(path)
+        if m and m["site"] == dist.site and m["file"] == "RECORD" and \
+                canonicalize_name(m["dir"].removesuffix(".dist-info").rsplit("-", 1)[0]) == dist.name:
+            rows = _record(raw)
+            return [posixpath.normpath(f"{dist.site}/{p}") for p, _ in rows
+                    if p.endswith(suffixes) or ".so." in p.rsplit("/", 1)[-1]]
+    return []
 
 
 def save_and(engine: Engine, ref: str, scratch: Path | None, use):

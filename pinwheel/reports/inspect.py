@@ -6,8 +6,10 @@ from __future__ import annotations
 
 import dataclasses
 import re
+import tempfile
 from collections import Counter, defaultdict
 from dataclasses import dataclass
+from pathlib import Path
 from types import SimpleNamespace
 
 from packaging.requirements import InvalidRequirement, Requirement
@@ -16,10 +18,12 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from ..abi.elf import classify_elf
 from ..distributions import Distribution
-from ..image.inventory import LayerChange
+from ..image.inventory import LayerChange, extract_files, history, record_paths
 from ..index.target import target_environment
 from ..resolve import classify_requirements, requirement_text
+from .report import ABI_MEANING
 
 SCHEMA = "pinwheel.inspect/1"
 _CUDA_SUFFIX = re.compile(r"-cu(\d{2,3})$")
@@ -36,6 +40,25 @@ class Inspection:
     distributions: tuple[Distribution, ...]
     changes: tuple[LayerChange, ...]
     notes: tuple[str, ...] = ()
+    abi: tuple[dict, ...] = ()  # torch-tied distributions' ELF classes
+
+
+def inspect_archive(archive: Path, image: str, image_id: str) -> Inspection:
+    """Replay a saved image, then classify the shared objects of every distribution that requires torch."""
+    h = history(archive)
+    tied = [d for d in h.final if d.name != "torch" and any(_req_name(r) == "torch" for r in d.requires_dist)]
+    wanted = {d.name: record_paths(h.files, d) for d in tied}
+    rows = []
+    with tempfile.TemporaryDirectory(dir=archive.parent) as tmp:
+        extracted = extract_files(archive, {p for paths in wanted.values() for p in paths}, Path(tmp))
+        for d in tied:
+            elfs = [classify_elf(extracted[p], p.rsplit("/", 1)[-1]) for p in wanted[d.name] if p in extracted]
+            own = [e for e in elfs if not e.vendored]
+            cls = ("unstable" if any(e.abi_class == "unstable" for e in own) else
+                   "stable" if any(e.abi_class == "stable" for e in own) else "none")
+            rows.append({"name": d.name, "version": d.version, "abi_class": cls if elfs else "none",
+                         "shared_objects": len(elfs), "meaning": ABI_MEANING[cls if elfs else "none"]})
+    return Inspection(image, image_id, h.layers, tuple(h.final), tuple(h.changes), tuple(h.notes), tuple(rows))
 
 
 def cuda_major(dists: list[Distribution]) -> int | None:
@@ -117,6 +140,7 @@ def to_json(ins: Inspection) -> dict:
         "changes": [dataclasses.asdict(c) for c in ins.changes],
         "churn": [dataclasses.asdict(c) for c in ins.changes if c.change != "added"],
         "wrong_cuda": wrong_cuda(dists, major),
+        "torch_abi": list(ins.abi),
         "edges": edges,
         "notes": list(ins.notes),
         "summary": {"distributions": len(dists), "shadowed_bytes": shadowed,
@@ -167,6 +191,11 @@ def print_inspection(ins: Inspection, console: Console, verbose: bool = False) -
     e = s["edges"]
     c.print(f"\n{e['satisfied']} satisfied, {e['violated']} violated, {e['extra-only']} extra-only, "
             f"{e['marker-excluded']} marker-excluded (extras an image requests are not recorded in it)")
+    if ins.abi:
+        c.print("\n[bold]Tied to torch[/bold] (from the installed shared objects' ELF imports)")
+        for row in ins.abi:
+            c.print(f"  {escape(row['name'])} {escape(row['version'])}: [bold]{row['abi_class']}[/bold] — "
+                    f"{row['meaning']} ({row['shared_objects']} shared objects)")
     for note in ins.notes:
         c.print(f"  note: {escape(note)}")
     return data

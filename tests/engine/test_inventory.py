@@ -208,3 +208,51 @@ def test_diff_two_builds_that_differ_in_one_pin(engine: Engine, base_image: str,
     finally:
         for tag in tags:
             engine.remove(tag, force=True)
+
+
+TORCH_TIED = """\
+FROM {base}
+COPY unstable.so stable.so /tmp/so/
+RUN set -e; d={site}; for spec in fancy_ext:unstable stable_ext:stable; do n=${{spec%%:*}}; k=${{spec#*:}}; \\
+      mkdir -p "$d/$n-1.0.dist-info" "$d/$n"; cp "/tmp/so/$k.so" "$d/$n/_C.so"; \\
+      printf 'Metadata-Version: 2.1\\nName: %s\\nVersion: 1.0\\nRequires-Dist: torch>=2.13\\n' "$n" \\
+        > "$d/$n-1.0.dist-info/METADATA"; \\
+      printf '%s/_C.so,,1\\n%s/__init__.py,,0\\n' "$n" "$n" > "$d/$n-1.0.dist-info/RECORD"; done; rm -rf /tmp/so
+"""
+
+
+@pytest.mark.engine
+def test_inspect_classifies_the_installed_shared_objects(engine: Engine, base_image: str, tmp_path: Path):
+    import shutil
+    import subprocess
+    import sys as _sys
+
+    if not shutil.which("g++"):
+        pytest.skip("g++ not found: this test compiles its own shared objects")
+    _sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "abi"))
+    from abi_builders import EMPTY_C, STABLE_CPP, UNSTABLE_CPP
+
+    def build(name: str, source: str, compiler: str, extra: list[str], soname: str | None = None) -> Path:
+        src = tmp_path / (name + (".cpp" if compiler == "g++" else ".c"))
+        src.write_text(source)
+        out = tmp_path / name
+        subprocess.run([compiler, "-shared", "-fPIC", "-O1", "-o", str(out), str(src), *extra,
+                        *([f"-Wl,-soname,{soname}"] if soname else [])], check=True, capture_output=True)
+        return out
+
+    build("libc10.so", EMPTY_C, "gcc", [], "libc10.so")
+    build("libtorch.so", EMPTY_C, "gcc", [], "libtorch.so")
+    link = ["-L" + str(tmp_path), "-Wl,--no-as-needed", "-lc10", "-ltorch"]
+    build("unstable.so", UNSTABLE_CPP, "g++", link)
+    build("stable.so", STABLE_CPP, "g++", link)
+    (tmp_path / "Dockerfile").write_text(TORCH_TIED.format(base=base_image, site=SITE))
+    tag = f"pinwheel-test/torch-tied:{uuid.uuid4().hex[:8]}"
+    engine.build(tmp_path, tmp_path / "Dockerfile", tags=[tag])
+    try:
+        from pinwheel import cli
+
+        data = cli_json(cli, ["inspect", tag, "--json"])
+        classes = {row["name"]: (row["abi_class"], row["shared_objects"]) for row in data["torch_abi"]}
+        assert classes == {"fancy-ext": ("unstable", 1), "stable-ext": ("stable", 1)}
+    finally:
+        engine.remove(tag, force=True)
