@@ -332,7 +332,9 @@ def cmd_smoke(args: argparse.Namespace) -> int:
     elif not engine.image_exists(image):
         raise UsageError(f"image {image} is not in the engine")
     gpus = {"auto": None, "yes": True, "no": False}[args.gpus]
-    result = run_smoke(engine, image, gpus=gpus, level=args.level)
+    variant = m.variant(select_variant(m, args))
+    python = variant.base_python if variant.environment == "base" else "python"
+    result = run_smoke(engine, image, gpus=gpus, level=args.level, python=python)
     path = record(result, Workspace.of(m).smoke_results)
     sys.stdout.write(result.output)
     for level, status in result.levels.items():

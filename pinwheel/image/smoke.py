@@ -31,12 +31,18 @@ def host_has_gpu() -> bool:
 
 
 def run_smoke(engine: Engine, image: str, gpus: bool | None = None, level: str = "gpu",
-              env: dict[str, str] | None = None) -> SmokeResult:
+              env: dict[str, str] | None = None, python: str = "python") -> SmokeResult:
+    """Run the payload with `python` (the image's environment: the venv on PATH, or a base's interpreter).
+
+    The entrypoint is /bin/sh whatever the image declares: a base may end in an
+    entrypoint that is not a shell (or not python), and the smoke must still run.
+    """
     gpus = host_has_gpu() if gpus is None else gpus
     # The payload prints a human summary and writes JSON to a file; hand both back on stdout.
-    script = (f'python {InImage.SMOKE_PAYLOAD} --expect {InImage.EXPECT} --level "$1" '
+    script = (f'"$3" {InImage.SMOKE_PAYLOAD} --expect {InImage.EXPECT} --level "$1" '
               f'--json {InImage.SMOKE_JSON}; rc=$?; echo; echo "$2"; cat {InImage.SMOKE_JSON} 2>/dev/null; exit $rc')
-    result = engine.run(image, ["sh", "-c", script, "smoke", level, JSON_MARK], gpus=gpus, env=env)
+    result = engine.run(image, ["-c", script, "smoke", level, JSON_MARK, python], gpus=gpus, env=env,
+                        entrypoint="/bin/sh")
     summary, _, payload = result.stdout.partition(JSON_MARK)
     try:
         document = json.loads(payload) if payload.strip() else {}

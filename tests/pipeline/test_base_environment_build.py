@@ -121,6 +121,10 @@ def test_a_variant_on_a_third_party_base_builds_and_its_invariant_holds_the_base
         versions = {p["name"]: p["version"] for p in json.loads(listed.stdout)}
         assert versions["pw-core"] == "1.1.0" and versions["pw-util"] == "0.5.0" and "pw-top" not in versions
         assert not any(p.startswith("/opt/venv") for p in listed.stdout.split('"'))
+        # the smoke runs through the base's interpreter, whatever the image's entrypoint is
+        smoke = project.cli("smoke", image["tags"][0], "--variant", "cu130", "--level", "static", "--gpus", "no")
+        assert smoke.returncode == 0, smoke.output[-3000:]
+        assert "static: PASSED" in smoke.stdout
 
         # The same image judged against a lock that never said pw-core moves, nor that pw-orphan came broken:
         # the invariant fails naming both.
