@@ -479,7 +479,9 @@ def _expect(plan: Plan, by_unit: Mapping[str, list[LockedPackage]], fallbacks: S
       later slice installs again: the build checks it is gone;
     - ``baseline_broken``: ``["<parent> <requirement>"]``, the requirements
       already broken in the base alone (``base-broken`` in the report), the
-      findings ``pip check`` may report without the image being at fault.
+      findings ``pip check`` may report without the image being at fault;
+    - ``overridden``: ``[name]``, packages the manifest installs with
+      ``override: true``: pip check findings on them are deliberate.
     """
     fallback_files = {u.file for u in fallbacks}
     pins: dict[str, str] = {}
@@ -505,6 +507,9 @@ def _expect(plan: Plan, by_unit: Mapping[str, list[LockedPackage]], fallbacks: S
         out["base_unchanged"] = base_kept(plan)
         out["removed"] = sorted(removed_names(plan) - set(pins) - set(conditional))
         out["baseline_broken"] = sorted({f"{e.parent} {e.requirement}" for e in baseline_broken(plan)})
+    overridden = sorted(p.name for p in plan.packages() if p.override)
+    if overridden:
+        out["overridden"] = overridden
     return out
 
 

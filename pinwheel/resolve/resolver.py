@@ -90,7 +90,7 @@ def excludes_shared_pin(edge: Edge, installed: dict[str, Installed], version: st
 
 def overrides(plan: Plan) -> dict[str, str]:
     """name -> why of each active package the manifest marks `override: true`."""
-    return {p.name: p.why or "" for p in plan.packages() if getattr(p, "override", False)}
+    return {p.name: p.why or "" for p in plan.packages() if p.override}
 
 
 def intended_change(plan: Plan, h: Hazard) -> bool:
