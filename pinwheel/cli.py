@@ -32,7 +32,7 @@ from .index import DEFAULT_DEADLINE, IndexClient, IndexClientError, metadata_sou
 from .lock import (DEFAULT_ENGINE, LockError, LockUnavailable, check_lock, lock_installs, lock_sha256, lock_variant,
                    locked_versions)
 from .manifest import Manifest, ManifestError
-from .plan import LockState, Plan, plan_variant
+from .plan import LockState, Plan, plan_platforms, plan_variant
 from .render import render_dockerfiles
 from .reports.bump import PAGE_MAX_AGE, BumpInputError, bump, print_bump
 from .reports.audit import audit, print_audit, print_replay
@@ -97,6 +97,34 @@ def select_variant(m: Manifest, args: argparse.Namespace) -> str:
     return next(iter(m.variants))
 
 
+def add_platform_arg(p: argparse.ArgumentParser, every: bool = False) -> None:
+    p.add_argument("--platform", metavar="OS/ARCH",
+                   help="one of the variant's platforms, e.g. linux/arm64 (default: "
+                        + ("every platform it lists)" if every else "its own platform's tag)"))
+
+
+def select_plan(m: Manifest, args: argparse.Namespace) -> Plan:
+    """The Plan of the selected variant for --platform (default: the variant's own platform)."""
+    name = select_variant(m, args)
+    platform = getattr(args, "platform", None)
+    variant = m.variant(name)
+    if platform and platform not in variant.container_platforms:
+        raise UsageError(f"--platform {platform}: variant {name} is built for "
+                         f"{', '.join(variant.container_platforms)} (its platforms: key)")
+    return plan_variant(m, name, platform=platform)
+
+
+def select_platform_plans(m: Manifest, args: argparse.Namespace) -> list[Plan]:
+    """Each selected variant's Plans: the --platform one, else one per platform it lists."""
+    if getattr(args, "platform", None):
+        names = select_variants(m, args)
+        missing = [n for n in names if args.platform not in m.variant(n).container_platforms]
+        if missing:
+            raise UsageError(f"--platform {args.platform}: not a platform of {', '.join(missing)}")
+        return [plan_variant(m, n, platform=args.platform) for n in names]
+    return [p for n in select_variants(m, args) for p in plan_platforms(m, n)]
+
+
 def add_deadline_arg(p: argparse.ArgumentParser) -> None:
     p.add_argument("--index-deadline", type=float, metavar="SECONDS", default=None,
                    help=f"stop retrying an index that keeps failing after this long (default {DEFAULT_DEADLINE:g})")
@@ -151,13 +179,13 @@ def require_fresh_lock(plan: Plan, root: Path) -> None:
 
 def cmd_report(args: argparse.Namespace) -> int:
     m = manifest_mod.load(args.manifest)
-    plan = plan_variant(m, select_variant(m, args))
+    plan = select_plan(m, args)
     root = m.path.parent
     ws = Workspace.of(m)
     plan = with_inventory(plan, root, inventory_engine(plan))  # a missing or stale one is said first, never clean
     state = LockState("ignored", "--no-lock") if args.no_lock else lock_state(plan, root)
     # A stale lock is never evaluated: the report shows what the manifest asks for now.
-    locked = lock_installs(plan, ws.lock_dir(plan.variant.name), ws.wheels_dir) if state.status == "ok" else None
+    locked = lock_installs(plan, ws.plan_lock_dir(plan), ws.wheels_dir) if state.status == "ok" else None
     plan = dataclasses.replace(plan, lock_state=state)
     try:
         client = index_client(args, m, plan)
@@ -299,7 +327,7 @@ def build_variant(m: Manifest, plan: Plan, engine, target: str, quiet: bool):
 
 def cmd_build(args: argparse.Namespace) -> int:
     m = manifest_mod.load(args.manifest)
-    plan = plan_variant(m, select_variant(m, args))
+    plan = select_plan(m, args)
     require_fresh_lock(plan, m.path.parent)
     try:  # on the host, before the engine is touched: a missing required wheel is input to fix
         for warning in check_local_wheels(plan, BuildInputs.for_plan(plan, m.path.parent)):
@@ -359,7 +387,7 @@ def cmd_publish(args: argparse.Namespace) -> int:
                     f"--allow-floating-base")
         return EXIT_PROBLEM
     engine = engine_or_fail()
-    lock_dir = Workspace.of(m).lock_dir(plan.variant.name)
+    lock_dir = Workspace.of(m).plan_lock_dir(plan)
     tags = list(args.tag) or list(tags_for(plan, lock_sha256(lock_dir)))
     missing = [t for t in tags if not engine.image_exists(t)]
     if missing:
@@ -520,7 +548,7 @@ def select_variants(m: Manifest, args: argparse.Namespace) -> list[str]:
 def cmd_lock(args: argparse.Namespace) -> int:
     m = manifest_mod.load(args.manifest)
     root = m.path.parent
-    plans = [plan_variant(m, n) for n in select_variants(m, args)]
+    plans = select_platform_plans(m, args)
     if args.check:
         stale = []
         for plan in plans:
@@ -545,17 +573,17 @@ def cmd_lock(args: argparse.Namespace) -> int:
             res = lock_variant(plan, root, engine=args.engine or DEFAULT_ENGINE, upgrade=args.upgrade,
                                log=lambda msg: err().print(escape(msg)))
         except LockUnavailable as exc:
-            unavailable.append(plan.variant.name)
-            err().print(f"[red]{plan.variant.name}: cannot lock here:[/red] {escape(str(exc))}")
+            unavailable.append(plan.label)
+            err().print(f"[red]{plan.label}: cannot lock here:[/red] {escape(str(exc))}")
             continue
         except LockError as exc:
-            failed.append(plan.variant.name)
-            err().print(f"[red]{plan.variant.name}: lock failed:[/red] {escape(str(exc))}")
+            failed.append(plan.label)
+            err().print(f"[red]{plan.label}: lock failed:[/red] {escape(str(exc))}")
             continue
         for w in res.warnings:
             err().print(f"[yellow]{res.variant}: {escape(w)}[/yellow]")
         rel = res.dir.relative_to(root).as_posix()
-        out().print(f"{res.variant}: locked {res.packages} packages with {res.engine} into {rel} "
+        out().print(f"{plan.label}: locked {res.packages} packages with {res.engine} into {rel} "
                     f"(resolve {res.compile_seconds:.1f}s, total {res.total_seconds:.1f}s)")
         for file, names in res.slices.items():
             out().print(f"  {file}: {len(names)} package(s)")
@@ -610,6 +638,7 @@ def build_parser() -> argparse.ArgumentParser:
                      "Exit 0 clean, 1 conflicts (a stale lock is one), 2 bad input, 3 could not judge (unchecked)."),
         formatter_class=argparse.RawDescriptionHelpFormatter)
     add_variant_args(rp)
+    add_platform_arg(rp)
     rp.add_argument("--json", action="store_true", help="print the report as JSON (schema pinwheel.report/1)")
     rp.add_argument("--offline", action="store_true", help="use cached index metadata only")
     rp.add_argument("--no-lock", action="store_true", help="ignore the lock: show what plain pip per wheel set does")
@@ -626,6 +655,7 @@ def build_parser() -> argparse.ArgumentParser:
                                    "base when the manifest names one that is missing. Tags: the dated tag from the "
                                    "manifest and an immutable one from the manifest and lock hashes.")
     add_variant_args(b)
+    add_platform_arg(b)
     b.add_argument("--target", default="image", help="Dockerfile target (image or smoke)")
     b.add_argument("--quiet", action="store_true", help="do not stream the build log")
     b.add_argument("--json", action="store_true", help="print image id, tags and labels as JSON")
@@ -750,6 +780,7 @@ def build_parser() -> argparse.ArgumentParser:
                      "Exit 0 done/up to date, 1 stale (--check) or resolver failure, 2 a variant cannot be locked here."),
         formatter_class=argparse.RawDescriptionHelpFormatter)
     add_variant_args(lk)
+    add_platform_arg(lk, every=True)
     lk.add_argument("--engine", choices=["pip-compile", "uv"], default=None,
                     help="resolver (default pip-compile; with --check: the engine each lock was made with)")
     lk.add_argument("--check", action="store_true", help="exit 1 naming the variants whose lock is stale (no network)")

@@ -11,9 +11,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Literal
 
-from .index.target import target_environment, target_platforms
+from .index.target import container_arch, container_platform, target_environment, target_platforms
 from .distributions import Inventory
-from .manifest import Gate, Manifest, StepSpec, Variant
+from .manifest import Gate, Manifest, ManifestError, StepSpec, Variant
 from .steps import KINDS
 from .steps.wheels import PlannedPackage  # a wheel set's package in the Plan; other stages import it from here
 from .workspace import LockFiles
@@ -171,6 +171,19 @@ class Plan:
     # environment: base — what the base image already holds (step 0), from its committed inventory.
     base_inventory: Inventory | None = None
     inventory_state: LockState | None = None  # ok | stale | missing, as for the lock
+    # A platform other than the variant's own `platform` (variant.platform is then that platform's tag):
+    # its container architecture (arm64), which names its lock directory. None: the variant's own platform.
+    platform_arch: str | None = None
+
+    @property
+    def container_platform(self) -> str:
+        """The container platform it is built for (linux/amd64, linux/arm64)."""
+        return container_platform(self.target.platform)
+
+    @property
+    def label(self) -> str:
+        """The variant's name, with the platform where it is not the variant's own: cu130, cu130 linux/arm64."""
+        return self.variant.name + (f" {self.container_platform}" if self.platform_arch else "")
 
     @property
     def on_base_environment(self) -> bool:
@@ -188,9 +201,24 @@ class Plan:
         return pins
 
 
-def plan_variant(manifest: Manifest, variant_name: str) -> Plan:
-    """The unresolved Plan: steps, gates and pins, before any metadata is read."""
+def plan_platforms(manifest: Manifest, variant_name: str) -> list[Plan]:
+    """One unresolved Plan per container platform of the variant, its own platform first."""
     variant = manifest.variant(variant_name)
+    order = [variant.default_platform] + [p for p in variant.container_platforms if p != variant.default_platform]
+    return [plan_variant(manifest, variant_name, platform=p) for p in order]
+
+
+def plan_variant(manifest: Manifest, variant_name: str, platform: str | None = None) -> Plan:
+    """The unresolved Plan: steps, gates and pins, before any metadata is read.
+
+    ``platform`` (linux/arm64) picks one of the variant's container platforms; None is its own
+    (`platform`'s). Gates, the target and the lock are that platform's.
+    """
+    declared = manifest.variant(variant_name)
+    try:
+        variant = declared.for_platform(platform or declared.default_platform)
+    except ValueError as exc:
+        raise ManifestError(manifest.path, declared.line, f"variants.{variant_name}.platforms", str(exc)) from None
     gate_on = {name: g.holds(variant) for name, g in manifest.gates.items()}
     steps = []
     for i, spec in enumerate(manifest.steps, start=1):
@@ -211,5 +239,6 @@ def plan_variant(manifest: Manifest, variant_name: str) -> Plan:
         steps=tuple(steps),
         shared_pins={p.name: p.version for p in manifest.shared_pins},
         shared_pin_needs={p.name: p.needed_by for p in manifest.shared_pins},
+        platform_arch=container_arch(variant.platform) if variant is not declared else None,
     )
 

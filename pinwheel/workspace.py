@@ -65,11 +65,18 @@ class Workspace:
     def dockerfile(self) -> Path:
         return self.image_dir / "Dockerfile"
 
-    def lock_dir(self, variant: str) -> Path:
-        return self.image_dir / "lock" / variant
+    def lock_dir(self, variant: str, arch: str | None = None) -> Path:
+        """lock/<variant>/, or lock/<variant>/<arch>/ for a platform other than the variant's own
+        (Plan.platform_arch): the variant's own lock keeps its place when platforms are added."""
+        d = self.image_dir / "lock" / variant
+        return d / arch if arch else d
 
-    def lock_file(self, variant: str, name: str) -> Path:
-        return self.lock_dir(variant) / name
+    def plan_lock_dir(self, plan) -> Path:
+        """The lock directory of one Plan: its variant's, for its platform."""
+        return self.lock_dir(plan.variant.name, plan.platform_arch)
+
+    def lock_file(self, variant: str, name: str, arch: str | None = None) -> Path:
+        return self.lock_dir(variant, arch) / name
 
     def inventory_file(self, variant: str) -> Path:
         """The committed inventory of a variant's base image."""

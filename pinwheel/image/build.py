@@ -49,7 +49,7 @@ class BuildInputs:
     @classmethod
     def for_plan(cls, plan: Plan, root: Path) -> "BuildInputs":
         ws = Workspace(root, plan.image)
-        return cls(root, ws.image_dir, ws.lock_dir(plan.variant.name), ws.wheels_dir)
+        return cls(root, ws.image_dir, ws.plan_lock_dir(plan), ws.wheels_dir)
 
 
 @dataclass(frozen=True)

@@ -147,3 +147,41 @@ def target_environment(python_version: str | Sequence[int], platform: str) -> di
         "python_version": f"{major}.{minor}",
         "sys_platform": sys_platform,
     }
+
+
+# Container platforms (OCI os/arch, Docker's TARGETARCH) and the machine their wheel tags name.
+CONTAINER_MACHINES = {"linux/amd64": "x86_64", "linux/arm64": "aarch64"}
+_PLATFORM_TAG = re.compile(r"^((?:manylinux|musllinux)_\d+_\d+)_([a-z0-9_]+)$")
+
+
+def platform_machine(platform: str) -> str:
+    """The machine a platform tag names: manylinux_2_36_x86_64 -> x86_64."""
+    m = _PLATFORM_TAG.fullmatch(platform)
+    if not m:
+        raise ValueError(f"{platform!r} is not a platform tag like manylinux_2_28_x86_64")
+    return m.group(2)
+
+
+def container_platform(platform: str) -> str:
+    """The container platform of a platform tag: manylinux_2_36_aarch64 -> linux/arm64."""
+    machine = platform_machine(platform)
+    for name, m in CONTAINER_MACHINES.items():
+        if m == machine:
+            return name
+    raise ValueError(f"{platform!r}: no container platform runs {machine}")
+
+
+def container_arch(platform: str) -> str:
+    """Docker's TARGETARCH for a platform tag: amd64 or arm64."""
+    return container_platform(platform).split("/", 1)[1]
+
+
+def platform_for(platform: str, container: str) -> str:
+    """The platform tag for another container platform at the same libc level:
+    (manylinux_2_36_x86_64, linux/arm64) -> manylinux_2_36_aarch64."""
+    if container not in CONTAINER_MACHINES:
+        raise ValueError(f"{container!r} is not one of {', '.join(CONTAINER_MACHINES)}")
+    m = _PLATFORM_TAG.fullmatch(platform)
+    if not m:
+        raise ValueError(f"{platform!r} is not a platform tag like manylinux_2_28_x86_64")
+    return f"{m.group(1)}_{CONTAINER_MACHINES[container]}"

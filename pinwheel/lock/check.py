@@ -35,8 +35,8 @@ def check_lock(plan: Plan, root: Path | str, engine: str | None = None) -> LockC
     if reads_base(plan) and plan.base_inventory is None:
         plan = with_inventory(plan, root)
     ws = Workspace(Path(root), plan.image)
-    d = ws.lock_dir(plan.variant.name)
-    name = plan.variant.name
+    d = ws.plan_lock_dir(plan)
+    name = plan.label
     full = d / LockFiles.REQUIREMENTS
     if not full.exists():
         return LockCheck(name, "missing", f"no lock at {ws.relative(full)}", plan.variant.torch_index_env)

@@ -322,7 +322,7 @@ def lock_variant(
     index_url = index_url or default_index_url()
     inputs = lock_inputs(plan, engine)
     digest = inputs.digest()
-    out_dir = ws.lock_dir(v.name)
+    out_dir = ws.plan_lock_dir(plan)
     custom = f"python build.py lock --variant {v.name}" + (f" --engine {engine}" if engine != DEFAULT_ENGINE else "")
 
     # 1. resolve, in a scratch dir with relative names so annotations carry no paths

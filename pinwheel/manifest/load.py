@@ -18,8 +18,9 @@ from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.utils import canonicalize_name
 from packaging.version import Version
 
-from .model import GATE_VARIABLES, MANIFEST_VERSION, TAG_FIELDS, Gate, ImageSpec, Manifest, SharedPin, StepSpec, \
-    Variant
+from ..index.target import CONTAINER_MACHINES, container_platform
+from .model import GATE_ARCHES, GATE_VARIABLES, MANIFEST_VERSION, TAG_FIELDS, ArchSpec, Gate, ImageSpec, Manifest, \
+    SharedPin, StepSpec, Variant
 from .reader import STEP_NAME, Reader, StepReading, node_kind
 from .source import Node, Scalar, compose, read_text, show
 
@@ -147,12 +148,46 @@ def _gates(r: Reader, node: Any) -> dict[str, Gate]:
         if not match or match["var"] not in GATE_VARIABLES:
             raise r.fail(gm["when"].line, f"{key}.when",
                          f"{when!r} is not a gate expression like 'cuda >= 13' (variables: {', '.join(GATE_VARIABLES)})")
-        try:
-            spec = SpecifierSet(match["spec"].replace(" ", ""))
-        except InvalidSpecifier:
-            raise r.fail(gm["when"].line, f"{key}.when", f"{match['spec'].strip()!r} is not a PEP 440 specifier") from None
+        if match["var"] == "arch":
+            spec = _arch_spec(r, match["spec"], gm["when"].line, f"{key}.when")
+        else:
+            try:
+                spec = SpecifierSet(match["spec"].replace(" ", ""))
+            except InvalidSpecifier:
+                raise r.fail(gm["when"].line, f"{key}.when",
+                             f"{match['spec'].strip()!r} is not a PEP 440 specifier") from None
         gates[name] = Gate(name, when, match["var"], spec, r.string(gm["why"], f"{key}.why"), m.lines[name])
     return gates
+
+
+def _arch_spec(r: Reader, text: str, line: int, key: str) -> ArchSpec:
+    """`== arm64` or `!= amd64`: the container architecture, compared by name."""
+    m = re.fullmatch(r"\s*(==|!=)\s*([a-z0-9]+)\s*", text)
+    if not m or m.group(2) not in GATE_ARCHES:
+        raise r.fail(line, key, f"arch gates read 'arch == arm64' or 'arch != amd64' "
+                                f"(architectures: {', '.join(GATE_ARCHES)}), got {show(text.strip())}")
+    return ArchSpec(m.group(1), m.group(2))
+
+
+def _platforms(r: Reader, m: dict, key: str, platform: str) -> tuple[str, ...]:
+    """`platforms: [linux/amd64, linux/arm64]`: the container platforms, each at `platform`'s libc level."""
+    if "platforms" not in m:
+        return ()
+    out: list[str] = []
+    for j, n in enumerate(r.sequence(m["platforms"], f"{key}.platforms", 1)):
+        value = r.string(n, f"{key}.platforms[{j}]")
+        if value not in CONTAINER_MACHINES:
+            raise r.fail(n.line, f"{key}.platforms[{j}]", f"{show(value)} is not a container platform "
+                                                          f"(platforms: {', '.join(CONTAINER_MACHINES)})")
+        if value in out:
+            raise r.fail(n.line, f"{key}.platforms[{j}]", f"{value} is listed twice (first as item {out.index(value)})")
+        out.append(value)
+    own = container_platform(platform)
+    if own not in out:
+        raise r.fail(m["platforms"].line, f"{key}.platforms",
+                     f"must list {own}, the platform of {key}.platform ({platform}); the others are built "
+                     "at its libc level")
+    return tuple(out)
 
 
 def _variants(r: Reader, node: Any) -> dict[str, Variant]:
@@ -160,9 +195,10 @@ def _variants(r: Reader, node: Any) -> dict[str, Variant]:
         raise r.fail(node.line, "variants", f"must be a mapping, got {node_kind(node)}")
     if not node.value:
         raise r.fail(node.line, "variants", "needs at least one variant")
-    allowed = {"cuda", "torch", "python", "platform", "base", "tag", "torch_index_env", "environment",
+    allowed = {"cuda", "torch", "python", "platform", "platforms", "base", "tag", "torch_index_env", "environment",
                "system_site_packages", "interpreter", "base_variant"}
-    optional = {"torch_index_env", "environment", "system_site_packages", "interpreter", "base_variant", "base"}
+    optional = {"torch_index_env", "environment", "system_site_packages", "interpreter", "base_variant", "base",
+                "platforms"}
     out: dict[str, Variant] = {}
     for name, v in node.value.items():
         key = f"variants.{name}"
@@ -174,12 +210,14 @@ def _variants(r: Reader, node: Any) -> dict[str, Variant]:
             raise r.fail(m["python"].line, f"{key}.python", f"{python!r} must be MAJOR.MINOR, e.g. '3.12'")
         tag = r.string(m["tag"], f"{key}.tag")
         _check_tag(r, tag, m["tag"].line, f"{key}.tag")
+        platform = r.string(m["platform"], f"{key}.platform", _PLATFORM, "wheel platform like manylinux_2_28_x86_64")
         out[name] = Variant(
             name=name,
             cuda=r.version(m["cuda"], f"{key}.cuda"),
             torch=r.version(m["torch"], f"{key}.torch"),
             python=python,
-            platform=r.string(m["platform"], f"{key}.platform", _PLATFORM, "wheel platform like manylinux_2_28_x86_64"),
+            platform=platform,
+            platforms=_platforms(r, m, key, platform),
             base=_base(r, m, key, node.lines[name]),
             tag=tag,
             torch_index_env=(r.string(m["torch_index_env"], f"{key}.torch_index_env", _ENV_NAME, "environment variable name")

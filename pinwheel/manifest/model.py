@@ -6,7 +6,7 @@ Plain frozen dataclasses. Each step's model lives with its kind
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, ClassVar, Protocol
 
@@ -15,16 +15,33 @@ from packaging.specifiers import SpecifierSet
 from packaging.utils import canonicalize_name
 from packaging.version import Version
 
+from ..index.target import container_arch, container_platform, platform_for
 from .source import ManifestError
 
 if TYPE_CHECKING:
     from ..steps.wheels import Package, WheelSet
 
 MANIFEST_VERSION = 1
-GATE_VARIABLES = ("cuda", "python", "torch")
+GATE_VARIABLES = ("cuda", "python", "torch", "arch")
+# What `arch` is compared with: the container architecture (Docker's TARGETARCH).
+GATE_ARCHES = ("amd64", "arm64")
 TAG_FIELDS = ("date", "variant", "cuda", "torch", "python")
 # The base's python where a variant names none (Debian, Ubuntu and the images built on them).
 DEFAULT_INTERPRETER = "/usr/bin/python3"
+
+
+@dataclass(frozen=True)
+class ArchSpec:
+    """`arch == arm64` or `arch != amd64`: architectures are names, not versions."""
+
+    operator: str  # == or !=
+    arch: str
+
+    def contains(self, value: str, prereleases: bool = True) -> bool:
+        return (value == self.arch) == (self.operator == "==")
+
+    def __str__(self) -> str:
+        return f"{self.operator}{self.arch}"
 
 
 @dataclass(frozen=True)
@@ -32,12 +49,14 @@ class Gate:
     name: str
     when: str
     variable: str
-    specifier: SpecifierSet
+    specifier: SpecifierSet | ArchSpec
     why: str
     line: int
 
     def holds(self, variant: "Variant") -> bool:
-        value = {"cuda": variant.cuda, "python": variant.python, "torch": variant.torch}[self.variable]
+        """For the variant's platform: a per-platform Plan's variant carries that platform's tag."""
+        value = {"cuda": variant.cuda, "python": variant.python, "torch": variant.torch,
+                 "arch": variant.arch}[self.variable]
         return self.specifier.contains(value, prereleases=True)
 
 
@@ -75,6 +94,32 @@ class Variant:
     # system_site_packages is made from it, and removals take packages out of it.
     interpreter: str | None = None
     base_variant: str | None = None  # the base is this other variant's image, built first
+    # The container platforms it is built for (linux/amd64, linux/arm64); () is `platform`'s own only.
+    platforms: tuple[str, ...] = ()
+
+    @property
+    def arch(self) -> str:
+        """The container architecture of `platform` (amd64, arm64): what gates test as `arch`."""
+        return container_arch(self.platform)
+
+    @property
+    def default_platform(self) -> str:
+        """The container platform of `platform` (linux/amd64 for manylinux_2_36_x86_64)."""
+        return container_platform(self.platform)
+
+    @property
+    def container_platforms(self) -> tuple[str, ...]:
+        """Every container platform the variant is built for, in the manifest's order."""
+        return self.platforms or (self.default_platform,)
+
+    def for_platform(self, container: str) -> "Variant":
+        """The variant as built for one of its container platforms: `platform` is that platform's tag."""
+        if container not in self.container_platforms:
+            raise ValueError(f"variant {self.name} is not built for {container} "
+                             f"(platforms: {', '.join(self.container_platforms)})")
+        if container == self.default_platform:
+            return self
+        return replace(self, platform=platform_for(self.platform, container))
 
     @property
     def base_python(self) -> str:
