@@ -52,6 +52,7 @@ class LockInputs:
     constraints: tuple[str, ...]
     layout: tuple[dict, ...]
     base: dict | None = None  # environment base / system site packages: the inventory's identity and digest
+    files: str | None = None  # "target-only": a variant that lists its platforms hashes only its own files
 
     def document(self) -> dict:
         return {
@@ -64,6 +65,7 @@ class LockInputs:
             "constraints": list(self.constraints),
             "steps": list(self.layout),
             **({"base": self.base} if self.base is not None else {}),
+            **({"files": self.files} if self.files is not None else {}),
         }
 
     def digest(self) -> str:
@@ -169,6 +171,7 @@ def lock_inputs(plan: Plan, engine: str = DEFAULT_ENGINE) -> LockInputs:
         constraints=tuple(constraints.values()),
         layout=layout,
         base=inventory_identity(plan),
+        files="target-only" if v.platforms else None,
     )
 
 

@@ -41,6 +41,7 @@ from ..index import IndexClient, IndexClientError, RoutedSource, ca_bundle, defa
 from ..plan import Plan, PlannedPackage
 from ..resolve import InventorySource, base_distributions, baseline_broken, reads_base, with_inventory
 from ..workspace import LockFiles, Workspace
+from .platform_files import for_target, keep_target_hashes, per_platform
 from .format import (
     DEFAULT_ENGINE,
     ENGINE_HEADER,
@@ -186,6 +187,7 @@ class _ForTarget:
 
     def __init__(self, source: RoutedSource, plan: Plan):
         self.source = source
+        self.plan = plan
         self.python = plan.target.python
         self.platforms = [plan.target.platform]
         self.environment = plan.target.marker_environment()
@@ -210,16 +212,18 @@ class _ForTarget:
         return self.metadata(name, version).requirements(extras, self.environment)
 
     def hashes(self, name: str, version: str) -> list[str]:
-        """Every file of that version on every index pip sees: pip with --require-hashes may take any of them."""
+        """Every file of that version on every index pip sees: pip with --require-hashes may take any of them.
+        For a variant that lists its platforms, only the files its target can install."""
         want = Version(version)
         found: set[str] = set()
+        fits = for_target(self.plan) if per_platform(self.plan) else (lambda _f: True)
         for index in self.source.indexes:
             try:
                 files = index.files(name)
             except IndexClientError:
                 continue
             for f in files:
-                if f.version == want:
+                if f.version == want and fits(f):
                     if not f.sha256:
                         raise LockError(f"{f.filename}: the index lists no sha256 for it, so it cannot be hash-pinned")
                     found.add(f"sha256:{f.sha256.lower()}")
@@ -357,6 +361,9 @@ def lock_variant(
     if kept:  # the base's own packages: their metadata is the inventory's
         source = InventorySource(source, base_distributions(plan))
     indexes = _ForTarget(source, plan)
+    if per_platform(plan):  # one lock per platform: only its own files in the hashes
+        compiled = keep_target_hashes(compiled, plan, source.indexes)
+        resolved = parse_requirements(compiled, f"{engine} output")
     steps, fallbacks = units(plan)
     no_deps_roots = {p.name: p for u in steps + fallbacks for p in u.roots if p.no_deps}
     fallback_roots = {p.name: (p, u) for u in fallbacks for p in u.roots}
