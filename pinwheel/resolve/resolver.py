@@ -172,6 +172,11 @@ class Resolver:
                                        f"'fail': {p.local.how_to_provide}")
                 continue
             out.append((p, "index", None))
+        for d in kind_of(step).effect(step).direct:  # a git commit, a release asset: --no-deps, metadata as read
+            self._meta[(d.name, d.version)] = d.metadata if d.metadata is not None else LookupError(d.unread)
+            extras = f"[{','.join(d.extras)}]" if d.extras else ""
+            out.append((PlannedPackage(d.name, f"{d.name}{extras}=={d.version}", d.version, True, d.why, None, None,
+                                       None, True), d.source, None))
         return out
 
     def as_pip_would(self, plan: Plan) -> tuple[dict[str, Installed], list[Hazard], list[Clash], list[Unjudged]]:
@@ -347,7 +352,7 @@ class Resolver:
             entries = [(n, v, "lock") for n, v in locked.get(step.name, {}).items()]
             explicit = {p.name: (p, src) for p, src, _ in self.step_packages(plan, step)}
             for p, src in explicit.values():
-                if src in ("local", "fallback"):
+                if src != "index":
                     entries.append((p.name, p.version or "", src))
             for name, version, src in entries:
                 p = explicit.get(name, (None, None))[0]

@@ -26,17 +26,33 @@ if TYPE_CHECKING:
 
 
 @dataclass(frozen=True)
+class DirectInstall:
+    """A distribution a step installs from outside the index and the lock (a git commit, a release asset),
+    always --no-deps. Its requirements are judged from ``metadata`` where the host could read it; without
+    it they are unchecked, never clean."""
+
+    name: str  # canonical (PEP 503)
+    version: str
+    source: str  # what Installed.source says: "git", "asset"
+    extras: tuple[str, ...] = ()
+    why: str | None = None
+    metadata: Any = None  # its METADATA (index.metadata.DistMetadata), or None
+    unread: str = ""  # why there is no metadata: the unchecked verdict's detail
+
+
+@dataclass(frozen=True)
 class Effect:
     """What one step does to the Python environment, as the resolver judges it."""
 
     installs: tuple[PlannedPackage, ...] = ()  # distributions it installs or replaces, with their flags and source
     removes: tuple[str, ...] = ()  # distributions it takes out
     outside: tuple[str, ...] = ()  # what it changes outside the Python environment, named for the report
+    direct: tuple[DirectInstall, ...] = ()  # what it installs from outside the index and the lock, --no-deps
 
     @property
     def empty(self) -> bool:
         """True when the Python environment is the same after the step as before it."""
-        return not (self.installs or self.removes)
+        return not (self.installs or self.removes or self.direct)
 
 
 class PartialView(Protocol):

@@ -12,6 +12,7 @@ _MODULES = (
     "wheels",  # index, local and fallback packages
     "apt",  # Debian packages, pinned
     "remove",  # distributions taken out of the base's environment
+    "git",  # one distribution built from a git repository at a full commit id
 )
 
 

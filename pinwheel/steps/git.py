@@ -1,0 +1,246 @@
+"""git steps: one distribution built from a git repository at a full commit id.
+
+The building block of kind `git`:
+- manifest: a GitStep: `package` (the exact pin the commit builds,
+  name[extras]==version), `url` (https, http, git or ssh), `rev` (a full
+  40-hex commit id: a branch or tag moves, so it is refused at its line with
+  how to pin it), and optionally `subdirectory` (where the project sits in the
+  checkout), `isolation` (false: build with `--no-build-isolation`, against
+  what the build environment holds), `builder` (the image the builder stage
+  starts from, when the base has no git; default: the variant's base) and
+  `editable` with `checkout` (the source tree stays in the image at that path,
+  installed `-e`). A distribution is built by one git step in the manifest;
+- plan: it names no index distribution (Step.packages is empty);
+- effect: it installs its package --no-deps (Effect.direct, source `git`).
+  The host does not fetch the commit, so its requirements are unchecked, never
+  clean;
+- lock: no slice and no lock entry: the commit is in the manifest, which the
+  image's identity hashes, and is never resolved again at build time;
+- partial: templates/steps/git.j2. A builder stage `git-<step>` fetches exactly
+  that commit (`git init`, `git fetch --depth 1 <url> <rev>`, `git checkout
+  FETCH_HEAD`), fails naming the expected and found commit unless `git
+  rev-parse HEAD` is the rev, and builds a wheel (`pip wheel --no-deps`); the
+  image installs that wheel `--no-deps` from a bind mount of the stage. An
+  editable step copies the checkout to its path and installs it `-e`;
+- invariant: after the last step, the package is installed at its version, or
+  the build fails naming the package, the commit, the expected and the found
+  version.
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, ClassVar, Sequence
+
+from packaging.utils import canonicalize_name
+
+from ..manifest.model import StepSpec, pinned_version
+from ..manifest.reader import StepReading
+from ..manifest.source import show
+from .base import DirectInstall, Effect, StepKind
+
+if TYPE_CHECKING:
+    from ..plan import Step
+
+_COMMIT = re.compile(r"^[0-9a-f]{40}$")
+_URL = re.compile(r"^(https?|git|ssh)://[A-Za-z0-9][A-Za-z0-9._~:@%+/-]*$")
+_SUBDIRECTORY = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]*(/[A-Za-z0-9_][A-Za-z0-9_.-]*)*$")
+_ABS_PATH = re.compile(r"^/[A-Za-z0-9_][A-Za-z0-9_./-]{0,200}$")
+_IMAGE_REF = re.compile(r"^[a-z0-9]+(?:[._/-][a-z0-9]+)*(?::[A-Za-z0-9_][A-Za-z0-9_.-]{0,127})?(?:@sha256:[0-9a-f]{64})?$")
+# Where the builder stage keeps the checkout and the wheel; the stage's layers never reach the image.
+SOURCE_DIR = "/tmp/pinwheel-git/src"
+WHEEL_DIR = "/tmp/pinwheel-git/wheel"
+
+
+@dataclass(frozen=True)
+class GitStep:
+    kind: ClassVar[str] = "git"
+
+    name: str
+    why: str
+    gate: str | None
+    package: str  # canonical name
+    version: str
+    extras: tuple[str, ...]
+    url: str
+    rev: str
+    subdirectory: str | None
+    isolation: bool
+    builder: str | None
+    editable: bool
+    checkout: str | None
+    line: int
+
+
+def rev_problem(rev: str) -> str | None:
+    """Why a rev is not a full commit id, or None when it is one."""
+    if _COMMIT.fullmatch(rev):
+        return None
+    if re.fullmatch(r"[0-9a-fA-F]{40}", rev):
+        return "a commit id is written in lowercase hex"
+    if re.fullmatch(r"[0-9a-f]{4,39}", rev):
+        return "an abbreviated commit id can become ambiguous; write all 40 hex digits"
+    return ("it names a branch or tag, which moves: a build would fetch whatever it points to then. "
+            "Pin the commit it points to now (`git ls-remote <url> <rev>` prints it)")
+
+
+@dataclass(frozen=True)
+class GitView:
+    """A git step as its partial reads it."""
+
+    step: Step
+    spec: GitStep
+
+    @property
+    def partial(self) -> str:
+        return KIND.partial
+
+    @property
+    def invariant(self) -> tuple[Any, ...]:
+        return KIND.invariant(self.step)
+
+    @property
+    def stage(self) -> str:
+        """The builder stage's name."""
+        return f"git-{self.step.name}"
+
+    @property
+    def stage_from(self) -> str:
+        return self.spec.builder or "${BASE}"
+
+    @property
+    def source_dir(self) -> str:
+        return SOURCE_DIR
+
+    @property
+    def wheel_dir(self) -> str:
+        return WHEEL_DIR
+
+    @property
+    def project_dir(self) -> str:
+        """The project inside the builder's checkout."""
+        return f"{SOURCE_DIR}/{self.spec.subdirectory}" if self.spec.subdirectory else SOURCE_DIR
+
+    @property
+    def editable_dir(self) -> str:
+        """The project inside the image's checkout (editable steps)."""
+        assert self.spec.checkout is not None
+        return f"{self.spec.checkout}/{self.spec.subdirectory}" if self.spec.subdirectory else self.spec.checkout
+
+    @property
+    def pin(self) -> str:
+        return f"{self.spec.package}=={self.spec.version}"
+
+    @property
+    def build_flags(self) -> str:
+        return "" if self.spec.isolation else " --no-build-isolation"
+
+    @property
+    def gate_off_message(self) -> str:
+        return f"pinwheel: {self.step.gate}=0: skipping git step {self.step.name}"
+
+    @property
+    def fetch_failed_message(self) -> str:
+        return f"pinwheel: ERROR: git step {self.step.name}: cannot fetch commit {self.spec.rev} from {self.spec.url}"
+
+    @property
+    def commit_mismatch_prefix(self) -> str:
+        return f"pinwheel: ERROR: git step {self.step.name}: {self.spec.url}: expected commit {self.spec.rev}, found"
+
+    @property
+    def wheel_count_message(self) -> str:
+        return f"pinwheel: ERROR: git step {self.step.name}: the build of commit {self.spec.rev} made not one wheel:"
+
+    @property
+    def version_mismatch_prefix(self) -> str:
+        return (f"pinwheel: ERROR: git step {self.step.name}: {self.spec.package} from commit {self.spec.rev}: "
+                f"expected {self.spec.version}, found")
+
+    def __getattr__(self, name: str):
+        return getattr(self.step, name)
+
+
+class Git(StepKind):
+    name = "git"
+    noun = "git step"
+
+    def read(self, node: Any, key: str, reading: StepReading) -> GitStep:
+        r = reading.reader
+        own = {"name", "why", "gate", "package", "url", "rev", "subdirectory", "isolation", "builder", "editable",
+               "checkout"}
+        m = r.mapping(node, key, own | reading.common_keys, {"name", "why", "package", "url", "rev"}).value
+        name = reading.name(m["name"], f"{key}.name")
+        gate = r.gate(m.get("gate"), f"{key}.gate", reading.gates)
+        req = r.requirement(m["package"], f"{key}.package")
+        package = canonicalize_name(req.name)
+        url = r.string(m["url"], f"{key}.url")
+        if not _URL.fullmatch(url):
+            raise r.fail(m["url"].line, f"{key}.url", f"{show(url)} is not a git URL this kind fetches "
+                                                      "(https://, http://, git:// or ssh://, no spaces or quotes)")
+        rev = r.string(m["rev"], f"{key}.rev")
+        problem = rev_problem(rev)
+        if problem:
+            raise r.fail(m["rev"].line, f"{key}.rev", f"{show(rev)} is not a full commit id (40 hex digits): {problem}")
+        subdirectory = None
+        if "subdirectory" in m:
+            subdirectory = r.string(m["subdirectory"], f"{key}.subdirectory")
+            if not _SUBDIRECTORY.fullmatch(subdirectory) or ".." in subdirectory.split("/"):
+                raise r.fail(m["subdirectory"].line, f"{key}.subdirectory",
+                             f"{show(subdirectory)} is not a relative path inside the checkout")
+        isolation = r.boolean(m["isolation"], f"{key}.isolation") if "isolation" in m else True
+        builder = (r.string(m["builder"], f"{key}.builder", _IMAGE_REF,
+                            "image reference (name:tag, optionally @sha256:<64 hex>)") if "builder" in m else None)
+        editable = r.boolean(m["editable"], f"{key}.editable") if "editable" in m else False
+        checkout = None
+        if "checkout" in m:
+            checkout = r.string(m["checkout"], f"{key}.checkout", _ABS_PATH, "absolute path")
+            if not editable:
+                raise r.fail(m["checkout"].line, f"{key}.checkout", "only with editable: true (a wheel install "
+                                                                    "keeps no checkout)")
+        if editable and checkout is None:
+            raise r.fail(node.line, f"{key}.checkout", "an editable install needs the path its checkout lives at")
+        claimed: dict[str, int] = reading.claimed(self.name)  # package -> the line that builds it
+        if package in claimed:
+            raise r.fail(m["package"].line, f"{key}.package",
+                         f"{package} is built by another git step (line {claimed[package]})")
+        claimed[package] = node.line
+        return GitStep(name, r.string(m["why"], f"{key}.why"), gate, package, pinned_version(req) or "",
+                       tuple(sorted(req.extras)), url, rev, subdirectory, isolation, builder, editable, checkout,
+                       node.line)
+
+    def check(self, entries: Sequence[tuple[str, StepSpec]], reading: StepReading) -> None:
+        """A package built from git is neither a shared pin nor in a wheel set: the index would offer another build."""
+        pins = {p.name: p for p in reading.shared_pins}
+        wheels: dict[str, tuple[str, int]] = reading.claims.get("wheels", {})  # package -> (its pin, its line)
+        for key, spec in entries:
+            assert isinstance(spec, GitStep)
+            if spec.package in wheels:
+                raise reading.reader.fail(spec.line, f"{key}.package",
+                                          f"{spec.package} is in a wheel set (line {wheels[spec.package][1]}) and "
+                                          "built from git here; keep one source")
+            if spec.package in pins:
+                raise reading.reader.fail(spec.line, f"{key}.package",
+                                          f"{spec.package} is a shared pin (line {pins[spec.package].line}) and built "
+                                          "from git here; keep one source")
+
+    def effect(self, step: Step) -> Effect:
+        """Its package, --no-deps, with requirements unchecked (the host does not fetch the commit)."""
+        spec = step.spec
+        assert isinstance(spec, GitStep)
+        if not step.active:
+            return Effect()
+        return Effect(direct=(DirectInstall(
+            spec.package, spec.version, "git", spec.extras, step.why, None,
+            f"built from commit {spec.rev} of {spec.url} in the build; its requirements are not read on the host"),))
+
+    def invariant(self, step: Step) -> tuple[GitStep, ...]:
+        """After the last step, its package must be installed at its version."""
+        assert isinstance(step.spec, GitStep)
+        return (step.spec,)
+
+    def view(self, step: Step) -> GitView:
+        assert isinstance(step.spec, GitStep)
+        return GitView(step, step.spec)
+
+
+KIND = Git()

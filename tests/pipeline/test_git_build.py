@@ -1,0 +1,193 @@
+"""git steps on the real engine: a pure-Python package installed at a commit, and a wrong commit the build refuses.
+
+A local repository holds the package pw-gitpkg in two commits; its branch
+points at the second. `git daemon` serves it on the Docker bridge address (a
+build step reaches the host there, as it reaches the test index). The step
+pins the first commit: the image holds that commit's code, not the branch's.
+The bootstrap base has no git, so the builder stage starts from an image made
+here from the base with Debian's git (the step's `builder`); the package is
+built there without isolation, with the base's own setuptools.
+"""
+from __future__ import annotations
+
+import json
+import re
+import socket
+import subprocess
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+
+from pinwheel.image.engine import Engine
+
+from engine_support import engine_unavailable
+from pipeline_support import Project, bridge_address
+
+pytestmark = pytest.mark.engine
+
+PACKAGE = "pw-gitpkg"
+PYPROJECT = """\
+[build-system]
+requires = ["setuptools>=61"]
+build-backend = "setuptools.build_meta"
+
+[project]
+name = "pw-gitpkg"
+version = "{version}"
+"""
+
+
+def git(repo: Path, *args: str) -> str:
+    env = {"GIT_AUTHOR_NAME": "pinwheel", "GIT_AUTHOR_EMAIL": "pinwheel@invalid", "GIT_COMMITTER_NAME": "pinwheel",
+           "GIT_COMMITTER_EMAIL": "pinwheel@invalid", "PATH": "/usr/bin:/bin", "HOME": str(repo)}
+    return subprocess.run(["git", "-C", str(repo), *args], check=True, capture_output=True, text=True,
+                          env=env).stdout.strip()
+
+
+def commit(repo: Path, version: str, mark: str) -> str:
+    (repo / "pyproject.toml").write_text(PYPROJECT.format(version=version))
+    (repo / "pw_gitpkg").mkdir(exist_ok=True)
+    (repo / "pw_gitpkg" / "__init__.py").write_text(f"MARK = {mark!r}\n")
+    git(repo, "add", "-A")
+    git(repo, "commit", "-q", "-m", f"pw-gitpkg {version}")
+    return git(repo, "rev-parse", "HEAD")
+
+
+def free_port(host: str) -> int:
+    with socket.socket() as s:
+        s.bind((host, 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def served_repo(engine: Engine, tmp_path_factory: pytest.TempPathFactory):
+    """(url, first commit, second commit): pw-gitpkg served by git daemon on the bridge address."""
+    root = tmp_path_factory.mktemp("git-served")
+    repo = root / "pw-gitpkg.git"
+    repo.mkdir()
+    git(repo, "init", "-q", "-b", "main")
+    first = commit(repo, "0.3.0", "first")
+    second = commit(repo, "0.4.0", "second")  # where the branch points: what a floating rev would get
+    git(repo, "config", "uploadpack.allowReachableSHA1InWant", "true")
+    host = bridge_address(engine)
+    port = free_port(host)
+    daemon = subprocess.Popen(["git", "daemon", "--reuseaddr", "--export-all", "--informative-errors",
+                               f"--base-path={root}", f"--listen={host}", f"--port={port}", str(root)],
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    url = f"git://{host}:{port}/pw-gitpkg.git"
+    try:
+        for _ in range(50):
+            probe = subprocess.run(["git", "ls-remote", url], capture_output=True, text=True)
+            if probe.returncode == 0:
+                break
+            time.sleep(0.1)
+        else:
+            engine_unavailable(f"git daemon on the bridge address {host} does not answer: {probe.stderr.strip()}")
+        yield url, first, second
+    finally:
+        daemon.terminate()
+        daemon.wait(timeout=10)
+
+
+@pytest.fixture(scope="module")
+def git_builder(engine: Engine, base_image: str, tmp_path_factory: pytest.TempPathFactory):
+    """The base with Debian's git: the builder stage's image."""
+    ref = f"pinwheel-test/git-builder-{uuid.uuid4().hex[:8]}:1"
+    ctx = tmp_path_factory.mktemp("git-builder")
+    (ctx / "Dockerfile").write_text(
+        f"FROM {base_image}\n"
+        "RUN apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends git "
+        "&& rm -rf /var/lib/apt/lists/*\n")
+    proc = subprocess.run(["docker", "build", "-q", "-t", ref, str(ctx)], capture_output=True, text=True)
+    if proc.returncode != 0:
+        engine_unavailable(f"cannot install git into {base_image} from its apt sources: {proc.stderr.strip()[-300:]}")
+    try:
+        yield ref
+    finally:
+        engine.remove(ref, force=True)
+
+
+def with_git_step(manifest: str, url: str, rev: str, builder: str) -> str:
+    """The project's manifest as a steps: list, with a git step after the wheel sets (less the --no-deps one,
+    whose dropped requirements have tests of their own)."""
+    manifest, dropped = re.subn(r"^  - name: nodeps\n.*?(?=^  - name: )", "", manifest, flags=re.M | re.S)
+    assert dropped == 1
+    steps = re.sub(r"^  - name: (\S+)\n", r"  - name: \1\n    kind: wheels\n", manifest, flags=re.M)
+    assert steps.count("wheel_sets:\n") == 1
+    steps = steps.replace("wheel_sets:\n", "steps:\n")
+    return steps.rstrip("\n") + (
+        "\n\n"
+        "  - name: src\n"
+        "    kind: git\n"
+        '    why: "a fix that is on no release yet"\n'
+        f'    package: "{PACKAGE}==0.3.0"\n'
+        f'    url: "{url}"\n'
+        f'    rev: "{rev}"\n'
+        "    isolation: false\n"
+        f'    builder: "{builder}"\n')
+
+
+def printed(log: str, text: str) -> bool:
+    """A line a build step printed ("#<step> <seconds> <text>"), not the step's command line."""
+    return bool(re.search(r"^#\d+ \d+\.\d+ " + re.escape(text) + "$", log, re.M))
+
+
+def test_a_git_commit_is_installed_and_a_wrong_one_fails_the_build_naming_it(project_factory, engine: Engine,
+                                                                            served_repo, git_builder: str):
+    url, first, second = served_repo
+    project: Project = project_factory("git")
+    original = project.manifest.read_text()
+
+    project.manifest.write_text(with_git_step(original, url, first, git_builder))
+    project.cli("render", check=True)
+    project.cli("lock", "--variant", "cu130", check=True)
+    dockerfile = (project.root / "images" / "tiny" / "Dockerfile").read_text()
+    assert f"FROM {git_builder} AS git-src" in dockerfile
+    assert "# ---- git step 4/4: src." in dockerfile
+    report = project.cli("report", "--variant", "cu130", "--json")
+    data = json.loads(report.stdout)
+    # never clean: the commit's requirements are not read on the host (the project has conflicts of its own)
+    assert report.returncode != 0 and not data["summary"]["clean"], report.output[-3000:]
+    assert data["summary"]["unchecked"] == 1, data["summary"]
+    edges = [e for e in data["edges"] if e["parent"] == PACKAGE]
+    assert [e["verdict"] for e in edges] == ["unchecked"], edges
+    assert {"name": PACKAGE, "version": "0.3.0", "source": "git"}.items() <= \
+        next(p for p in data["packages"] if p["name"] == PACKAGE).items()
+    built = project.cli("build", "--variant", "cu130", "--json", check=True)
+    image = json.loads(built.stdout)
+    try:
+        # the first commit's code and version, though the branch has moved on
+        found = engine.run(image["image_id"], ["python", "-c", "import importlib.metadata as m, pw_gitpkg; "
+                                                               "print(m.version('pw-gitpkg'), pw_gitpkg.MARK)"])
+        assert (found.returncode, found.stdout.strip()) == (0, "0.3.0 first"), found
+        # neither the builder's checkout nor its wheel reaches the image (only the empty mount point)
+        left = engine.run(image["image_id"], ["sh", "-c", "find /tmp/pinwheel-git -mindepth 1 2>/dev/null || true"])
+        assert left.stdout.split() in ([], ["/tmp/pinwheel-git/wheel"]), left.stdout
+
+        # a commit the repository does not hold: the build fails naming the commit and the URL
+        wrong = "0" * 40
+        project.manifest.write_text(with_git_step(original, url, wrong, git_builder))
+        project.cli("render", check=True)
+        failed = project.cli("build", "--variant", "cu130", "--json")
+        assert failed.returncode != 0, failed.output[-3000:]
+        assert printed(failed.stderr, f"pinwheel: ERROR: git step src: cannot fetch commit {wrong} from {url}"), \
+            failed.stderr[-3000:]
+        assert not failed.stdout.strip(), failed.stdout
+    finally:
+        for tag in image["tags"]:
+            engine.remove(tag, force=True)
+        engine.remove(image["image_id"], force=True)
+
+
+def test_a_branch_rev_is_refused_at_its_line(project_factory, served_repo, git_builder: str):
+    url, _, _ = served_repo
+    project: Project = project_factory("git-branch")
+    project.manifest.write_text(with_git_step(project.manifest.read_text(), url, "main", git_builder))
+    refused = project.cli("render")
+    assert refused.returncode != 0
+    line = next(i for i, text in enumerate(project.manifest.read_text().splitlines(), 1) if "rev:" in text)
+    assert f"wheels_manifest.yaml:{line}: steps[3].rev: 'main' is not a full commit id" in refused.stderr, \
+        refused.stderr
+    assert "git ls-remote" in refused.stderr
