@@ -11,7 +11,7 @@ IMAGE ?=
 PYTEST_ARGS ?=
 PUBLISH_ARGS ?=
 
-.PHONY: help deps engine registry tools render check-render report lock image smoke publish bump base e2e test bench clean
+.PHONY: help deps engine qemu registry tools render check-render report lock image smoke publish bump base e2e test bench clean
 
 help:
 	@echo "make image CUDA=13     build the CUDA 13 image (installs the engine if needed)"
@@ -32,6 +32,10 @@ deps: $(VENV)/.deps
 
 engine:
 	scripts/engine-up
+
+# linux/arm64 builds on an x86_64 host: qemu-aarch64 registered with binfmt_misc
+qemu:
+	scripts/qemu-up
 
 registry:
 	scripts/registry-up
@@ -69,7 +73,7 @@ bump: deps
 e2e: deps engine registry tools
 	$(PY) -m pytest -m e2e tests/e2e $(PYTEST_ARGS)
 
-test: deps engine registry tools
+test: deps engine qemu registry tools
 	$(PY) -m pytest $(PYTEST_ARGS)
 
 bench: deps engine

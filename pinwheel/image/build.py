@@ -67,7 +67,8 @@ def tags_for(plan: Plan, lock_sha256: str, today: dt.date | None = None) -> tupl
     dated = v.tag.format(date=today.strftime("%Y%m%d"), variant=v.name, cuda=v.cuda.replace(".", ""),
                          torch=v.torch.replace(".", ""), python=v.python.replace(".", ""))
     inputs = hashlib.sha256(f"{plan.manifest_sha256}\n{lock_sha256}".encode()).hexdigest()[:12]
-    return f"{plan.repository}:{dated}", f"{plan.repository}:{v.name}-{inputs}"
+    arch = f"-{plan.platform_arch}" if plan.platform_arch else ""  # another platform's image: its own tags
+    return f"{plan.repository}:{dated}{arch}", f"{plan.repository}:{v.name}-{inputs}{arch}"
 
 
 def source_date(root: Path) -> dt.datetime:
@@ -234,5 +235,6 @@ def build_image(plans: list[Plan], plan: Plan, root: Path, engine: Engine, targe
             context, context / "Dockerfile", tags=list(tags + extra_tags), labels=labels,
             build_args={"BASE": base, **plan.build_args}, secrets=secrets,
             target=target, progress=progress,
+            platform=plan.container_platform if plan.variant.platforms else None,
         )
     return BuiltImage(image_id, tags + extra_tags, labels, plan.variant.name)

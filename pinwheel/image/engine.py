@@ -184,8 +184,13 @@ class Engine:
         target: str | None = None,
         progress: bool = False,
         cache: bool = True,
+        platform: str | None = None,
     ) -> str:
         """Build with buildx into the local image store; return the image id.
+
+        ``platform`` (linux/arm64) builds for that container platform; one that
+        is not the host's runs its RUN steps through QEMU (scripts/qemu-up).
+        None: the engine's own platform.
 
         ``secrets`` maps a BuildKit secret id to a host file (used with
         ``RUN --mount=type=secret,id=...``); secrets never land in a layer.
@@ -211,6 +216,7 @@ class Engine:
                     build_args=dict(build_args or {}),
                     secrets=secret_specs,
                     target=target,
+                    platforms=[platform] if platform else None,
                     load=True,
                     cache=cache,
                     progress="plain",
@@ -238,6 +244,11 @@ class Engine:
     # -- images ----------------------------------------------------------------
     def image_exists(self, ref: str) -> bool:
         return bool(self.docker.image.exists(ref))
+
+    def platform(self, ref: str) -> str:
+        """The container platform of a local image: linux/amd64, linux/arm64."""
+        image = self.docker.image.inspect(ref)
+        return f"{image.os}/{image.architecture}"
 
     def image_id(self, ref: str) -> str:
         return str(self.docker.image.inspect(ref).id)
@@ -369,6 +380,7 @@ class Engine:
         workdir: str | None = None,
         entrypoint: str | None = None,
         network: str | None = None,
+        platform: str | None = None,
     ) -> RunResult:
         """Run ``command`` in a fresh container, wait, and return its exit code and output.
 
@@ -383,6 +395,7 @@ class Engine:
             workdir=workdir,
             entrypoint=entrypoint,
             networks=[network] if network else [],
+            platform=platform,
         )
         try:
             self.docker.container.start(container)
