@@ -15,166 +15,33 @@ import sys
 from pathlib import Path
 from typing import Sequence
 
-from rich.console import Console
 from rich.markup import escape
 
 from . import manifest as manifest_mod
-from .adopt import adopt
-from .adopt import to_yaml as adopted_yaml
+from .commands.common import (
+    EXIT_BAD_INPUT, EXIT_OK, EXIT_PROBLEM, EXIT_UNCHECKED, UsageError, add_deadline_arg, add_platform_arg,
+    add_variant_args, engine_or_fail, err, index_client, inventory_engine, lock_state, out, plans_for,
+    require_fresh_inventory, require_fresh_lock, select_plan, select_platform_plans, select_variant,
+)
+from .commands.forensics import add_forensics_parsers
 from .image.base import BaseImageError, ensure_base, is_bootstrap, suite_for_python
+from .image.assets import AssetError, add as add_asset
 from .image.build import BuildError, BuildInputs, build_image, check_local_wheels, tags_for
-from .image.engine import BuildFailed, Engine, EngineError
 from .distributions import InventoryError
-from .image.inventory import check_inventory, history, read_image, save_and, write_inventory
+from .image.engine import BuildFailed, Engine, EngineError
+from .image.inventory import check_inventory, read_image, write_inventory
 from .image.publish import PublishRefused, PushPrinter, declared_smoke, floating_base, parse_allowances, publish
 from .image.smoke import record, run_smoke
-from .index import DEFAULT_DEADLINE, IndexClient, IndexClientError, metadata_source
-from .lock import (DEFAULT_ENGINE, LockError, LockUnavailable, check_lock, lock_installs, lock_sha256, lock_variant,
-                   locked_versions)
+from .index import IndexClientError
+from .lock import DEFAULT_ENGINE, LockError, LockUnavailable, check_lock, lock_installs, lock_sha256, lock_variant
 from .manifest import Manifest, ManifestError
-from .plan import LockState, Plan, plan_platforms, plan_variant
+from .plan import LockState, Plan, plan_variant
 from .render import render_dockerfiles
 from .reports.bump import PAGE_MAX_AGE, BumpInputError, bump, print_bump
-from .reports.audit import audit, print_audit, print_replay
-from .reports.inspect import Side, diff, inspect_archive, print_diff, print_inspection, side_of_image
-from .reports.inspect import to_json as inspection_json
 from .reports.report import print_report, to_json, torch_abi
-from .image.inventory import pinned_digest
-from .resolve import ResolveError, memoized, reads_base, resolve, resolve_memoized, wheels_state, with_inventory
-from .workspace import LockFiles, Workspace
+from .resolve import ResolveError, memoized, resolve_memoized, wheels_state, with_inventory
+from .workspace import Workspace
 
-EXIT_OK, EXIT_PROBLEM, EXIT_BAD_INPUT, EXIT_UNCHECKED = 0, 1, 2, 3
-
-
-class UsageError(Exception):
-    """Bad arguments or environment the user must fix; exit 2."""
-
-
-# Without a terminal (CI logs, pipes) nothing is wrapped or cut: tables take the width they need.
-UNBOUNDED_WIDTH = 100_000
-
-
-def _console(stream) -> Console:
-    width = None if stream.isatty() else UNBOUNDED_WIDTH
-    # emoji off: a manifest key like ":thumbs_up:" must print as written
-    return Console(file=stream, highlight=False, soft_wrap=True, width=width, emoji=False)
-
-
-def out() -> Console:
-    return _console(sys.stdout)
-
-
-def err() -> Console:
-    return _console(sys.stderr)
-
-
-# ------------------------------------------------------------------ plans
-
-
-def plans_for(m: Manifest, variant: str | None) -> list[Plan]:
-    names = [variant] if variant else list(m.variants)
-    return [plan_variant(m, n) for n in names]
-
-
-def select_variant(m: Manifest, args: argparse.Namespace) -> str:
-    """--variant NAME, or --cuda MAJOR (the variant whose CUDA major matches), or the first."""
-    if getattr(args, "variant", None):
-        if args.variant not in m.variants:
-            raise UsageError(f"--variant {args.variant}: no such variant in {m.path.name} "
-                             f"(variants: {', '.join(m.variants)})")
-        return args.variant
-    cuda = getattr(args, "cuda", None)
-    if cuda:
-        try:
-            major = int(str(cuda).split(".")[0])
-        except ValueError:
-            raise UsageError(f"--cuda {cuda!r}: expected a CUDA major version like 13") from None
-        hits = [v.name for v in m.variants.values() if v.cuda_major == major]
-        if len(hits) != 1:
-            known = ", ".join(f"{v.name} (CUDA {v.cuda})" for v in m.variants.values())
-            raise UsageError(f"--cuda {cuda}: {'no' if not hits else 'more than one'} variant matches; variants: {known}")
-        return hits[0]
-    return next(iter(m.variants))
-
-
-def add_platform_arg(p: argparse.ArgumentParser, every: bool = False) -> None:
-    p.add_argument("--platform", metavar="OS/ARCH",
-                   help="one of the variant's platforms, e.g. linux/arm64 (default: "
-                        + ("every platform it lists)" if every else "its own platform's tag)"))
-
-
-def select_plan(m: Manifest, args: argparse.Namespace) -> Plan:
-    """The Plan of the selected variant for --platform (default: the variant's own platform)."""
-    name = select_variant(m, args)
-    platform = getattr(args, "platform", None)
-    variant = m.variant(name)
-    if platform and platform not in variant.container_platforms:
-        raise UsageError(f"--platform {platform}: variant {name} is built for "
-                         f"{', '.join(variant.container_platforms)} (its platforms: key)")
-    return plan_variant(m, name, platform=platform)
-
-
-def select_platform_plans(m: Manifest, args: argparse.Namespace) -> list[Plan]:
-    """Each selected variant's Plans: the --platform one, else one per platform it lists."""
-    if getattr(args, "platform", None):
-        names = select_variants(m, args)
-        missing = [n for n in names if args.platform not in m.variant(n).container_platforms]
-        if missing:
-            raise UsageError(f"--platform {args.platform}: not a platform of {', '.join(missing)}")
-        return [plan_variant(m, n, platform=args.platform) for n in names]
-    return [p for n in select_variants(m, args) for p in plan_platforms(m, n)]
-
-
-def add_deadline_arg(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--index-deadline", type=float, metavar="SECONDS", default=None,
-                   help=f"stop retrying an index that keeps failing after this long (default {DEFAULT_DEADLINE:g})")
-
-
-def add_variant_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--variant", help="variant name from the manifest (e.g. cu130)")
-    p.add_argument("--cuda", help="pick the variant by CUDA major version (e.g. 13)")
-
-
-def index_client(args: argparse.Namespace, m: Manifest, plan: Plan | None = None):
-    """Where metadata comes from: pip's index, and torch from the variant's extra index where it names one."""
-    client = IndexClient(index_url=getattr(args, "index_url", None), cache_dir=Workspace.of(m).index_cache,
-                         offline=getattr(args, "offline", False),
-                         deadline=getattr(args, "index_deadline", None) or DEFAULT_DEADLINE,
-                         refresh=getattr(args, "refresh", False))
-    return client if plan is None else metadata_source(plan, client)
-
-
-def lock_state(plan: Plan, root: Path):
-    """The committed lock against the manifest, compared before anything else reads the lock."""
-    check = check_lock(plan, root)
-    return LockState(check.status, check.detail)
-
-
-def inventory_engine(plan: Plan):
-    """The engine that tells an unpinned base's identity, where one answers; None for a pinned base."""
-    if not reads_base(plan) or pinned_digest(plan.variant.base) or not plan.variant.base:
-        return None
-    engine = Engine()
-    return None if engine.unavailable_reason() else engine
-
-
-def require_fresh_inventory(plan: Plan, root: Path) -> Plan:
-    """build, lock, bump and publish never act on a missing or stale base inventory; the Plan with it."""
-    plan = with_inventory(plan, root, inventory_engine(plan))
-    state = plan.inventory_state
-    if state is not None and state.status != "ok":
-        raise UsageError(f"the base inventory of variant {plan.variant.name} is {state.status} ({state.detail}): "
-                         f"run `build.py base inventory --variant {plan.variant.name}` and commit it")
-    return plan
-
-
-def require_fresh_lock(plan: Plan, root: Path) -> None:
-    """build, bump and publish never act on a stale lock (nor on a stale base inventory)."""
-    plan = require_fresh_inventory(plan, root)
-    state = lock_state(plan, root)
-    if state.status == "stale":
-        raise UsageError(f"the lock of variant {plan.variant.name} is stale ({state.detail}): "
-                         f"run `make lock` (build.py lock --variant {plan.variant.name})")
 
 
 def cmd_report(args: argparse.Namespace) -> int:
@@ -241,14 +108,6 @@ def cmd_render(args: argparse.Namespace) -> int:
         target.write_text(text)
         out().print(f"wrote {ws.relative(target)}")
     return EXIT_OK
-
-
-def engine_or_fail():
-    engine = Engine()
-    reason = engine.unavailable_reason()
-    if reason:
-        raise UsageError(f"no Docker engine with buildx: {reason}. Run `scripts/engine-up` (or `make engine`).")
-    return engine
 
 
 def ensure_variant_base(plan: Plan, ws: Workspace, engine, progress: bool = True) -> None:
@@ -419,104 +278,6 @@ def cmd_publish(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def cmd_inspect(args: argparse.Namespace) -> int:
-    engine = engine_or_fail()
-    if not engine.image_exists(args.image):
-        raise UsageError(f"image {args.image} is not in the engine")
-    try:
-        ins = save_and(engine, args.image, None,
-                       lambda archive: inspect_archive(archive, args.image, engine.image_id(args.image)))
-    except InventoryError as exc:
-        raise UsageError(str(exc)) from None
-    if args.json:
-        sys.stdout.write(json.dumps(inspection_json(ins), indent=2) + "\n")
-    else:
-        print_inspection(ins, out(), verbose=args.verbose)
-    return EXIT_OK
-
-
-def diff_side(engine: Engine | None, ref: str, m: Manifest | None):
-    """An image in the engine, or a lock directory (images/<image>/lock/<variant>) of the manifest."""
-    path = Path(ref)
-    if path.is_dir() and (path / LockFiles.REQUIREMENTS).exists():
-        if m is None:
-            raise UsageError(f"{ref} is a lock directory: diffing a lock needs the manifest it was made from")
-        plan = plan_variant(m, path.name) if path.name in m.variants else None
-        if plan is None:
-            raise UsageError(f"{ref}: {path.name} is not a variant of {m.path.name}")
-        versions = locked_versions(plan, path)
-        return Side(f"lock {ref}", dict(versions), {}, {})
-    if engine is None:
-        engine = engine_or_fail()
-    if not engine.image_exists(ref):
-        raise UsageError(f"{ref} is neither an image in the engine nor a lock directory")
-    return side_of_image(ref, save_and(engine, ref, None, history).final)
-
-
-def cmd_diff(args: argparse.Namespace) -> int:
-    m = manifest_mod.load(args.manifest) if Path(args.manifest).exists() else None
-    engine = None if all(Path(r).is_dir() for r in (args.a, args.b)) else engine_or_fail()
-    try:
-        data = diff(diff_side(engine, args.a, m), diff_side(engine, args.b, m))
-    except InventoryError as exc:
-        raise UsageError(str(exc)) from None
-    if args.json:
-        sys.stdout.write(json.dumps(data, indent=2) + "\n")
-    else:
-        print_diff(data, out())
-    return EXIT_OK
-
-
-def cmd_audit(args: argparse.Namespace) -> int:
-    if not args.dockerfile.is_file():
-        raise UsageError(f"{args.dockerfile}: not a file")
-    try:
-        result = audit(args.dockerfile)
-    except ValueError as exc:
-        raise UsageError(str(exc)) from None
-    replay = replay_audit(args) if args.replay else None
-    if args.json:
-        sys.stdout.write(json.dumps({**result.to_json(), "replay": replay}, indent=2) + "\n")
-    else:
-        print_audit(result, out())
-        if replay is not None:
-            print_replay(replay, out())
-    return EXIT_PROBLEM if result.errors or (replay and replay["hazards"]) else EXIT_OK
-
-
-def replay_audit(args: argparse.Namespace) -> dict:
-    """The file's pinned pip installs, in order, as plain pip would run them: hazards and suppressed edges."""
-    adopted = adopt(args.dockerfile)
-    m = manifest_mod.parse(adopted_yaml(adopted, args.dockerfile), args.dockerfile.with_name("(imported).yaml"))
-    plan = plan_variant(m, "main")
-    client = IndexClient(index_url=args.index_url, cache_dir=Workspace(Path.cwd(), "audit").index_cache,
-                         offline=args.offline)
-    try:
-        resolved = resolve(plan, metadata_source(plan, client))
-    except (ResolveError, IndexClientError) as exc:
-        return {"error": str(exc), "hazards": [], "suppressed": [], "clashes": []}
-    return {"hazards": [dataclasses.asdict(h) for h in resolved.hazards],
-            "suppressed": [dataclasses.asdict(e) for e in resolved.edges if e.verdict == "suppressed"],
-            "clashes": [dataclasses.asdict(c) for c in resolved.clashes],
-            "unchecked": sum(1 for e in resolved.edges if e.verdict == "unchecked") + len(resolved.unjudged),
-            "not_expressed": adopted.not_expressed}
-
-
-def cmd_import(args: argparse.Namespace) -> int:
-    if not args.dockerfile.is_file():
-        raise UsageError(f"{args.dockerfile}: not a file")
-    if args.output.exists() and not args.force:
-        raise UsageError(f"{args.output} exists; pass --force to replace it")
-    adopted = adopt(args.dockerfile)
-    args.output.write_text(adopted_yaml(adopted, args.dockerfile))
-    sets = adopted.manifest["wheel_sets"]
-    out().print(f"wrote {args.output}: {len(sets)} wheel sets, "
-                f"{sum(len(s['packages']) for s in sets)} packages; fill in the TODOs")
-    for line in adopted.not_expressed:
-        err().print(f"  not expressed: {escape(line)}")
-    return EXIT_OK
-
-
 def cmd_bump(args: argparse.Namespace) -> int:
     m = manifest_mod.load(args.manifest)
     variant = select_variant(m, args)
@@ -538,11 +299,14 @@ def cmd_bump(args: argparse.Namespace) -> int:
     return EXIT_PROBLEM if report.blocked else EXIT_OK
 
 
-def select_variants(m: Manifest, args: argparse.Namespace) -> list[str]:
-    """--variant NAME or --cuda MAJOR select one variant (see select_variant); neither: all of them."""
-    if getattr(args, "variant", None) or getattr(args, "cuda", None):
-        return [select_variant(m, args)]
-    return list(m.variants)
+def cmd_asset(args: argparse.Namespace) -> int:
+    """`asset add URL`: download a release wheel into the asset cache and print its manifest entry."""
+    try:
+        entry = add_asset(args.url, Workspace(Path(args.manifest).parent, "").asset_cache)
+    except AssetError as exc:
+        raise UsageError(str(exc)) from None
+    sys.stdout.write(entry)
+    return EXIT_OK
 
 
 def cmd_lock(args: argparse.Namespace) -> int:
@@ -726,50 +490,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_deadline_arg(bp)
     bp.set_defaults(func=cmd_bump)
 
-    ins = sub.add_parser(
-        "inspect", help="what any local image holds, layer by layer (without running it)",
-        description=("Read an image's layers through the engine and list, per layer, the Python distributions it\n"
-                     "adds, replaces (old → new) and removes; the bytes a later layer shadows (shipped twice);\n"
-                     "libraries for another CUDA major; and every requirement judged on the installed set.\n"
-                     "Works on images pinwheel did not build. JSON schema pinwheel.inspect/1."),
-        formatter_class=argparse.RawDescriptionHelpFormatter)
-    ins.add_argument("image", help="image reference in the local engine")
-    ins.add_argument("--json", action="store_true")
-    ins.add_argument("--verbose", "-v", action="store_true", help="list every added distribution too")
-    ins.set_defaults(func=cmd_inspect)
-
-    df = sub.add_parser("diff", help="what changed between two images, two locks, or an image and a lock",
-                        description="Packages added, removed and changed between A and B, with versions, sizes and "
-                                    "the layer of B each change is in. A and B are images in the local engine or "
-                                    "lock directories (images/<image>/lock/<variant>). JSON schema pinwheel.diff/1.")
-    df.add_argument("a")
-    df.add_argument("b")
-    df.add_argument("--json", action="store_true")
-    df.set_defaults(func=cmd_diff)
-
-    au = sub.add_parser("audit", help="audit a hand-written Dockerfile: pip installs and the patterns that break images",
-                        description="Read a Dockerfile with BuildKit's own parser; list every pip install per RUN "
-                                    "with its flags; flag unguarded wheel globs, unpinned names and ranges, git "
-                                    "URLs without a commit, --force-reinstall, loops over patches or checks without "
-                                    "a failure path, `|| true` after a check, build args that can leave a commit "
-                                    "empty, and secrets passed as build args. Exit 1 on any error-level finding. "
-                                    "JSON schema pinwheel.audit/1.")
-    au.add_argument("dockerfile", type=Path)
-    au.add_argument("--json", action="store_true")
-    au.add_argument("--replay", action="store_true",
-                    help="replay its pinned pip installs with the resolver, in order (reads the index)")
-    au.add_argument("--offline", action="store_true", help="with --replay: cached index metadata only")
-    au.add_argument("--index-url", help="with --replay: index to read metadata from (default: pip's configuration)")
-    au.set_defaults(func=cmd_audit)
-
-    im = sub.add_parser("import", help="start a wheels_manifest.yaml from a hand-written Dockerfile",
-                        description="One wheel set per pip RUN, local wheels with the policy their guard implies, "
-                                    "--no-deps flags and gates from `if [ \"${ARG}\" = \"1\" ]` blocks. Every why "
-                                    "is left as a TODO; what it cannot express is listed, not dropped.")
-    im.add_argument("dockerfile", type=Path)
-    im.add_argument("--output", "-o", type=Path, default=Path("wheels_manifest.yaml"))
-    im.add_argument("--force", action="store_true", help="replace an existing output file")
-    im.set_defaults(func=cmd_import)
+    add_forensics_parsers(sub)
 
     lk = sub.add_parser(
         "lock", help="write hashed locks per variant",
@@ -786,6 +507,12 @@ def build_parser() -> argparse.ArgumentParser:
     lk.add_argument("--check", action="store_true", help="exit 1 naming the variants whose lock is stale (no network)")
     lk.add_argument("--upgrade", action="store_true", help="re-resolve from scratch instead of keeping earlier pins")
     lk.set_defaults(func=cmd_lock)
+
+    asset = sub.add_parser("asset", help="release assets: `asset add URL` prints a manifest entry, sha256 filled in")
+    asset_sub = asset.add_subparsers(dest="asset_command", required=True)
+    asset_add = asset_sub.add_parser("add", help="download URL (a wheel) into the asset cache and print its entry")
+    asset_add.add_argument("url", help="the wheel's URL (https:// or http://)")
+    asset_add.set_defaults(func=cmd_asset)
     return p
 
 

@@ -1,0 +1,1 @@
+"""The command line's commands, by room; pinwheel.cli parses and dispatches."""

@@ -1,0 +1,168 @@
+"""What every command shares: exit codes, consoles, variant and platform selection, the index
+client, and the checks that run before anything reads a lock or an inventory."""
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from rich.console import Console
+
+from ..image.engine import Engine
+from ..index import DEFAULT_DEADLINE, IndexClient, metadata_source
+from ..lock import check_lock
+from ..manifest import Manifest
+from ..plan import LockState, Plan, plan_platforms, plan_variant
+from ..image.inventory import pinned_digest
+from ..resolve import reads_base, with_inventory
+from ..workspace import Workspace
+
+
+EXIT_OK, EXIT_PROBLEM, EXIT_BAD_INPUT, EXIT_UNCHECKED = 0, 1, 2, 3
+
+
+class UsageError(Exception):
+    """Bad arguments or environment the user must fix; exit 2."""
+
+
+# Without a terminal (CI logs, pipes) nothing is wrapped or cut: tables take the width they need.
+UNBOUNDED_WIDTH = 100_000
+
+
+def _console(stream) -> Console:
+    width = None if stream.isatty() else UNBOUNDED_WIDTH
+    # emoji off: a manifest key like ":thumbs_up:" must print as written
+    return Console(file=stream, highlight=False, soft_wrap=True, width=width, emoji=False)
+
+
+def out() -> Console:
+    return _console(sys.stdout)
+
+
+def err() -> Console:
+    return _console(sys.stderr)
+
+
+# ------------------------------------------------------------------ plans
+
+
+def plans_for(m: Manifest, variant: str | None) -> list[Plan]:
+    names = [variant] if variant else list(m.variants)
+    return [plan_variant(m, n) for n in names]
+
+
+def select_variant(m: Manifest, args: argparse.Namespace) -> str:
+    """--variant NAME, or --cuda MAJOR (the variant whose CUDA major matches), or the first."""
+    if getattr(args, "variant", None):
+        if args.variant not in m.variants:
+            raise UsageError(f"--variant {args.variant}: no such variant in {m.path.name} "
+                             f"(variants: {', '.join(m.variants)})")
+        return args.variant
+    cuda = getattr(args, "cuda", None)
+    if cuda:
+        try:
+            major = int(str(cuda).split(".")[0])
+        except ValueError:
+            raise UsageError(f"--cuda {cuda!r}: expected a CUDA major version like 13") from None
+        hits = [v.name for v in m.variants.values() if v.cuda_major == major]
+        if len(hits) != 1:
+            known = ", ".join(f"{v.name} (CUDA {v.cuda})" for v in m.variants.values())
+            raise UsageError(f"--cuda {cuda}: {'no' if not hits else 'more than one'} variant matches; variants: {known}")
+        return hits[0]
+    return next(iter(m.variants))
+
+
+def add_platform_arg(p: argparse.ArgumentParser, every: bool = False) -> None:
+    p.add_argument("--platform", metavar="OS/ARCH",
+                   help="one of the variant's platforms, e.g. linux/arm64 (default: "
+                        + ("every platform it lists)" if every else "its own platform's tag)"))
+
+
+def select_plan(m: Manifest, args: argparse.Namespace) -> Plan:
+    """The Plan of the selected variant for --platform (default: the variant's own platform)."""
+    name = select_variant(m, args)
+    platform = getattr(args, "platform", None)
+    variant = m.variant(name)
+    if platform and platform not in variant.container_platforms:
+        raise UsageError(f"--platform {platform}: variant {name} is built for "
+                         f"{', '.join(variant.container_platforms)} (its platforms: key)")
+    return plan_variant(m, name, platform=platform)
+
+
+def select_platform_plans(m: Manifest, args: argparse.Namespace) -> list[Plan]:
+    """Each selected variant's Plans: the --platform one, else one per platform it lists."""
+    if getattr(args, "platform", None):
+        names = select_variants(m, args)
+        missing = [n for n in names if args.platform not in m.variant(n).container_platforms]
+        if missing:
+            raise UsageError(f"--platform {args.platform}: not a platform of {', '.join(missing)}")
+        return [plan_variant(m, n, platform=args.platform) for n in names]
+    return [p for n in select_variants(m, args) for p in plan_platforms(m, n)]
+
+
+def add_deadline_arg(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--index-deadline", type=float, metavar="SECONDS", default=None,
+                   help=f"stop retrying an index that keeps failing after this long (default {DEFAULT_DEADLINE:g})")
+
+
+def add_variant_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--variant", help="variant name from the manifest (e.g. cu130)")
+    p.add_argument("--cuda", help="pick the variant by CUDA major version (e.g. 13)")
+
+
+def index_client(args: argparse.Namespace, m: Manifest, plan: Plan | None = None):
+    """Where metadata comes from: pip's index, and torch from the variant's extra index where it names one."""
+    client = IndexClient(index_url=getattr(args, "index_url", None), cache_dir=Workspace.of(m).index_cache,
+                         offline=getattr(args, "offline", False),
+                         deadline=getattr(args, "index_deadline", None) or DEFAULT_DEADLINE,
+                         refresh=getattr(args, "refresh", False))
+    return client if plan is None else metadata_source(plan, client)
+
+
+def lock_state(plan: Plan, root: Path):
+    """The committed lock against the manifest, compared before anything else reads the lock."""
+    check = check_lock(plan, root)
+    return LockState(check.status, check.detail)
+
+
+def inventory_engine(plan: Plan):
+    """The engine that tells an unpinned base's identity, where one answers; None for a pinned base."""
+    if not reads_base(plan) or pinned_digest(plan.variant.base) or not plan.variant.base:
+        return None
+    engine = Engine()
+    return None if engine.unavailable_reason() else engine
+
+
+def require_fresh_inventory(plan: Plan, root: Path) -> Plan:
+    """build, lock, bump and publish never act on a missing or stale base inventory; the Plan with it."""
+    plan = with_inventory(plan, root, inventory_engine(plan))
+    state = plan.inventory_state
+    if state is not None and state.status != "ok":
+        raise UsageError(f"the base inventory of variant {plan.variant.name} is {state.status} ({state.detail}): "
+                         f"run `build.py base inventory --variant {plan.variant.name}` and commit it")
+    return plan
+
+
+def require_fresh_lock(plan: Plan, root: Path) -> None:
+    """build, bump and publish never act on a stale lock (nor on a stale base inventory)."""
+    plan = require_fresh_inventory(plan, root)
+    state = lock_state(plan, root)
+    if state.status == "stale":
+        raise UsageError(f"the lock of variant {plan.variant.name} is stale ({state.detail}): "
+                         f"run `make lock` (build.py lock --variant {plan.variant.name})")
+
+
+
+def engine_or_fail():
+    engine = Engine()
+    reason = engine.unavailable_reason()
+    if reason:
+        raise UsageError(f"no Docker engine with buildx: {reason}. Run `scripts/engine-up` (or `make engine`).")
+    return engine
+
+
+def select_variants(m: Manifest, args: argparse.Namespace) -> list[str]:
+    """--variant NAME or --cuda MAJOR select one variant (see select_variant); neither: all of them."""
+    if getattr(args, "variant", None) or getattr(args, "cuda", None):
+        return [select_variant(m, args)]
+    return list(m.variants)
