@@ -316,6 +316,31 @@ class Engine:
             layers.append(PushedLayer(diff_id, states.get(short, "exists"), size))
         return PushResult(ref, digest, tuple(layers), "registry" if blob_sizes is not None else "progress")
 
+    def push_index(self, ref: str, images: Sequence[str]) -> str:
+        """Push one multi-platform index (manifest list) as ``ref``, made of ``images`` (each already pushed
+        to the same registry, one per platform, as their platform says); return its digest.
+
+        Uses ``docker manifest create/push`` (the engine's BuildKit v0.8 has no imagetools that can read
+        a plain-HTTP registry). ``--insecure`` lets it talk to a loopback registry without TLS.
+        """
+        if not images:
+            raise EngineError(f"index {ref}: no images to put in it")
+        create = [*self._client_call, "manifest", "create", "--amend", "--insecure", ref, *images]
+        push = [*self._client_call, "manifest", "push", "--insecure", "--purge", ref]
+        for command in (create, push):
+            try:
+                proc = subprocess.run(command, capture_output=True, text=True, timeout=600)
+            except (OSError, subprocess.SubprocessError) as exc:
+                raise EngineError(f"index {ref}: {' '.join(command[-4:])}: {exc}") from None
+            if proc.returncode != 0:
+                message = (proc.stderr.strip() or proc.stdout.strip()).splitlines()[-1:] or [f"exit {proc.returncode}"]
+                raise EngineError(f"index {ref}: docker manifest {command[len(self._client_call) + 1]} failed: "
+                                  f"{message[0]}")
+        digest = proc.stdout.strip().splitlines()[-1] if proc.stdout.strip() else ""
+        if not re.fullmatch(r"sha256:[0-9a-f]{64}", digest):
+            raise EngineError(f"index {ref}: docker manifest push reported no digest ({digest!r})")
+        return digest
+
     def _run_push(self, ref: str, seen: Callable[[PushEvent], None]) -> tuple[int, list[str]]:
         """Run ``docker image push``; feed parsed layer events to ``seen``; return (exit code, other lines)."""
         command = [*self._client_call, "image", "push", ref]

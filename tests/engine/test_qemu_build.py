@@ -1,4 +1,5 @@
-"""A linux/arm64 image built and run on the real engine through QEMU (scripts/qemu-up).
+"""A linux/arm64 image built and run on the real engine through QEMU (scripts/qemu-up), and one
+multi-platform index (amd64 + arm64) pushed to the loopback registry and read back.
 
 The image is tiny: Debian's busybox-static for arm64, fetched with a separate
 apt state from the host's own Debian archive, copied onto scratch. Nothing is
@@ -6,10 +7,11 @@ pulled from a registry.
 """
 from __future__ import annotations
 
-import os
+import json
 import shutil
 import subprocess
 import time
+import urllib.request
 import uuid
 from pathlib import Path
 
@@ -40,9 +42,9 @@ def qemu_ready() -> None:
             pytest.skip(f"no QEMU for arm64 here: {proc.stderr.strip()[-300:]}")
 
 
-def busybox_arm64(cache: Path) -> Path:
-    """bin/busybox of Debian's busybox-static:arm64, downloaded once into cache (a separate apt state)."""
-    out = cache / "busybox-arm64"
+def busybox(cache: Path, arch: str = "arm64") -> Path:
+    """bin/busybox of Debian's busybox-static for arch, downloaded once into cache (a separate apt state)."""
+    out = cache / f"busybox-{arch}"
     if (out / "bin" / "busybox").exists():
         return out
     try:
@@ -50,22 +52,22 @@ def busybox_arm64(cache: Path) -> Path:
     except BaseImageError as exc:
         pytest.skip(str(exc))
     suite = host_codename() or "bookworm"
-    work = cache / "apt-arm64"
+    work = cache / f"apt-{arch}"
     shutil.rmtree(work, ignore_errors=True)
     for d in ("state/lists/partial", "cache/archives/partial", "parts", "pkg"):
         (work / d).mkdir(parents=True)
     (work / "state" / "status").write_text("")
-    opts = f"[arch=arm64{' signed-by=' + signed if signed else ''}] "
+    opts = f"[arch={arch}{' signed-by=' + signed if signed else ''}] "
     (work / "sources.list").write_text(f"deb {opts}{uri} {suite} main\n")
     apt = ["apt-get", "-o", f"Dir::State={work}/state", "-o", f"Dir::State::status={work}/state/status",
            "-o", f"Dir::Cache={work}/cache", "-o", f"Dir::Etc::SourceList={work}/sources.list",
-           "-o", f"Dir::Etc::SourceParts={work}/parts", "-o", "APT::Architecture=arm64",
-           "-o", "APT::Architectures=arm64", "-o", "Debug::NoLocking=1", "-o", "APT::Sandbox::User=root"]
-    for cmd in (apt + ["update", "-qq"], apt + ["download", "busybox-static:arm64"]):
+           "-o", f"Dir::Etc::SourceParts={work}/parts", "-o", f"APT::Architecture={arch}",
+           "-o", f"APT::Architectures={arch}", "-o", "Debug::NoLocking=1", "-o", "APT::Sandbox::User=root"]
+    for cmd in (apt + ["update", "-qq"], apt + ["download", f"busybox-static:{arch}"]):
         proc = subprocess.run(cmd, cwd=work / "pkg", capture_output=True, text=True)
         if proc.returncode != 0:
-            pytest.skip(f"cannot fetch busybox-static for arm64: {proc.stderr.strip()[-300:]}")
-    (deb,) = (work / "pkg").glob("busybox-static_*_arm64.deb")
+            pytest.skip(f"cannot fetch busybox-static for {arch}: {proc.stderr.strip()[-300:]}")
+    (deb,) = (work / "pkg").glob(f"busybox-static_*_{arch}.deb")
     extracted = work / "root"
     subprocess.run(["dpkg", "-x", str(deb), str(extracted)], check=True)
     (out / "bin").mkdir(parents=True)
@@ -76,7 +78,7 @@ def busybox_arm64(cache: Path) -> Path:
 
 def test_arm64_build_and_run_through_qemu(engine: Engine, tmp_path: Path) -> None:
     qemu_ready()
-    rootfs = busybox_arm64(ROOT / ".cache" / "qemu")
+    rootfs = busybox(ROOT / ".cache" / "qemu")
     context = tmp_path / "ctx"
     shutil.copytree(rootfs, context / "rootfs")
     (context / "Dockerfile").write_text(DOCKERFILE)
@@ -95,3 +97,39 @@ def test_arm64_build_and_run_through_qemu(engine: Engine, tmp_path: Path) -> Non
         print(f"arm64 build through QEMU: {seconds:.1f}s")
     finally:
         engine.remove(tag, force=True)
+
+
+INDEX_TYPES = ("application/vnd.docker.distribution.manifest.list.v2+json, "
+               "application/vnd.oci.image.index.v1+json")
+
+
+def test_multi_platform_index_in_the_loopback_registry(engine: Engine, registry: str, tmp_path: Path) -> None:
+    """amd64 and arm64 images pushed, then one index per tag made of them and read back from the registry."""
+    qemu_ready()
+    repo = f"{registry}/pinwheel-test/multiarch-{uuid.uuid4().hex[:8]}"
+    digests: dict[str, str] = {}
+    refs = []
+    for platform in ("linux/amd64", "linux/arm64"):
+        arch = platform.split("/")[1]
+        context = tmp_path / arch
+        shutil.copytree(busybox(ROOT / ".cache" / "qemu", arch), context / "rootfs")
+        (context / "Dockerfile").write_text(DOCKERFILE)
+        ref = f"{repo}:t1-{arch}"
+        engine.build(context, context / "Dockerfile", tags=[ref], platform=platform)
+        assert engine.platform(ref) == platform
+        digests[platform] = engine.push(ref).digest
+        refs.append(ref)
+    try:
+        index_digest = engine.push_index(f"{repo}:t1", refs)
+        name = repo.split("/", 1)[1]
+        req = urllib.request.Request(f"http://{registry}/v2/{name}/manifests/t1", headers={"Accept": INDEX_TYPES})
+        with urllib.request.urlopen(req, timeout=10) as resp:
+            body = resp.read()
+            assert resp.headers["Docker-Content-Digest"] == index_digest
+        index = json.loads(body)
+        assert index["mediaType"] in INDEX_TYPES.split(", ")
+        found = {f"{m['platform']['os']}/{m['platform']['architecture']}": m["digest"] for m in index["manifests"]}
+        assert found == digests  # both platforms, each the digest of the image built and pushed for it
+    finally:
+        for ref in refs:
+            engine.remove(ref, force=True)
