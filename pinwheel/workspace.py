@@ -118,6 +118,11 @@ class Workspace:
         return self.cache_root / "wheels"
 
     @property
+    def asset_cache(self) -> Path:
+        """Release assets, content-addressed: sha256/<digest>/<file name>."""
+        return self.cache_root / "assets"
+
+    @property
     def base_cache(self) -> Path:
         """Root filesystem tarballs of bootstrap bases."""
         return self.cache_root / "base"

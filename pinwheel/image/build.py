@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from . import labels
+from .assets import AssetError, asset_labels, stage_assets
 from .engine import Engine
 from ..index import ca_bundle, default_index_url, pip_setting
 from ..lock import lock_sha256, locked_versions
@@ -226,10 +227,15 @@ def build_image(plans: list[Plan], plan: Plan, root: Path, engine: Engine, targe
     versions = locked_versions(plan, inputs.lock_dir)
     labels = labels_for(plan, lock_sha, versions, dated, git_revision(root), source_date(root))
     labels["org.opencontainers.image.base.name"] = base
+    labels.update(asset_labels(plan))  # each release asset's URL and sha256
     with tempfile.TemporaryDirectory(prefix="pinwheel-context-") as ctx, \
             tempfile.TemporaryDirectory(prefix="pinwheel-secrets-") as sec:
         context = Path(ctx)
         assemble_context(plan, inputs, context, dockerfile_for(plans, plan)[0])
+        try:  # each release asset downloaded into the cache and verified, then staged in the context
+            stage_assets(plan, context, Workspace(root, plan.image).asset_cache)
+        except AssetError as exc:
+            raise BuildError(str(exc)) from None
         secrets = write_secrets(plan, Path(sec))
         image_id = engine.build(
             context, context / "Dockerfile", tags=list(tags + extra_tags), labels=labels,

@@ -13,6 +13,7 @@ _MODULES = (
     "apt",  # Debian packages, pinned
     "remove",  # distributions taken out of the base's environment
     "git",  # one distribution built from a git repository at a full commit id
+    "asset",  # one wheel downloaded from a URL, pinned by sha256 (per architecture if need be)
 )
 
 
