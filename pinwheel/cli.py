@@ -30,12 +30,13 @@ from .image.build import BuildError, BuildInputs, build_image, check_local_wheel
 from .distributions import InventoryError
 from .image.engine import BuildFailed, Engine, EngineError
 from .image.inventory import check_inventory, read_image, write_inventory
-from .image.publish import PublishRefused, PushPrinter, declared_smoke, floating_base, parse_allowances, publish
+from .image.publish import PublishRefused, PushPrinter, declared_smoke, floating_base, parse_allowances, publish, \
+    publish_index
 from .image.smoke import record, run_smoke
 from .index import IndexClientError
 from .lock import DEFAULT_ENGINE, LockError, LockUnavailable, check_lock, lock_installs, lock_sha256, lock_variant
 from .manifest import Manifest, ManifestError
-from .plan import LockState, Plan, plan_variant
+from .plan import LockState, Plan, plan_platforms, plan_variant
 from .render import render_dockerfiles
 from .reports.bump import PAGE_MAX_AGE, BumpInputError, bump, print_bump
 from .reports.report import print_report, to_json, torch_abi
@@ -237,18 +238,24 @@ def cmd_smoke(args: argparse.Namespace) -> int:
 
 
 def cmd_publish(args: argparse.Namespace) -> int:
+    """Push the variant's image; a variant that lists its platforms pushes each platform's image (every one
+    gated on its own smoke before anything is pushed), then one multi-platform index per tag of its own."""
     m = manifest_mod.load(args.manifest)
-    plan = plan_variant(m, select_variant(m, args))
-    require_fresh_lock(plan, m.path.parent)
+    name = select_variant(m, args)
+    plans = [plan_variant(m, name)] if args.tag else plan_platforms(m, name)
+    plan = plans[0]
+    for p in plans:
+        require_fresh_lock(p, m.path.parent)
     floating = floating_base(plan.variant.base)
     if floating and not args.allow_floating_base:
         err().print(f"[red]not published:[/red] {escape(floating)}; pin it (name:tag@sha256:…) or pass "
                     f"--allow-floating-base")
         return EXIT_PROBLEM
     engine = engine_or_fail()
-    lock_dir = Workspace.of(m).plan_lock_dir(plan)
-    tags = list(args.tag) or list(tags_for(plan, lock_sha256(lock_dir)))
-    missing = [t for t in tags if not engine.image_exists(t)]
+    ws = Workspace.of(m)
+    tags_of = {p.container_platform: list(args.tag) or list(tags_for(p, lock_sha256(ws.plan_lock_dir(p))))
+               for p in plans}
+    missing = [t for tags in tags_of.values() for t in tags if not engine.image_exists(t)]
     if missing:
         raise UsageError(f"not built: {', '.join(missing)}; run `build.py build` and `build.py smoke` first")
     try:
@@ -257,24 +264,36 @@ def cmd_publish(args: argparse.Namespace) -> int:
         raise UsageError(str(exc)) from None
     if args.require_gpu and "gpu" in allowed:
         raise UsageError("--require-gpu and --allow-skipped gpu contradict each other")
-    declared = declared_smoke(Workspace.of(m).dockerfile, m.path.parent)
+    declared = declared_smoke(ws.dockerfile, m.path.parent)
+    results = {}
     try:
-        result = publish(engine, tags, args.registry, Workspace.of(m).smoke_results, require_gpu=args.require_gpu,
-                         declared=declared, allowed=allowed, progress=PushPrinter(err()))
+        for check_only in ((True, False) if len(plans) > 1 else (False,)):
+            for platform, tags in tags_of.items():
+                result = publish(engine, tags, args.registry, ws.smoke_results, require_gpu=args.require_gpu,
+                                 declared=declared, allowed=allowed, progress=PushPrinter(err()),
+                                 check_only=check_only)
+                if result is not None:
+                    results[platform] = result
+        indexes = publish_index(engine, tags_of[plan.container_platform], args.registry, results) \
+            if len(plans) > 1 else {}
     except PublishRefused as exc:
         err().print(f"[red]not published:[/red] {escape(str(exc))}")
         return EXIT_PROBLEM
     except EngineError as exc:
         err().print(f"[red]push failed:[/red] {escape(str(exc))}")
         return EXIT_PROBLEM
-    for note in result.notes:
-        err().print(f"note: {escape(note)}")
-    if result.labels:
-        out().print(f"published image {result.pushed_id[:19]}: the smoked image {result.image_id[:19]} with "
-                    f"{', '.join(f'{k}={v}' for k, v in result.labels.items() if k.endswith(('allowed-skipped', 'skip-reason')))}",
-                    markup=False)
-    for ref in result.refs:
-        out().print(f"[green]pushed[/green] {escape(ref)} {result.digests[ref]}")
+    for platform, result in results.items():
+        for note in result.notes:
+            err().print(f"note: {escape(note)}")
+        if result.labels:
+            out().print(f"published image {result.pushed_id[:19]}: the smoked image {result.image_id[:19]} with "
+                        f"{', '.join(f'{k}={v}' for k, v in result.labels.items() if k.endswith(('allowed-skipped', 'skip-reason')))}",
+                        markup=False)
+        for ref in result.refs:
+            out().print(f"[green]pushed[/green] {escape(ref)} {result.digests[ref]}"
+                        + (f" ({platform})" if len(plans) > 1 else ""))
+    for ref, digest in indexes.items():
+        out().print(f"[green]pushed index[/green] {escape(ref)} {digest} ({', '.join(results)})")
     return EXIT_OK
 
 

@@ -277,7 +277,9 @@ def _statuses(levels: Mapping[str, str]) -> str:
 
 def publish(engine: Engine, tags: list[str], registry: str, smoke_results: Path, require_gpu: bool = False,
             declared: DeclaredSmoke | None = None, allowed: Mapping[str, str] | None = None,
-            progress: PushProgress | None = None) -> Published:
+            progress: PushProgress | None = None, check_only: bool = False) -> Published | None:
+    """Push the tags of one smoked image; PublishRefused before anything is pushed when its gate fails.
+    check_only: only the gate (None when it passes), so several platforms' images are all checked first."""
     if not tags:
         raise PublishRefused("no tags to publish")
     ids = {t: engine.image_id(t) for t in tags}
@@ -291,6 +293,8 @@ def publish(engine: Engine, tags: list[str], registry: str, smoke_results: Path,
                              "run `build.py smoke` again") from None
     declared = declared or DeclaredSmoke(LEVELS, "nothing declares the smoke's levels, so every level is required")
     labels, notes = gate(smoke, image_id, declared, allowed, require_gpu)
+    if check_only:
+        return None
 
     remotes = [f"{registry.rstrip('/')}/{tag}" for tag in tags]
     if labels:
@@ -312,6 +316,26 @@ def publish(engine: Engine, tags: list[str], registry: str, smoke_results: Path,
     return Published(image_id, tuple(remotes), digests, pushed_id, labels, pushes, notes)
 
 
+def publish_index(engine: Engine, tags: Sequence[str], registry: str, platforms: Mapping[str, Published]) -> dict[str, str]:
+    """One multi-platform index per tag, made of each platform's image as published (and smoked) above.
+
+    ``platforms`` maps a container platform (linux/amd64) to its Published result; each index names every
+    platform's image by digest, so it holds exactly what was pushed. Returns each index ref's digest.
+    """
+    if not platforms:
+        raise PublishRefused("no platform images to put in an index")
+    sources = []
+    for platform, published in platforms.items():
+        remote = published.refs[0]
+        repository = remote.rsplit(":", 1)[0] if ":" in remote.rsplit("/", 1)[-1] else remote
+        sources.append(f"{repository}@{published.digests[remote]}")
+    out: dict[str, str] = {}
+    for tag in tags:
+        ref = f"{registry.rstrip('/')}/{tag}"
+        out[ref] = engine.push_index(ref, sources)
+    return out
+
+
 def derive(engine: Engine, image_id: str, refs: Sequence[str], labels: Mapping[str, str]) -> str:
     """Build `FROM image_id` with ``labels`` added, tagged ``refs``; refuse unless it has the same layers."""
     source = f"pinwheel-publish/smoked:{uuid.uuid4().hex[:12]}"  # BuildKit's FROM takes a name, not an id
@@ -320,7 +344,8 @@ def derive(engine: Engine, image_id: str, refs: Sequence[str], labels: Mapping[s
         with tempfile.TemporaryDirectory(prefix="pinwheel-publish-") as tmp:
             dockerfile = Path(tmp) / "Dockerfile"
             dockerfile.write_text(f"FROM {source}\n")
-            derived = engine.build(Path(tmp), dockerfile, tags=list(refs), labels=dict(labels))
+            derived = engine.build(Path(tmp), dockerfile, tags=list(refs), labels=dict(labels),
+                                   platform=engine.platform(image_id))  # an arm64 image stays arm64
     except EngineError as exc:
         raise PublishRefused(f"could not add the allowance labels to image {image_id[:19]}: {exc}") from None
     finally:
