@@ -9,9 +9,12 @@ back into the manifest.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Literal
 
-from .index.target import container_arch, container_platform, target_environment, target_platforms
+from packaging.utils import InvalidWheelFilename, parse_wheel_filename
+
+from .index.target import container_arch, container_platform, target_environment, target_platforms, target_tags
 from .distributions import Inventory
 from .manifest import Gate, Manifest, ManifestError, StepSpec, Variant
 from .steps import KINDS
@@ -188,6 +191,25 @@ class Plan:
     @property
     def on_base_environment(self) -> bool:
         return self.variant.environment == "base"
+
+    def local_wheels(self, wheels_dir: Path, glob: str) -> list[Path]:
+        """What a local package's glob matches in wheels_dir, for this Plan's platform.
+
+        A variant that lists its platforms keeps only the wheels its target can install, so an x86_64
+        and an aarch64 wheel side by side are one match for each platform. Other variants: every match.
+        """
+        matches = sorted(wheels_dir.glob(glob)) if wheels_dir.is_dir() else []
+        if not self.variant.platforms:
+            return matches
+        tags = frozenset(target_tags(self.target.python, self.target.platforms()))
+
+        def fits(path: Path) -> bool:
+            try:
+                return bool(parse_wheel_filename(path.name)[3] & tags)
+            except InvalidWheelFilename:
+                return True  # not a wheel name: left for the checks that name it
+
+        return [w for w in matches if fits(w)]
 
     def packages(self, active_only: bool = True) -> list[PlannedPackage]:
         return [p for s in self.steps for p in s.packages if p.active or not active_only]

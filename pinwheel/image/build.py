@@ -151,8 +151,7 @@ def check_local_wheels(plan: Plan, inputs: BuildInputs) -> list[str]:
     for pkg in plan.packages():  # active in this variant: its gates are on
         if not pkg.local:
             continue
-        found = sorted(w.name for w in inputs.wheels_dir.glob(pkg.local.glob) if w.is_file()) \
-            if inputs.wheels_dir.is_dir() else []
+        found = [w.name for w in plan.local_wheels(inputs.wheels_dir, pkg.local.glob) if w.is_file()]
         if len(found) > 1:
             errors.append(f"{multiple_wheels(pkg)} {' '.join(found)}")
         elif not found:
@@ -177,7 +176,7 @@ def assemble_context(plan: Plan, inputs: BuildInputs, context: Path, dockerfile:
     wheels.mkdir()
     for pkg in plan.packages():
         if pkg.local and inputs.wheels_dir.is_dir():
-            for wheel in sorted(inputs.wheels_dir.glob(pkg.local.glob)):
+            for wheel in plan.local_wheels(inputs.wheels_dir, pkg.local.glob):  # the Plan's platform's only
                 shutil.copy2(wheel, wheels / wheel.name)
 
 

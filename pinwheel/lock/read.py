@@ -122,8 +122,7 @@ def read_lock(directory: Path | str) -> Lock:
 
 def missing_local_wheels(plan: Plan, wheels_dir: Path) -> set[str]:
     """The active local packages of a Plan that no file in ``wheels_dir`` matches."""
-    present = wheels_dir.is_dir()
-    return {p.name for p in plan.packages() if p.local and not (present and any(wheels_dir.glob(p.local.glob)))}
+    return {p.name for p in plan.packages() if p.local and not plan.local_wheels(wheels_dir, p.local.glob)}
 
 
 def lock_installs(plan: Plan, directory: Path | str, wheels_dir: Path | None = None) -> dict[str, dict[str, str]] | None:

@@ -142,10 +142,11 @@ class Resolver:
         value = self._meta.get((canonicalize_name(name), version))
         return str(value) if isinstance(value, Exception) else None
 
-    def local_wheel(self, pkg: PlannedPackage) -> Path | None:
+    def local_wheel(self, pkg: PlannedPackage, plan: Plan | None = None) -> Path | None:
         if not pkg.local or not self.wheels_dir or not self.wheels_dir.is_dir():
             return None
-        matches = sorted(self.wheels_dir.glob(pkg.local.glob))
+        matches = (plan.local_wheels(self.wheels_dir, pkg.local.glob) if plan is not None
+                   else sorted(self.wheels_dir.glob(pkg.local.glob)))  # the Plan's platform only
         if len(matches) > 1:
             raise ResolveError(f"more than one wheel in {self.wheels_dir.name}/ matches {pkg.local.glob}: "
                                + ", ".join(m.name for m in matches))
@@ -160,7 +161,7 @@ class Resolver:
             if not p.active:
                 continue
             if p.local:
-                path = self.local_wheel(p)
+                path = self.local_wheel(p, plan)
                 if path is not None:
                     meta = self.source.local_metadata(path)
                     self._meta[(meta.name, str(meta.version))] = meta

@@ -122,3 +122,51 @@ def test_bad_arch_gate(when):
 def test_unknown_gate_variable_lists_arch():
     msg = error(gates=CUDA_13_GATE + '  ONLY_ARM: {when: "os == linux", why: "x"}\n')
     assert "variables: cuda, python, torch, arch" in msg
+
+
+LOCAL_STEPS = """\
+  - name: local-kernels
+    why: "in-house"
+    packages:
+      - requirement: "flash-mla==1.0.0"
+        why: "built here"
+        local: {glob: "flash_mla-*.whl", if_missing: fail}
+"""
+
+
+def wheels_side_by_side(tmp_path):
+    d = tmp_path / "wheels"
+    d.mkdir()
+    for arch in ("x86_64", "aarch64"):
+        (d / f"flash_mla-1.0.0-cp311-cp311-linux_{arch}.whl").write_bytes(b"x")
+    return d
+
+
+def test_per_arch_local_wheels_are_one_match_per_platform(tmp_path):
+    from pinwheel.image.build import BuildInputs, assemble_context, check_local_wheels
+    from pinwheel.lock.read import missing_local_wheels
+
+    wheels = wheels_side_by_side(tmp_path)
+    m = parse(steps=LOCAL_STEPS, gates="")
+    amd, arm = plan_platforms(m, "cu130")
+    assert [w.name for w in amd.local_wheels(wheels, "flash_mla-*.whl")] == ["flash_mla-1.0.0-cp311-cp311-linux_x86_64.whl"]
+    assert [w.name for w in arm.local_wheels(wheels, "flash_mla-*.whl")] == ["flash_mla-1.0.0-cp311-cp311-linux_aarch64.whl"]
+    for plan in (amd, arm):
+        inputs = BuildInputs(tmp_path, tmp_path / "images", tmp_path / "lock", wheels)
+        assert check_local_wheels(plan, inputs) == []  # the "more than one wheel" guard counts this arch only
+        assert missing_local_wheels(plan, wheels) == set()
+    # the build context of each platform holds only its own wheel
+    image_dir = tmp_path / "images"
+    (image_dir).mkdir()
+    (image_dir / "Dockerfile").write_text("FROM scratch\n")
+    (tmp_path / "lock").mkdir()
+    context = tmp_path / "ctx"
+    context.mkdir()
+    assemble_context(arm, BuildInputs(tmp_path, image_dir, tmp_path / "lock", wheels), context)
+    assert [w.name for w in (context / "wheels").iterdir()] == ["flash_mla-1.0.0-cp311-cp311-linux_aarch64.whl"]
+    # a variant without platforms counts every match, as before
+    single = plan_variant(parse(variants=[variant("cu130")], steps=LOCAL_STEPS, gates=""), "cu130")
+    assert len(single.local_wheels(wheels, "flash_mla-*.whl")) == 2
+    from pinwheel.image.build import BuildError
+    with pytest.raises(BuildError, match="more than one wheel"):
+        check_local_wheels(single, BuildInputs(tmp_path, image_dir, tmp_path / "lock", wheels))
