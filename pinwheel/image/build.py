@@ -21,6 +21,7 @@ from pathlib import Path
 
 from . import labels
 from .assets import AssetError, asset_labels, stage_assets
+from .patches import PatchError, patch_labels, stage_patches
 from .engine import Engine
 from ..index import ca_bundle, default_index_url, pip_setting
 from ..lock import lock_sha256, locked_versions
@@ -227,13 +228,15 @@ def build_image(plans: list[Plan], plan: Plan, root: Path, engine: Engine, targe
     labels = labels_for(plan, lock_sha, versions, dated, git_revision(root), source_date(root))
     labels["org.opencontainers.image.base.name"] = base
     labels.update(asset_labels(plan))  # each release asset's URL and sha256
+    labels.update(patch_labels(plan))  # each patch's target and sha256
     with tempfile.TemporaryDirectory(prefix="pinwheel-context-") as ctx, \
             tempfile.TemporaryDirectory(prefix="pinwheel-secrets-") as sec:
         context = Path(ctx)
         assemble_context(plan, inputs, context, dockerfile_for(plans, plan)[0])
         try:  # each release asset downloaded into the cache and verified, then staged in the context
             stage_assets(plan, context, Workspace(root, plan.image).asset_cache)
-        except AssetError as exc:
+            stage_patches(plan, root, context)
+        except (AssetError, PatchError) as exc:
             raise BuildError(str(exc)) from None
         secrets = write_secrets(plan, Path(sec))
         image_id = engine.build(

@@ -155,6 +155,7 @@ def lock_inputs(plan: Plan, engine: str = DEFAULT_ENGINE) -> LockInputs:
             "active": s.active,
             "packages": [_package_layout(p) for p in s.packages],
             **({"removes": sorted(r)} if (r := kind_of(s).effect(s).removes) else {}),
+            **({"kind": s.kind, **part} if (part := kind_of(s).lock_part(s)) else {}),  # e.g. a patch's sha256
         }
         for s in plan.steps
     )

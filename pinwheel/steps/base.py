@@ -92,6 +92,11 @@ class StepKind:
         this is not empty; by default it has none."""
         return ()
 
+    def lock_part(self, step: Step) -> dict:
+        """What of the step, besides its packages, the lock's inputs digest holds (a patch's sha256); none by
+        default."""
+        return {}
+
     def invariant(self, step: Step) -> tuple[Any, ...]:
         """What the build asserts about the step after the last step, one item per check its partial
         renders; none by default (the Python environment as a whole is checked against the lock)."""

@@ -14,6 +14,7 @@ _MODULES = (
     "remove",  # distributions taken out of the base's environment
     "git",  # one distribution built from a git repository at a full commit id
     "asset",  # one wheel downloaded from a URL, pinned by sha256 (per architecture if need be)
+    "patch",  # patches applied to an installed package at an exact version, every hunk
 )
 
 
