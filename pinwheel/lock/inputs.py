@@ -145,8 +145,8 @@ def lock_inputs(plan: Plan, engine: str = DEFAULT_ENGINE) -> LockInputs:
             constraints.setdefault(fb.name, _pin(fb))
             if not fb.no_deps:
                 requirements.append(fb.requirement)
-    for name, version in base_kept(plan).items():  # the base's packages stay where they are
-        constraints.setdefault(name, f"{name}=={version}")
+    # The base's packages are preferences, not constraints (the resolver keeps them where they still fit):
+    # a move the manifest forces is resolved, sliced and reported by name, never made impossible.
     layout = tuple(
         {
             "index": s.index,

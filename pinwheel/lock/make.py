@@ -337,6 +337,8 @@ def lock_variant(
         previous = out_dir / LockFiles.REQUIREMENTS
         if previous.exists() and not upgrade:
             shutil.copyfile(previous, work / LockFiles.REQUIREMENTS)  # keep earlier pins where they still fit
+        if kept:  # and the base's versions, where nothing asks for others: preferences of the resolve
+            _prefer(work / LockFiles.REQUIREMENTS, kept)
         cmd = _compile_command(plan, engine, index_url, extra_index, upgrade)
         log(f"{v.name}: resolving with {engine}")
         t0 = time.monotonic()
@@ -383,6 +385,8 @@ def lock_variant(
             continue
         hashes = indexes.hashes(name, version)
         appended[name] = LockedPackage(name, version, tuple(hashes), entry_text(name, version, hashes))
+    moved = {n for n, p in resolved.items() if n in kept and Version(kept[n]) != Version(p.version)}
+    kept = {n: ver for n, ver in kept.items() if n not in moved}  # a moved base package is sliced, and reported
     from_base = frozenset(n for n, p in resolved.items() if n in kept and Version(kept[n]) == Version(p.version))
     resolved = {n: p for n, p in resolved.items() if n not in from_base}
     locked = {**resolved, **appended}
@@ -463,6 +467,15 @@ def _inputs_file(plan: Plan, inputs: LockInputs) -> str:
     return "\n".join(lines + list(inputs.requirements)) + "\n"
 
 
+def _prefer(output: Path, versions: Mapping[str, str]) -> None:
+    """Seed the resolver's output file with versions it should keep where they still fit (both resolvers
+    read an existing output file as preferences, not requirements)."""
+    have = parse_requirements(output.read_text(), "previous lock") if output.exists() else {}
+    lines = [output.read_text().rstrip("\n")] if output.exists() else []
+    lines += [f"{n}=={ver}" for n, ver in sorted(versions.items()) if n not in have]
+    output.write_text("\n".join(lines) + "\n")
+
+
 def _constraints_file(plan: Plan, inputs: LockInputs) -> str:
     lines = [f"# pinwheel: constraints of variant {plan.variant.name}: the shared pins, and what later steps",
              "# install with --no-deps or as fallbacks, so that no step moves an earlier one's pin.",
@@ -511,7 +524,7 @@ def _expect(plan: Plan, by_unit: Mapping[str, list[LockedPackage]], fallbacks: S
         "fallbacks": dict(sorted(conditional.items())),
     }
     if reads_base(plan):
-        out["base_unchanged"] = base_kept(plan)
+        out["base_unchanged"] = {n: ver for n, ver in base_kept(plan).items() if n not in pins}
         out["removed"] = sorted(removed_names(plan) - set(pins) - set(conditional))
         out["baseline_broken"] = sorted({f"{e.parent} {e.requirement}" for e in baseline_broken(plan)})
     overridden = sorted(p.name for p in plan.packages() if p.override)

@@ -1,9 +1,11 @@
 """A lock made against a base's inventory (environment: base), with uv on the local HTTP index.
 
-The base's packages are constraints at their installed versions and in no
-slice; a base package the manifest pins at another version is resolved and
-sliced, and the report shows the replacement as intended. A changed inventory
-makes the lock stale.
+The base's packages are preferences of the resolve: kept at their installed
+versions where they still fit, and then in no slice. A base package the
+manifest pins at another version is resolved and sliced, and the report shows
+the replacement as intended; one that a manifest package's requirement forces to
+move is sliced too, and the report names the move. A changed inventory makes
+the lock stale.
 """
 from __future__ import annotations
 
@@ -85,9 +87,9 @@ def test_lock_against_the_inventory(demo, capsys):
         capsys.readouterr().err
     d = Workspace.of(m).lock_dir("t")
     constraints = (d / LockFiles.CONSTRAINTS).read_text()
-    # the base's packages are constraints at their inventory versions; the one the manifest changes is not
-    assert "pwt-torchy==2.0" in constraints and "pwt-util==1.0" in constraints
-    assert "vendor-only==3.1" in constraints and "pwt-common==1.0" not in constraints
+    # the base's packages are preferences, not constraints: newer pwt-torchy 2.1 and pwt-util 1.1 exist,
+    # and the lock still keeps the base's (below)
+    assert "pwt-torchy" not in constraints and "pwt-util" not in constraints
     locked = parse_requirements((d / LockFiles.REQUIREMENTS).read_text())
     # slices install only what the base lacks (pwt-kern, pwt-extra) or what the manifest changes (pwt-common)
     assert {n: p.version for n, p in locked.items()} == {"pwt-kern": "1.0", "pwt-extra": "1.0", "pwt-common": "1.1"}
@@ -117,3 +119,27 @@ def test_lock_against_the_inventory(demo, capsys):
                     Workspace.of(m).inventory_file("t"))
     c = check_lock(plan_variant(m, "t"), m.path.parent)
     assert c.status == "stale" and "inputs changed" in c.detail
+
+
+def test_a_move_the_manifest_forces_on_a_base_package_is_sliced_and_named(demo, local_index, capsys):
+    m, url = demo
+    local_index.add("pwt-wants-new-util", "1.0", requires=["pwt-util>=1.1"])
+    m.path.write_text(m.path.read_text() + """\
+  - name: newer
+    kind: wheels
+    why: "wants a newer pwt-util than the base's"
+    packages:
+      - {requirement: "pwt-wants-new-util==1.0"}
+""")
+    m = manifest.load(m.path)
+    assert cli.main(["--manifest", str(m.path), "lock", "--variant", "t", "--engine", "uv"]) == 0, \
+        capsys.readouterr().err
+    d = Workspace.of(m).lock_dir("t")
+    expect = json.loads((d / LockFiles.EXPECT).read_text())
+    assert expect["pins"]["pwt-util"] == "1.1" and "pwt-util" not in expect["base_unchanged"]
+    capsys.readouterr()
+    rc = cli.main(["--manifest", str(m.path), "report", "--variant", "t", "--json", "--index-url", url])
+    data = json.loads(capsys.readouterr().out)
+    (move,) = [h for h in data["hazards"] if h["package"] == "pwt-util"]
+    assert (move["earlier_step"], move["before"], move["after"]) == ("base", "1.0", "1.1")
+    assert rc == 1  # a move of a base package the manifest does not pin is a finding
