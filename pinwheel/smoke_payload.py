@@ -14,7 +14,11 @@ Levels are cumulative (``--level gpu`` runs static, import and gpu):
 static  any host. Every pin in expect.json is installed at exactly that
         version (importlib.metadata, names normalised per PEP 503). For each
         package installed with --no-deps, its dropped requirements are listed
-        with what is installed in their place. On a base with packages, every
+        with what is installed in their place; each base requirement it drops
+        (expect.json "dropped": no extra or a requested one, marker true for
+        the target) must be met in the image, absent or at a version outside
+        its specifier fails, unless the manifest allows it (allow_missing,
+        listed with its why). On a base with packages, every
         base package the manifest leaves alone (base_unchanged) is at its
         inventory version and every removed one (removed) is gone; with
         --check-pip, pip check may find only the --no-deps drops (suppressed),
@@ -300,7 +304,17 @@ def load_expect(path: str) -> dict:
     for entry in lists["baseline_broken"]:
         if len(entry.split(None, 1)) != 2:
             raise UsageError(f"{path}: baseline_broken entry {entry!r} is not 'parent requirement'")
-    return {"pins": pins, "suppressed": suppressed, "base_unchanged": base_unchanged, **lists}
+    dropped = data.get("dropped", {})  # --no-deps package -> its base requirements and what may stay unmet
+    if not isinstance(dropped, dict) or not all(
+        isinstance(k, str) and isinstance(v, dict)
+        and isinstance(v.get("requires"), list) and all(isinstance(r, str) for r in v["requires"])
+        and isinstance(v.get("allow_missing", {}), dict)
+        and all(isinstance(a, str) and isinstance(w, str) for a, w in v.get("allow_missing", {}).items())
+        for k, v in dropped.items()
+    ):
+        raise UsageError(f"{path}: 'dropped' must be an object of name -> "
+                         "{requires: [requirement], allow_missing: {name: why}}")
+    return {"pins": pins, "suppressed": suppressed, "base_unchanged": base_unchanged, "dropped": dropped, **lists}
 
 
 # ---------------------------------------------------------------------------
@@ -410,7 +424,69 @@ def run_static(expect: dict) -> list:
             packages=nodeps,
         )
     )
+    if expect["dropped"]:
+        stages.append(run_dropped(expect, dists))
     return stages
+
+
+def _satisfies(version: str, specifier: str):
+    """specifier_satisfied, else pip's vendored packaging where the simple rules cannot tell."""
+    sat = specifier_satisfied(version, specifier)
+    if sat is None:
+        try:
+            from pip._vendor.packaging.specifiers import InvalidSpecifier, SpecifierSet  # optional: only if pip is there
+        except ImportError:
+            return None
+        try:
+            sat = SpecifierSet(specifier).contains(version, prereleases=True)
+        except InvalidSpecifier:
+            return None
+    return sat
+
+
+def run_dropped(expect: dict, dists: dict) -> dict:
+    """Every base requirement a --no-deps install drops is met in the image, or the manifest allows it
+    to stay unmet (allow_missing, with its why). A package that is not installed (a fallback whose
+    local wheel was present) has nothing to check."""
+    met, allowed, problems, packages = 0, [], [], {}
+    for pkg, entry in sorted(expect["dropped"].items()):
+        mine = dists.get(normalize(pkg))
+        if not mine:
+            packages[pkg] = {"installed": None, "note": "not installed: nothing to check"}
+            continue
+        allow = {normalize(n): why for n, why in entry.get("allow_missing", {}).items()}
+        items = []
+        for text in entry["requires"]:
+            label = f"{pkg} {mine[0]['version']} is installed --no-deps and requires {text}"
+            try:
+                req = parse_requirement(text)
+            except ValueError as exc:
+                items.append({"requirement": text, "ok": False, "error": str(exc)})
+                problems.append(f"{label}: cannot read it ({exc})")
+                continue
+            copies = dists.get(req["normalized"], [])
+            found = copies[0]["version"] if copies else None
+            if found is None:
+                sat, why_not = False, f"{req['normalized']} is not installed"
+            else:
+                sat = _satisfies(found, req["specifier"]) if req["specifier"] else True
+                why_not = (f"{req['normalized']} {found} is installed" if sat is False
+                           else f"{req['normalized']} {found} is installed, and {req['specifier']} could not be evaluated")
+            item = {"requirement": text, "found": found, "ok": sat is True}
+            if sat is True:
+                met += 1
+            elif req["normalized"] in allow:
+                item.update(allowed=True, why=allow[req["normalized"]])
+                allowed.append(f"{label}, but {why_not}; allowed: {allow[req['normalized']]}")
+            else:
+                problems.append(f"{label}, but {why_not}: add a package that provides it, or declare "
+                                f"allow_missing for {req['normalized']} on {pkg} in the manifest")
+            items.append(item)
+        packages[pkg] = {"installed": mine[0]["version"], "requires": items}
+    fields = {"met": met, "allowed": allowed, "packages": packages}
+    if problems:
+        fields["error"] = "; ".join(problems)
+    return _stage("static", "dropped", "failed" if problems else "passed", **fields)
 
 
 def run_base(expect: dict, dists: dict) -> list:
@@ -1128,6 +1204,9 @@ def summary(doc: dict) -> str:
                                     for i in info["dropped"])
                 parts.append(f"{pkg} drops [{dropped}]")
             text = "; ".join(parts) if parts else "no --no-deps packages declared"
+        elif s["name"] == "dropped" and s["status"] == "passed":
+            text = f"{s['met']} dropped base requirement(s) met" + (
+                "; allowed unmet: " + "; ".join(s["allowed"]) if s["allowed"] else "")
         elif s["name"] in ("base", "removed") and s["status"] == "passed":
             text = (f"{s['checked']} base packages at their inventory versions" if s["name"] == "base"
                     else f"gone: {', '.join(s['packages'])}")

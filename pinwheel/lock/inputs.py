@@ -82,6 +82,8 @@ def _package_layout(p: PlannedPackage) -> dict:
         "why": p.why if p.no_deps else None,
         "local": p.local is not None,
         "fallback": _package_layout(p.fallback) if p.fallback else None,
+        # what expect.json lets the image leave unmet, with its why (absent otherwise, so older digests hold)
+        **({"allow_missing": sorted([a.name, a.why] for a in p.allow_missing)} if getattr(p, "allow_missing", ()) else {}),
     }
 
 

@@ -39,7 +39,8 @@ from packaging.version import Version
 
 from ..index import IndexClient, IndexClientError, RoutedSource, ca_bundle, default_index_url, metadata_source
 from ..plan import Plan, PlannedPackage
-from ..resolve import InventorySource, base_distributions, baseline_broken, reads_base, with_inventory
+from ..resolve import (InventorySource, base_distributions, baseline_broken, classify_requirements, reads_base,
+                       requirement_text, with_inventory)
 from ..workspace import LockFiles, Workspace
 from .platform_files import for_target, keep_target_hashes, per_platform
 from .format import (
@@ -490,6 +491,13 @@ def _expect(plan: Plan, by_unit: Mapping[str, list[LockedPackage]], fallbacks: S
     Always: ``pins`` (every package a slice installs, at its locked version),
     ``suppressed`` (each --no-deps package's Requires-Dist) and ``fallbacks``.
 
+    ``dropped``: ``{name: {"requires": [req], "allow_missing": {name: why}}}``, for
+    each --no-deps package with base requirements (no extra, or an extra it
+    requests; marker true for the target; written without the marker): the
+    build fails on any one the image leaves unmet (absent, or at a version
+    outside its specifier) unless the manifest allows it. Absent when no
+    --no-deps package has one.
+
     On a base that already holds a Python environment, also (only then, so a
     venv variant's file is unchanged):
 
@@ -511,10 +519,17 @@ def _expect(plan: Plan, by_unit: Mapping[str, list[LockedPackage]], fallbacks: S
         for p in pkgs:
             target[p.name] = p.version
     suppressed: dict[str, list[str]] = {}
+    dropped: dict[str, dict] = {}
+    env = plan.target.marker_environment()
     for name, p in sorted(no_deps_roots.items()):
         assert p.version is not None
         meta = indexes.metadata(name, p.version)
         suppressed[name] = [str(r) for r in meta.requires_dist] + list(meta.invalid_requires)
+        base = [requirement_text(a.requirement)
+                for a in classify_requirements(meta, env, Requirement(p.requirement).extras)
+                if a.active and not a.marker_excluded]
+        if base:
+            dropped[name] = {"requires": base, "allow_missing": {a.name: a.why for a in p.allow_missing}}
     out = {
         "schema": EXPECT_SCHEMA,
         "variant": plan.variant.name,
@@ -523,6 +538,8 @@ def _expect(plan: Plan, by_unit: Mapping[str, list[LockedPackage]], fallbacks: S
         # installed only when the local wheel they stand in for is missing: not checked as pins
         "fallbacks": dict(sorted(conditional.items())),
     }
+    if dropped:
+        out["dropped"] = dropped
     if reads_base(plan):
         out["base_unchanged"] = {n: ver for n, ver in base_kept(plan).items() if n not in pins}
         out["removed"] = sorted(removed_names(plan) - set(pins) - set(conditional))

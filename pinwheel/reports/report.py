@@ -119,6 +119,35 @@ def no_deps_features(plan: Plan) -> list[dict]:
     return out
 
 
+def allowances(plan: Plan) -> dict[str, dict[str, str]]:
+    """--no-deps package -> {requirement name: why} from its manifest `allow_missing` (fallbacks too)."""
+    out: dict[str, dict[str, str]] = {}
+    for p in plan.packages():
+        for q in (p, p.fallback) if getattr(p, "fallback", None) else (p,):
+            for a in getattr(q, "allow_missing", ()):
+                out.setdefault(q.name, {})[a.name] = a.why
+    return out
+
+
+def dropped_requirements(plan: Plan) -> list[dict]:
+    """Each base requirement (no extra, or one the image requests; marker true for the target) that a
+    --no-deps install drops and the image leaves unmet: absent, or at a version outside its specifier.
+    `allowed` holds when the manifest declares it (`allow_missing` with a why); any other one is a conflict,
+    and the build's invariant fails on it."""
+    extras = {i.name: set(i.extras) for i in plan.installed}
+    allowed = allowances(plan)
+    out = []
+    for e in plan.edges:
+        if e.verdict != "suppressed" or (e.extra is not None and e.extra not in extras.get(e.parent, ())):
+            continue
+        if e.found is not None and Requirement(e.requirement).specifier.contains(e.found, prereleases=True):
+            continue
+        why = allowed.get(e.parent, {}).get(e.name)
+        out.append({"package": e.parent, "version": e.parent_version, "requirement": e.requirement,
+                    "name": e.name, "found": e.found, "extra": e.extra, "allowed": why is not None, "why": why})
+    return out
+
+
 def summarize(plan: Plan, shared: list[dict], allow_unchecked: bool = False, abi: list[dict] | None = None) -> dict:
     """Counts and the verdict. Unchecked is never clean: it is its own verdict unless allowed."""
     count = defaultdict(int)
@@ -126,8 +155,10 @@ def summarize(plan: Plan, shared: list[dict], allow_unchecked: bool = False, abi
         count[e.verdict] += 1
     shared_broken = [s for s in shared if s["broken"]]
     stale = plan.lock_state is not None and plan.lock_state.status == "stale"
+    dropped = dropped_requirements(plan)
+    dropped_unmet = sum(1 for d in dropped if not d["allowed"])
     conflicts = (count["violated"] + len(plan.hazards) + len(shared_broken) + len(plan.clashes) + int(stale)
-                 + int(inventory_problem(plan)))
+                 + int(inventory_problem(plan)) + dropped_unmet)
     abi_unknown = sum(1 for row in abi or () if row["abi_class"] == "unknown")
     # A failed lookup already behind an unchecked edge is counted once.
     unchecked_parents = {e.parent for e in plan.edges if e.verdict == "unchecked"}
@@ -153,6 +184,8 @@ def summarize(plan: Plan, shared: list[dict], allow_unchecked: bool = False, abi
         "base_moved": sum(1 for h in plan.hazards if h.earlier_step == BASE),
         "base_replaced": len(plan.replacements),
         "removed": len(plan.removals),
+        "dropped_unmet": dropped_unmet,
+        "dropped_allowed": len(dropped) - dropped_unmet,
         "conflicts": conflicts,
         "unchecked": unchecked,
         "unchecked_allowed": bool(unchecked and allow_unchecked),
@@ -181,6 +214,7 @@ def to_json(plan: Plan, abi: list[dict] | None = None, allow_unchecked: bool = F
         ],
         "edges": [dataclasses.asdict(e) for e in plan.edges],
         "no_deps_features": no_deps_features(plan),
+        "dropped_requirements": dropped_requirements(plan),
         "shared_pins": shared,
         "hazards": [dataclasses.asdict(h) for h in plan.hazards],
         "base": base_findings(plan),
@@ -244,6 +278,10 @@ def next_steps(plan: Plan, shared: list[dict], summary: dict, abi: list[dict] | 
             steps.append(f"{h.package} {h.before} → {h.after}: wheel set {h.step} moves what {h.earlier_step} "
                          f"installed (wanted by {h.cause}): pin {h.package}=={h.after} in {h.earlier_step}, or install "
                          f"the later package --no-deps with a why")
+    for d in dropped_requirements(plan):
+        if not d["allowed"]:
+            steps.append(f"{dropped_text(d)}: add a package that provides it, or declare it on {d['package']} in the "
+                         f"manifest (allow_missing: [{{name: {d['name']}, why: ...}}])")
     for sp in shared:
         if sp["broken"]:
             steps.append(f"shared pin {sp['name']}=={sp['version']} is broken ({'; '.join(sp['broken_because'])}): "
@@ -255,6 +293,13 @@ def next_steps(plan: Plan, shared: list[dict], summary: dict, abi: list[dict] | 
                      f"index and the network, run again (--refresh re-reads the index), or pass --allow-unchecked "
                      f"to accept them knowingly")
     return steps
+
+
+def dropped_text(d: dict) -> str:
+    """One unmet dropped requirement, in the words the build's invariant uses."""
+    have = "is not installed" if d["found"] is None else f"{d['found']} is installed"
+    extra = f" (extra [{d['extra']}], requested)" if d["extra"] else ""
+    return f"{d['package']} {d['version']} is installed --no-deps and requires {d['requirement']}{extra}, but {d['name']} {have}"
 
 
 def base_names(plan: Plan) -> set[str]:
@@ -400,6 +445,15 @@ def print_report(plan: Plan, console: Console, verbose: bool = False, abi: list[
                 have = f"has {n['found']}" if n["found"] else "missing"
                 c.print(f"    {escape(n['requirement'])}: {escape(have)}; {escape(n['would'])}")
 
+    if data["dropped_requirements"]:
+        c.print("\n[bold]Dropped and unmet[/bold] (base requirements a --no-deps install leaves unmet; the build fails "
+                "on any the manifest does not allow)")
+        for d in data["dropped_requirements"]:
+            if d["allowed"]:
+                c.print(f"  [cyan]allowed[/cyan]: {escape(dropped_text(d))}; allow_missing: {escape(d['why'])}")
+            else:
+                c.print(f"  [red]{escape(dropped_text(d))}[/red]")
+
     if plan.clashes:
         c.print("\n[bold]Clashes[/bold] (no release satisfies everything a wheel set asks; plain pip stops at the first)")
         for cl in plan.clashes:
@@ -461,7 +515,9 @@ def print_report(plan: Plan, console: Console, verbose: bool = False, abi: list[
     c.print(f"\n{e['satisfied']} satisfied, {e['violated']} violated, {e['suppressed']} suppressed, "
             f"{e['unchecked']} unchecked, {e['extra-only']} extra-only, {e['marker-excluded']} marker-excluded{on_base}; "
             f"{s['hazards']} order hazards; {s['shared_pins_broken']} shared pins broken; {s['clashes']} clashes; "
-            f"{s['unjudged']} lookups failed")
+            f"{s['unjudged']} lookups failed"
+            + (f"; {s['dropped_unmet']} dropped requirement(s) unmet" if s["dropped_unmet"] else "")
+            + (f"; {s['dropped_allowed']} allowed unmet" if s["dropped_allowed"] else ""))
     if s["verdict"] == "conflicts":
         c.print(f"[red]{s['conflicts']} conflict(s)[/red]"
                 + (f", and {s['unchecked']} could not be judged" if s["unchecked"] else ""))

@@ -34,6 +34,7 @@ if TYPE_CHECKING:
     from ..plan import Step
 
 POLICIES = ("fail", "skip", "fallback")
+_PROJECT = re.compile(r"^[A-Za-z0-9](?:[A-Za-z0-9._-]{0,126}[A-Za-z0-9])?$")
 _GLOB = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.+*?-]{0,127}\.whl$")
 _ARCH = re.compile(r"^\d+\.\d+a?$")
 
@@ -58,6 +59,16 @@ class LocalWheel:
 
 
 @dataclass(frozen=True)
+class AllowMissing:
+    """A base requirement of a --no-deps package that the image may leave unmet (absent, or at a
+    version outside its specifier), and why that is intended."""
+
+    name: str  # canonical project name of the requirement
+    why: str
+    line: int
+
+
+@dataclass(frozen=True)
 class Package:
     requirement: Requirement
     no_deps: bool
@@ -69,6 +80,8 @@ class Package:
     # A deliberate replacement that contradicts another package's requirement (judged `overridden`,
     # not `violated`); it must say why. Rendering does not change with it.
     override: bool = False
+    # Base requirements --no-deps drops that the image may leave unmet; any other unmet one fails the build.
+    allow_missing: tuple[AllowMissing, ...] = ()
 
     @property
     def name(self) -> str:
@@ -92,7 +105,8 @@ class WheelSet:
 
 
 def _package(r: Reader, node: Any, key: str, gates: dict[str, Gate], allow_local: bool) -> Package:
-    allowed = {"requirement", "no_deps", "override", "why", "gate"} | ({"local", "fallback"} if allow_local else set())
+    allowed = {"requirement", "no_deps", "override", "why", "gate", "allow_missing"} | \
+        ({"local", "fallback"} if allow_local else set())
     m = r.mapping(node, key, allowed, {"requirement"}).value
     req = r.requirement(m["requirement"], f"{key}.requirement")
     no_deps = r.boolean(m["no_deps"], f"{key}.no_deps") if "no_deps" in m else False
@@ -103,6 +117,10 @@ def _package(r: Reader, node: Any, key: str, gates: dict[str, Gate], allow_local
     if override and not why:
         raise r.fail(node.line, f"{key}.why", "every override must say why (whose requirement it contradicts, "
                                               "and why that is intended)")
+    allow_missing = _allow_missing(r, m["allow_missing"], f"{key}.allow_missing") if "allow_missing" in m else ()
+    if allow_missing and not no_deps:
+        raise r.fail(m["allow_missing"].key_line, f"{key}.allow_missing",
+                     "allow_missing applies to a no_deps install only (without it, pip installs what is required)")
     local = _local(r, m["local"], f"{key}.local") if "local" in m else None
     if local and not why:
         raise r.fail(node.line, f"{key}.why", "every local wheel must say why")
@@ -122,7 +140,21 @@ def _package(r: Reader, node: Any, key: str, gates: dict[str, Gate], allow_local
         raise r.fail(m["local"].value["glob"].line, f"{key}.local.glob",
                      f"{local.glob!r} cannot match wheels of {req.name} (wheel names start with the normalized name)")
     return Package(req, no_deps, why, r.gate(m.get("gate"), f"{key}.gate", gates), local, fallback, node.line,
-                   override)
+                   override, allow_missing)
+
+
+def _allow_missing(r: Reader, node: Any, key: str) -> tuple[AllowMissing, ...]:
+    out: list[AllowMissing] = []
+    seen: dict[str, int] = {}
+    for i, item in enumerate(r.sequence(node, key, 1)):
+        m = r.mapping(item, f"{key}[{i}]", {"name", "why"}, {"name", "why"}).value
+        name = canonicalize_name(r.string(m["name"], f"{key}[{i}].name", _PROJECT, "project name"))
+        why = r.string(m["why"], f"{key}[{i}].why")
+        if name in seen:
+            raise r.fail(m["name"].line, f"{key}[{i}].name", f"{name} is allowed twice (first on line {seen[name]})")
+        seen[name] = m["name"].line
+        out.append(AllowMissing(name, why, item.line))
+    return tuple(out)
 
 
 def _glob_matches_name(glob: str, name: str) -> bool:
@@ -173,6 +205,7 @@ class PlannedPackage:
     fallback: "PlannedPackage | None"
     active: bool  # False when its gate (or its wheel set's) is off for this variant
     override: bool = False  # a deliberate replacement that contradicts a requirement (manifest `override: true`)
+    allow_missing: tuple[AllowMissing, ...] = ()  # dropped base requirements the image may leave unmet
 
     @property
     def pinned(self) -> str:
@@ -191,6 +224,7 @@ def _planned(p: Package, active: bool) -> PlannedPackage:
         fallback=_planned(p.fallback, active) if p.fallback else None,
         active=active,
         override=p.override,
+        allow_missing=p.allow_missing,
     )
 
 

@@ -260,6 +260,9 @@ wheel_sets:
       - requirement: "pw-nodeps==1.0.0"
         no_deps: true
         why: "it declares pw-core==0.9.0, which would downgrade the shared 1.0.0"
+        allow_missing:
+          - {{name: pw-core, why: "it runs on the shared 1.0.0; its ==0.9.0 is stale metadata"}}
+          - {{name: pw-util, why: "it declares pw-util<0.6, and 0.6.0 keeps the API it uses"}}
 
   - name: local
     why: "in-house wheels; a missing wheel follows its policy"
@@ -287,6 +290,8 @@ wheel_sets:
           requirement: "pw-kern-fb-stable==1.0.0"
           no_deps: true
           why: "stable build; its declared pw-core>=2.0 would replace the shared pin"
+          allow_missing:
+            - {{name: pw-core, why: "a stable-ABI build: the shared 1.0.0 loads it"}}
 """
 
 LOCAL_WHEELS = ("pw-kern-fail", "pw-kern-skip", "pw-kern-fb")

@@ -62,6 +62,8 @@ def sub(old: str, new: str, count: int = 1) -> str:
     return BASE.replace(old, new, count)
 
 
+AM = '        why: "cutedsl extra pins an older dsl"\n'
+
 # (id, manifest text, expected line, expected key, expected message fragment)
 CASES = [
     ("yaml-syntax", sub("  name: train\n", "  name: [train\n"), 4, "(yaml)", "not valid YAML"),
@@ -140,6 +142,12 @@ CASES = [
     ("fallback-dup-of-package", sub('requirement: "sgl-flash-mla==1.0.0"', 'requirement: "torch==2.14.1"'), 41, "wheel_sets[1].packages[2].requirement", "pinned twice"),
     ("multiline-why", sub('why: "kernels"', 'why: "kernels\\nsecond line"'), 28, "wheel_sets[1].why", "single line"),
     ("empty-why", sub('why: "kernels"', 'why: "  "'), 28, "wheel_sets[1].why", "must not be empty"),
+    ("allow-missing-without-no-deps", sub('      - requirement: "torch==2.13.0"\n', '      - requirement: "torch==2.13.0"\n        allow_missing: [{name: numpy, why: "x"}]\n'), 27, "wheel_sets[0].packages[0].allow_missing", "no_deps install only"),
+    ("allow-missing-no-why", sub(AM, AM + '        allow_missing:\n          - name: helper\n'), 36, "wheel_sets[1].packages[1].allow_missing[0].why", "required key is missing"),
+    ("allow-missing-bad-name", sub(AM, AM + '        allow_missing:\n          - {name: "help er", why: "x"}\n'), 36, "wheel_sets[1].packages[1].allow_missing[0].name", "not a valid project name"),
+    ("allow-missing-twice", sub(AM, AM + '        allow_missing:\n          - {name: helper, why: "x"}\n          - {name: Helper, why: "y"}\n'), 37, "wheel_sets[1].packages[1].allow_missing[1].name", "allowed twice (first on line 36)"),
+    ("allow-missing-empty", sub(AM, AM + '        allow_missing: []\n'), 35, "wheel_sets[1].packages[1].allow_missing", "at least 1"),
+    ("allow-missing-unknown-key", sub(AM, AM + '        allow_missing:\n          - {name: helper, why: "x", version: "1"}\n'), 36, "wheel_sets[1].packages[1].allow_missing[0].version", "unknown key"),
 ]
 
 
