@@ -6,7 +6,8 @@ The building block of kind `git`:
   40-hex commit id: a branch or tag moves, so it is refused at its line with
   how to pin it), and optionally `subdirectory` (where the project sits in the
   checkout), `isolation` (false: build with `--no-build-isolation`, against
-  what the build environment holds), `builder` (the image the builder stage
+  what the build environment holds), `env` (variables the build sees, such as
+  MAX_JOBS or TORCH_CUDA_ARCH_LIST), `builder` (the image the builder stage
   starts from, when the base has no git; default: the variant's base) and
   `editable` with `checkout` (the source tree stays in the image at that path,
   installed `-e`). A distribution is built by one git step in the manifest;
@@ -46,6 +47,7 @@ _COMMIT = re.compile(r"^[0-9a-f]{40}$")
 _URL = re.compile(r"^(https?|git|ssh)://[A-Za-z0-9][A-Za-z0-9._~:@%+/-]*$")
 _SUBDIRECTORY = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]*(/[A-Za-z0-9_][A-Za-z0-9_.-]*)*$")
 _ABS_PATH = re.compile(r"^/[A-Za-z0-9_][A-Za-z0-9_./-]{0,200}$")
+_ENV_NAME = re.compile(r"^[A-Z_][A-Z0-9_]{0,63}$")
 _IMAGE_REF = re.compile(r"^[a-z0-9]+(?:[._/-][a-z0-9]+)*(?::[A-Za-z0-9_][A-Za-z0-9_.-]{0,127})?(?:@sha256:[0-9a-f]{64})?$")
 # Where the builder stage keeps the checkout and the wheel; the stage's layers never reach the image.
 SOURCE_DIR = "/tmp/pinwheel-git/src"
@@ -70,6 +72,7 @@ class GitStep:
     editable: bool
     checkout: str | None
     line: int
+    env: tuple[tuple[str, str], ...] = ()  # build settings exported for the build (MAX_JOBS, TORCH_CUDA_ARCH_LIST)
 
 
 def rev_problem(rev: str) -> str | None:
@@ -82,6 +85,18 @@ def rev_problem(rev: str) -> str | None:
         return "an abbreviated commit id can become ambiguous; write all 40 hex digits"
     return ("it names a branch or tag, which moves: a build would fetch whatever it points to then. "
             "Pin the commit it points to now (`git ls-remote <url> <rev>` prints it)")
+
+
+def _env(r, node: Any, key: str) -> tuple[tuple[str, str], ...]:
+    """The build's environment variables, in the manifest's order: NAME: "value" (values are strings)."""
+    m = r.mapping(node, key, set(node.value) if isinstance(getattr(node, "value", None), dict) else set())
+    out = []
+    for name, value in m.value.items():
+        if not _ENV_NAME.fullmatch(name):
+            raise r.fail(m.lines[name], f"{key}.{name}", "environment variable names are UPPER_CASE letters, digits "
+                                                         "and '_'")
+        out.append((name, r.string(value, f"{key}.{name}")))
+    return tuple(out)
 
 
 @dataclass(frozen=True)
@@ -167,7 +182,7 @@ class Git(StepKind):
     def read(self, node: Any, key: str, reading: StepReading) -> GitStep:
         r = reading.reader
         own = {"name", "why", "gate", "package", "url", "rev", "subdirectory", "isolation", "builder", "editable",
-               "checkout"}
+               "checkout", "env"}
         m = r.mapping(node, key, own | reading.common_keys, {"name", "why", "package", "url", "rev"}).value
         name = reading.name(m["name"], f"{key}.name")
         gate = r.gate(m.get("gate"), f"{key}.gate", reading.gates)
@@ -199,6 +214,7 @@ class Git(StepKind):
                                                                     "keeps no checkout)")
         if editable and checkout is None:
             raise r.fail(node.line, f"{key}.checkout", "an editable install needs the path its checkout lives at")
+        env = _env(r, m["env"], f"{key}.env") if "env" in m else ()
         claimed: dict[str, int] = reading.claimed(self.name)  # package -> the line that builds it
         if package in claimed:
             raise r.fail(m["package"].line, f"{key}.package",
@@ -206,7 +222,7 @@ class Git(StepKind):
         claimed[package] = node.line
         return GitStep(name, r.string(m["why"], f"{key}.why"), gate, package, pinned_version(req) or "",
                        tuple(sorted(req.extras)), url, rev, subdirectory, isolation, builder, editable, checkout,
-                       node.line)
+                       node.line, env)
 
     def check(self, entries: Sequence[tuple[str, StepSpec]], reading: StepReading) -> None:
         """A package built from git is neither a shared pin nor in a wheel set: the index would offer another build."""

@@ -166,10 +166,28 @@ def test_a_git_commit_is_installed_and_a_wrong_one_fails_the_build_naming_it(pro
         left = engine.run(image["image_id"], ["sh", "-c", "find /tmp/pinwheel-git -mindepth 1 2>/dev/null || true"])
         assert left.stdout.split() in ([], ["/tmp/pinwheel-git/wheel"]), left.stdout
 
+        # an earlier step changes (the `top` wheel set is gone): the image's layers above it are built again,
+        # but the builder stage is not; its key is the builder image, the commit and the build settings
+        without_top, removed = re.subn(r"^  - name: top\n.*?(?=^  - name: )", "", original, flags=re.M | re.S)
+        assert removed == 1
+        project.manifest.write_text(with_git_step(without_top, url, first, git_builder))
+        project.cli("render", check=True)
+        project.cli("lock", "--variant", "cu130", check=True)
+        rebuilt = project.cli("build", "--variant", "cu130", "--json", check=True)
+        assert re.search(r"^#(\d+) \[git-src \d+/\d+\] RUN .*\n#\1 CACHED$", rebuilt.stderr, re.M), \
+            rebuilt.stderr[-3000:]
+        assert not re.search(r"^#\d+ \d+\.\d+ Cloning|^#\d+ \d+\.\d+ Processing /tmp/pinwheel-git/src",
+                             rebuilt.stderr, re.M)
+        again = json.loads(rebuilt.stdout)
+        image["tags"] = list(image["tags"]) + list(again["tags"])
+        assert engine.run(again["image_id"], ["python", "-c", "import pw_gitpkg; print(pw_gitpkg.MARK)"]
+                          ).stdout.strip() == "first"
+
         # a commit the repository does not hold: the build fails naming the commit and the URL
         wrong = "0" * 40
-        project.manifest.write_text(with_git_step(original, url, wrong, git_builder))
+        project.manifest.write_text(with_git_step(without_top, url, wrong, git_builder))
         project.cli("render", check=True)
+        assert project.cli("lock", "--check").returncode == 0  # a commit is in no lock
         failed = project.cli("build", "--variant", "cu130", "--json")
         assert failed.returncode != 0, failed.output[-3000:]
         assert printed(failed.stderr, f"pinwheel: ERROR: git step src: cannot fetch commit {wrong} from {url}"), \

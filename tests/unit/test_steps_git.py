@@ -38,6 +38,7 @@ STEPS = f"""\
     rev: "{REV}"
     subdirectory: "python/pkg"
     isolation: false
+    env: {{MAX_JOBS: "4", TORCH_CUDA_ARCH_LIST: "9.0;10.0"}}
   - name: lm
     kind: git
     why: "the trainer edits it in place"
@@ -70,6 +71,8 @@ RUN --mount=type=secret,id=ca,target=/run/secrets/ca \\
     git -C /tmp/pinwheel-git/src checkout -q FETCH_HEAD; \\
     found=$(git -C /tmp/pinwheel-git/src rev-parse HEAD); \\
     if [ "$found" != {REV} ]; then echo 'pinwheel: ERROR: git step bridge: https://git.example.org/team/pw-bridge.git: expected commit {REV}, found' "$found" >&2; exit 1; fi; \\
+    export MAX_JOBS=4; \\
+    export TORCH_CUDA_ARCH_LIST='9.0;10.0'; \\
     /usr/bin/python3 -m pip wheel --no-deps --no-build-isolation --wheel-dir /tmp/pinwheel-git/wheel /tmp/pinwheel-git/src/python/pkg
 
 # ---- git step 3/3, builder: pw-lm==1.2.0 from commit {REV_LM}
@@ -205,9 +208,11 @@ def test_a_rev_that_is_not_a_full_commit_is_refused_at_its_line(tmp_path, rev, p
     ('package: "pw-bridge[fast]==0.3.0"', 'package: "pw-bridge>=0.3"', "16: steps[1].package", "must be an exact pin"),
     ("    isolation: false\n", "    isolation: false\n    checkout: /opt/x\n", "21: steps[1].checkout",
      "only with editable: true"),
-    ("    checkout: /opt/src/pw-lm\n", "", "21: steps[2].checkout", "needs the path its checkout lives at"),
-    ('package: "pw-lm==1.2.0"', 'package: "pw-bridge==0.3.0"', "25: steps[2].package",
+    ("    checkout: /opt/src/pw-lm\n", "", "22: steps[2].checkout", "needs the path its checkout lives at"),
+    ('package: "pw-lm==1.2.0"', 'package: "pw-bridge==0.3.0"', "26: steps[2].package",
      "pw-bridge is built by another git step (line 13)"),
+    ('MAX_JOBS: "4"', 'max_jobs: "4"', "21: steps[1].env.max_jobs", "UPPER_CASE letters"),
+    ('MAX_JOBS: "4"', "MAX_JOBS: 4", "21: steps[1].env.MAX_JOBS", "must be a string"),
     ('requirement: "six==1.16.0"', 'requirement: "pw-bridge==0.3.0"', "13: steps[1].package",
      "pw-bridge is in a wheel set (line 12) and built from git here"),
 ])
