@@ -24,7 +24,7 @@ from .commands.common import (
     require_fresh_inventory, require_fresh_lock, select_plan, select_platform_plans, select_variant,
 )
 from .commands.forensics import add_forensics_parsers
-from .image.base import BaseImageError, ensure_base, is_bootstrap, suite_for_python
+from .image.base import BaseImageError, ensure_base, is_bootstrap, platform_base, suite_for_python
 from .image.assets import AssetError, add as add_asset
 from .image.build import BuildError, BuildInputs, build_image, check_local_wheels, tags_for
 from .distributions import InventoryError
@@ -112,14 +112,14 @@ def cmd_render(args: argparse.Namespace) -> int:
 
 
 def ensure_variant_base(plan: Plan, ws: Workspace, engine, progress: bool = True) -> None:
-    base = plan.variant.base
+    base = platform_base(plan.variant.base, plan.platform_arch)  # a bootstrap base per architecture
     if engine.image_exists(base):
         return
     if not is_bootstrap(base):
         raise UsageError(f"base image {base} is not in the engine; pull it first (`docker pull {base}`)")
     try:
         ensure_base(base, plan.variant.python, engine, suite=suite_for_python(plan.variant.python),
-                    cache_dir=ws.base_cache, progress=progress)
+                    cache_dir=ws.base_cache, progress=progress, arch=plan.platform_arch)
     except BaseImageError as exc:
         raise UsageError(str(exc)) from None
 
@@ -211,7 +211,7 @@ def cmd_smoke(args: argparse.Namespace) -> int:
     engine = engine_or_fail()
     image = args.image or args.image_opt
     if not image:
-        plan = plan_variant(m, select_variant(m, args))
+        plan = select_plan(m, args)
         require_fresh_lock(plan, m.path.parent)
         built = build_variant(m, plan, engine, "image", args.quiet)
         if built is None:
@@ -460,6 +460,7 @@ def build_parser() -> argparse.ArgumentParser:
                                     "everywhere; imports and the DSA forward where a GPU is present, else SKIPPED. "
                                     "The result is recorded per image id for `publish`.")
     add_variant_args(sm)
+    add_platform_arg(sm)
     sm.add_argument("image", nargs="?", help="image reference (default: build the variant, then smoke it)")
     sm.add_argument("--image", dest="image_opt", help=argparse.SUPPRESS)
     sm.add_argument("--level", default="gpu", choices=["static", "import", "gpu"])

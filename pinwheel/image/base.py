@@ -85,6 +85,12 @@ def suite_for_python(python_version: str) -> str:
 BOOTSTRAP_REPOSITORY = "pinwheel/base"
 
 
+def platform_base(ref: str, arch: str | None) -> str:
+    """The local bootstrap base for another architecture: pinwheel/base:bookworm-py311-arm64.
+    Other bases are kept: a registry tag names an index that holds every platform."""
+    return f"{ref}-{arch}" if arch and is_bootstrap(ref) else ref
+
+
 def is_bootstrap(ref: str) -> bool:
     """A base pinwheel builds itself from Debian packages (never pulled, so it cannot float upstream)."""
     return ref.startswith(BOOTSTRAP_REPOSITORY + ":")
@@ -267,11 +273,15 @@ def bootstrap_rootfs(
     mirror: str,
     keyring: str | None = None,
     include: Sequence[str] = BASE_PACKAGES,
+    arch: str | None = None,
 ) -> str:
-    """debootstrap a minbase ``suite`` into ``target``; return the python3 version it holds."""
+    """debootstrap a minbase ``suite`` into ``target``; return the python3 version it holds.
+    ``arch`` (arm64): a Debian architecture other than the host's, its second stage run through QEMU."""
     if os.geteuid() != 0:
         raise BaseImageError("debootstrap needs root; run as root or provide the base image")
     cmd = [_ensure_debootstrap(), "--variant=minbase", f"--include={','.join(include)}"]
+    if arch:
+        cmd.append(f"--arch={arch}")
     if keyring and Path(keyring).is_file():
         cmd.append(f"--keyring={keyring}")
     cmd += [suite, str(target), mirror]
@@ -304,8 +314,12 @@ def ensure_base(
     *,
     cache_dir: Path,
     progress: bool = False,
+    arch: str | None = None,
 ) -> bool:
     """Make sure the local base image ``ref`` exists; True when it had to be created.
+
+    ``arch`` (arm64) bootstraps that Debian architecture (through QEMU on another host, see
+    scripts/qemu-up) and imports it as linux/<arch>; None: the host's.
 
     The image is a minbase Debian ``suite`` with python3, venv, pip and CA
     certificates. ``python_version`` must be the suite's python3 (X.Y).
@@ -316,7 +330,7 @@ def ensure_base(
         return False
     cache = Path(cache_dir)
     cache.mkdir(parents=True, exist_ok=True)
-    stem = f"{suite}-py{expected.replace('.', '')}"
+    stem = f"{suite}-py{expected.replace('.', '')}" + (f"-{arch}" if arch else "")
     tarball = cache / f"{stem}.tar"
     version_file = cache / f"{stem}.python"
 
@@ -330,7 +344,7 @@ def ensure_base(
         started = time.monotonic()
         rootfs = Path(tempfile.mkdtemp(prefix=f"rootfs-{stem}-", dir=cache))
         try:
-            full_version = bootstrap_rootfs(suite, rootfs, mirror, keyring)
+            full_version = bootstrap_rootfs(suite, rootfs, mirror, keyring, arch=arch)
             if _major_minor(full_version) != expected:
                 raise BaseImageError(
                     f"Debian {suite} root filesystem holds Python {full_version}, expected {expected}"
@@ -347,6 +361,6 @@ def ensure_base(
         f"LABEL {LABEL_SUITE}={suite} {LABEL_PYTHON}={full_version}",
         'CMD ["/bin/bash"]',
     ]
-    engine.import_tarball(tarball, ref, changes)
+    engine.import_tarball(tarball, ref, changes, platform=f"linux/{arch}" if arch else None)
     note(f"imported {ref}")
     return True

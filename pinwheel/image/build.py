@@ -22,6 +22,7 @@ from pathlib import Path
 from . import labels
 from .assets import AssetError, asset_labels, stage_assets
 from .patches import PatchError, patch_labels, stage_patches
+from .base import platform_base
 from .engine import Engine
 from ..index import ca_bundle, default_index_url, pip_setting
 from ..lock import lock_sha256, locked_versions
@@ -211,7 +212,7 @@ def base_reference(plan: Plan, base_image: str | None) -> str:
             raise BuildError(f"variant {plan.variant.name} is built on variant {plan.variant.base_variant}'s image: "
                              f"build that first and pass it as the base")
         return base_image
-    return base_image or plan.variant.base
+    return base_image or platform_base(plan.variant.base, plan.platform_arch)  # a bootstrap base per arch
 
 
 def build_image(plans: list[Plan], plan: Plan, root: Path, engine: Engine, target: str = "image",

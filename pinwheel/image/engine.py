@@ -18,6 +18,7 @@ import json
 import os
 import pty
 import re
+import shutil
 import struct
 import subprocess
 import sys
@@ -389,10 +390,24 @@ class Engine:
         self.docker.image.save(ref, output=Path(path))
         return Path(path)
 
-    def import_tarball(self, tarball: Path, ref: str, changes: Iterable[str] = ()) -> str:
-        """``docker import`` a root filesystem tarball as ``ref``; return the image id."""
-        image = self.docker.image.import_(Path(tarball), tag=ref, changes=list(changes))
-        return str(image.id)
+    def import_tarball(self, tarball: Path, ref: str, changes: Iterable[str] = (), platform: str | None = None) -> str:
+        """``docker import`` a root filesystem tarball as ``ref``; return the image id.
+
+        ``platform`` (linux/arm64) records the architecture of the files. Docker 20.10's import ignores
+        its --platform outside experimental mode, so such an image is built instead: FROM scratch, the
+        tarball ADDed (unpacked) at /, then the same ``changes``, with buildx --platform.
+        """
+        if platform is None:
+            image = self.docker.image.import_(Path(tarball), tag=ref, changes=list(changes))
+            return str(image.id)
+        with tempfile.TemporaryDirectory(prefix="pinwheel-import-", dir=Path(tarball).parent) as tmp:
+            context = Path(tmp)
+            try:
+                os.link(tarball, context / "rootfs.tar")
+            except OSError:
+                shutil.copyfile(tarball, context / "rootfs.tar")
+            (context / "Dockerfile").write_text("\n".join(["FROM scratch", "ADD rootfs.tar /", *changes]) + "\n")
+            return self.build(context, context / "Dockerfile", tags=[ref], platform=platform)
 
     # -- containers --------------------------------------------------------------
     def run(

@@ -1,0 +1,57 @@
+"""The pipeline test image built for linux/arm64 on the real engine, through QEMU, from its own lock.
+
+The variant lists linux/amd64 and linux/arm64; both platforms are locked (uv),
+the arm64 image is built FROM the arm64 bootstrap base (debootstrap --arch=arm64,
+made once and kept in the engine) and its static smoke runs under QEMU.
+"""
+from __future__ import annotations
+
+import json
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from pinwheel.image.engine import Engine
+
+from pipeline_support import Project
+
+OWN = "    platform: manylinux_2_36_x86_64\n"
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(scope="module")
+def project(project_factory, engine: Engine) -> Project:
+    entry = Path("/proc/sys/fs/binfmt_misc/qemu-aarch64")
+    if not (entry.exists() and "F" in entry.read_text()):
+        proc = subprocess.run([str(ROOT / "scripts" / "qemu-up")], capture_output=True, text=True)
+        if proc.returncode != 0:
+            pytest.skip(f"no QEMU for arm64 here: {proc.stderr.strip()[-300:]}")
+    p = project_factory("arm64")
+    text = p.manifest.read_text()
+    assert OWN in text
+    p.manifest.write_text(text.replace(OWN, OWN + "    platforms: [linux/amd64, linux/arm64]\n", 1))
+    p.cli("lock", "--engine", "uv", check=True)
+    return p
+
+
+def test_lock_check_names_both_platforms(project: Project):
+    result = project.cli("lock", "--check", check=True)
+    assert "cu130: up to date" in result.stdout and "cu130 linux/arm64: up to date" in result.stdout
+    assert (project.lock_dir / "arm64" / "requirements.txt").exists()
+
+
+def test_arm64_image_builds_and_smokes_through_qemu(project: Project, engine: Engine):
+    started = time.monotonic()
+    built = json.loads(project.cli("build", "--platform", "linux/arm64", "--quiet", "--json", check=True).stdout)
+    seconds = time.monotonic() - started
+    tags = built["tags"]
+    assert all(t.endswith("-arm64") for t in tags), tags
+    assert engine.platform(tags[0]) == "linux/arm64"
+    got = engine.run(tags[0], ["-m"], entrypoint="uname")
+    assert got.stdout.strip() == "aarch64", got
+    smoke = project.cli("smoke", tags[0], "--level", "static", "--gpus", "no")
+    assert smoke.returncode == 0, smoke.output[-3000:]
+    assert "PASSED" in smoke.stdout
+    print(f"arm64 pipeline image built through QEMU in {seconds:.0f}s")
