@@ -2,20 +2,22 @@
 
 The variant lists linux/amd64 and linux/arm64; both platforms are locked (uv),
 the arm64 image is built FROM the arm64 bootstrap base (debootstrap --arch=arm64,
-made once and kept in the engine) and its static smoke runs under QEMU.
+made once and kept in the engine) and its static smoke runs under QEMU; publish pushes
+each platform's image and one index per tag carrying both.
 """
 from __future__ import annotations
 
 import json
 import subprocess
 import time
+import uuid
 from pathlib import Path
 
 import pytest
 
 from pinwheel.image.engine import Engine
 
-from pipeline_support import Project
+from pipeline_support import Project, registry_get
 
 OWN = "    platform: manylinux_2_36_x86_64\n"
 ROOT = Path(__file__).resolve().parents[2]
@@ -55,3 +57,36 @@ def test_arm64_image_builds_and_smokes_through_qemu(project: Project, engine: En
     assert smoke.returncode == 0, smoke.output[-3000:]
     assert "PASSED" in smoke.stdout
     print(f"arm64 pipeline image built through QEMU in {seconds:.0f}s")
+
+
+INDEX_ACCEPT = ("application/vnd.docker.distribution.manifest.list.v2+json", "application/vnd.oci.image.index.v1+json")
+REASON = "no GPU runner for arm64; smoked on GB200 by hand"
+
+
+def test_publish_pushes_one_index_carrying_both_platforms(project: Project, engine: Engine, registry: str):
+    images = {}
+    for platform in ("linux/amd64", "linux/arm64"):
+        built = json.loads(project.cli("build", "--platform", platform, "--quiet", "--json", check=True).stdout)
+        smoke = project.cli("smoke", built["tags"][0], "--gpus", "no")
+        assert smoke.returncode == 0, smoke.output[-3000:]
+        images[platform] = built
+    ns = f"multi-{uuid.uuid4().hex[:10]}"
+    pushed = project.cli("publish", "--variant", "cu130", "--registry", f"{registry}/{ns}",
+                         "--allow-skipped", "import", "--allow-skipped", "gpu", "--reason", REASON)
+    assert pushed.returncode == 0, pushed.output[-3000:]
+    per_platform = {}
+    for line in pushed.stdout.splitlines():
+        words = line.split()
+        if words[:1] == ["pushed"] and words[-1] in ("(linux/amd64)", "(linux/arm64)"):
+            per_platform.setdefault(words[-1].strip("()"), set()).add(words[2])
+    assert set(per_platform) == {"linux/amd64", "linux/arm64"}
+    assert all(len(d) == 1 for d in per_platform.values()), per_platform  # both tags of a platform: one image
+    for tag in images["linux/amd64"]["tags"]:  # each tag of the variant's own platform is now the index
+        repository, name = tag.rsplit(":", 1)
+        status, headers, body = registry_get(registry, f"/v2/{ns}/{repository}/manifests/{name}", INDEX_ACCEPT)
+        assert status == 200, body
+        index = json.loads(body)
+        assert index["mediaType"] in INDEX_ACCEPT
+        found = {f"{m['platform']['os']}/{m['platform']['architecture']}": m["digest"] for m in index["manifests"]}
+        assert found == {p: next(iter(d)) for p, d in per_platform.items()}
+        assert f"pushed index {registry}/{ns}/{tag} {headers['Docker-Content-Digest']}" in pushed.stdout
