@@ -10,6 +10,10 @@ PKG ?=
 IMAGE ?=
 PYTEST_ARGS ?=
 PUBLISH_ARGS ?=
+# e.g. linux/amd64,linux/arm64: build (and lock) each of the variant's platforms
+PLATFORMS ?=
+comma := ,
+platform_list = $(subst $(comma), ,$(PLATFORMS))
 
 .PHONY: help deps engine qemu registry tools render check-render report lock image smoke publish bump base e2e test bench clean
 
@@ -53,13 +57,13 @@ report: deps
 	$(PY) build.py report --cuda $(CUDA)
 
 lock: deps
-	$(PY) build.py lock --cuda $(CUDA) $(if $(ENGINE),--engine $(ENGINE),)
+	$(if $(PLATFORMS),$(foreach p,$(platform_list),$(PY) build.py lock --cuda $(CUDA) --platform $(p) $(if $(ENGINE),--engine $(ENGINE),) && ) true,$(PY) build.py lock --cuda $(CUDA) $(if $(ENGINE),--engine $(ENGINE),))
 
 base: deps engine
 	$(PY) build.py base --cuda $(CUDA)
 
-image: deps engine
-	$(PY) build.py build --cuda $(CUDA)
+image: deps engine $(if $(PLATFORMS),qemu,)
+	$(if $(PLATFORMS),$(foreach p,$(platform_list),$(PY) build.py build --cuda $(CUDA) --platform $(p) && ) true,$(PY) build.py build --cuda $(CUDA))
 
 smoke: deps engine
 	$(PY) build.py smoke --cuda $(CUDA) $(IMAGE)
