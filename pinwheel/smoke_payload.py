@@ -24,6 +24,13 @@ static  any host. Every pin in expect.json is installed at exactly that
         --check-pip, pip check may find only the --no-deps drops (suppressed),
         what the base already broke (baseline_broken: "parent requirement"),
         requirements on an overridden package, and ones on a removed package.
+        With --check-imports (the build's invariant), the top-level modules of
+        every installed distribution (top_level.txt, else its RECORD) are
+        imported on the CPU: one process for all of them, then each failed or
+        unreached one again alone, each under a timeout. A failure names the
+        distribution, the module and the error's last line. Distributions
+        expect.json lists under "import_skip" (manifest `needs: driver`) are
+        skipped with their reason, and left to the import level.
 import  needs an NVIDIA driver. ``torch``, ``from cudnn import DSA`` (and the
         two DSA wrappers it is used for), ``import flashinfer``,
         ``import flash_mla``; each with its version and import time.
@@ -314,7 +321,12 @@ def load_expect(path: str) -> dict:
     ):
         raise UsageError(f"{path}: 'dropped' must be an object of name -> "
                          "{requires: [requirement], allow_missing: {name: why}}")
-    return {"pins": pins, "suppressed": suppressed, "base_unchanged": base_unchanged, "dropped": dropped, **lists}
+    import_skip = data.get("import_skip", {})  # distribution -> why its modules import only with a driver
+    if not isinstance(import_skip, dict) or not all(isinstance(k, str) and isinstance(v, str)
+                                                    for k, v in import_skip.items()):
+        raise UsageError(f"{path}: 'import_skip' must be an object of name -> reason")
+    return {"pins": pins, "suppressed": suppressed, "base_unchanged": base_unchanged, "dropped": dropped,
+            "import_skip": import_skip, **lists}
 
 
 # ---------------------------------------------------------------------------
@@ -489,6 +501,136 @@ def run_dropped(expect: dict, dists: dict) -> dict:
     return _stage("static", "dropped", "failed" if problems else "passed", **fields)
 
 
+IMPORT_TIMEOUT_S = 300  # the one process over every module; a module alone gets IMPORT_ALONE_TIMEOUT_S
+IMPORT_ALONE_TIMEOUT_S = 120
+_IMPORT_CHILD = r"""
+import importlib, json, os, site, sys, traceback
+for d in filter(None, os.environ.get("PINWHEEL_IMPORT_SITES", "").split(os.pathsep)):
+    site.addsitedir(d)
+for mod in sys.argv[1:]:
+    print(json.dumps({"module": mod, "started": True}), flush=True)
+    try:
+        importlib.import_module(mod)
+        rec = {"module": mod, "ok": True}
+    except BaseException as exc:
+        lines = traceback.format_exception_only(type(exc), exc)
+        rec = {"module": mod, "ok": False, "error": (lines[-1] if lines else repr(exc)).strip()}
+    print(json.dumps(rec), flush=True)
+"""
+_IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_SITES: list = []  # --site directories, added in the import processes too
+
+
+def top_level_modules(dist) -> list:
+    """A distribution's top-level modules: top_level.txt, else the first path part of its RECORD."""
+    names = []
+    text = dist.read_text("top_level.txt")
+    files = dist.files or ()
+    if text:
+        names = [line.strip().replace("/", ".") for line in text.splitlines() if line.strip()]
+        # only what is there: a top_level.txt may name a directory it never shipped (Debian's setuptools: debian)
+        names = [n for n in names if _on_disk(dist, n.split(".")[0])]
+    else:
+        for f in files:
+            parts = f.parts
+            if not parts or parts[0] in ("..", "__pycache__") or parts[0].endswith((".dist-info", ".data", ".pth")):
+                continue
+            if len(parts) == 1:
+                if parts[0].endswith(".py"):
+                    names.append(parts[0][:-3])
+                elif parts[0].endswith(".so"):
+                    names.append(parts[0].split(".", 1)[0])
+            elif parts[-1].endswith((".py", ".so")):
+                names.append(parts[0])
+    return sorted({n for n in names if all(_IDENT.match(x) for x in n.split("."))})
+
+
+def _on_disk(dist, name: str) -> bool:
+    """A top-level package directory, module or extension named `name` next to the distribution's metadata."""
+    try:
+        base = str(dist.locate_file(""))
+        return (os.path.isdir(os.path.join(base, name)) or os.path.exists(os.path.join(base, name + ".py"))
+                or any(f.startswith(name + ".") and f.endswith(".so") for f in os.listdir(base)))
+    except (OSError, TypeError, NotImplementedError):
+        return True  # cannot tell: import it, and let the import say
+
+
+def _import_batch(modules: list, timeout: float) -> tuple:
+    """({module: (ok, error)}, the module it was importing when the process died or timed out, or None)."""
+    results, current = {}, None
+    try:
+        flags = (["-S"] if sys.flags.no_site else []) + (["-I"] if sys.flags.isolated else [])  # as this one runs
+        proc = subprocess.run([sys.executable, *flags, "-c", _IMPORT_CHILD, *modules], capture_output=True, text=True,
+                              timeout=timeout, env={**os.environ, "PYTHONDONTWRITEBYTECODE": "1",
+                                                    "PINWHEEL_IMPORT_SITES": os.pathsep.join(_SITES)})
+        out, died = proc.stdout, (f"the import process exited {proc.returncode}" if proc.returncode else None)
+        tail = (proc.stderr.strip().splitlines() or [""])[-1]
+    except subprocess.TimeoutExpired as exc:
+        out = exc.stdout.decode() if isinstance(exc.stdout, bytes) else (exc.stdout or "")
+        died, tail = f"timed out after {timeout:.0f} s", ""
+    for line in out.splitlines():
+        try:
+            rec = json.loads(line)
+        except ValueError:
+            continue
+        if rec.get("started"):
+            current = rec["module"]
+        else:
+            results[rec["module"]] = (rec["ok"], rec.get("error"))
+            current = None
+    if current is not None:
+        results[current] = (False, died + (f": {tail}" if tail else "") if died else "the import process stopped")
+    return results, current
+
+
+def run_imports(expect: dict) -> dict:
+    """Import every installed distribution's top-level modules on the CPU (see the module docstring)."""
+    t0 = time.perf_counter()
+    skip = {normalize(k): v for k, v in expect["import_skip"].items()}
+    owners: dict = {}
+    skipped = []
+    for dist in importlib.metadata.distributions():
+        name = dist.metadata["Name"]
+        if not name:
+            continue
+        mods = top_level_modules(dist)
+        if normalize(name) in skip:
+            skipped.append({"distribution": name, "modules": mods, "reason": skip[normalize(name)]})
+            continue
+        for m in mods:
+            owners.setdefault(m, set()).add(name)
+    skipped_modules = {m for s in skipped for m in s["modules"]}
+    modules = sorted(m for m in owners if m not in skipped_modules)
+    results: dict = {}
+    processes = 0
+    pending = list(modules)
+    while pending:  # one process; where it died, the rest in a new one
+        got, died_on = _import_batch(pending, IMPORT_TIMEOUT_S)
+        processes += 1
+        results.update(got)
+        pending = [m for m in pending if m not in results]
+        if died_on is None and pending:  # it ended without reaching them
+            for m in pending:
+                results[m] = (False, "not reached: the import process ended early")
+            pending = []
+    failures, after_others = [], []
+    for m in [m for m in modules if not results[m][0]]:  # each failure again alone, so none hides another
+        alone, _ = _import_batch([m], IMPORT_ALONE_TIMEOUT_S)
+        processes += 1
+        ok, error = alone.get(m, (False, "the import process stopped"))
+        if ok:  # it imports on its own: it failed only after the others (listed, not a failure)
+            after_others.append({"module": m, "error": results[m][1]})
+            results[m] = (True, None)
+            continue
+        failures.append({"distribution": ", ".join(sorted(owners[m])), "module": m, "error": error})
+    fields = {"imported": sum(1 for m in modules if results[m][0]), "processes": processes,
+              "seconds": round(time.perf_counter() - t0, 2), "failed": failures, "skipped": skipped,
+              "failed_only_after_others": after_others}
+    if failures:
+        fields["error"] = "; ".join(f"{f['distribution']}: import {f['module']}: {f['error']}" for f in failures)
+    return _stage("static", "imports", "failed" if failures else "passed", **fields)
+
+
 def run_base(expect: dict, dists: dict) -> list:
     """On a base with packages: the ones the manifest leaves alone are at their inventory versions, and
     every removed one is gone (importlib.metadata finds it nowhere). Nothing on a fresh venv."""
@@ -650,13 +792,23 @@ def _import_flash_mla():
     }
 
 
-def run_import() -> list:
-    return [
+def run_import(expect: dict | None = None) -> list:
+    stages = [
         _timed_import("import", "torch", _import_torch),
         _timed_import("import", "cudnn.DSA", _import_cudnn_dsa),
         _timed_import("import", "flashinfer", _import_flashinfer),
         _timed_import("import", "flash_mla", _import_flash_mla),
     ]
+    # the modules the build skipped (manifest `needs: driver`), each imported here, where the driver is
+    done = {s["name"] for s in stages}
+    skip = {normalize(k) for k in (expect or {}).get("import_skip", {})}
+    for dist in importlib.metadata.distributions():
+        if dist.metadata["Name"] and normalize(dist.metadata["Name"]) in skip:
+            for mod in top_level_modules(dist):
+                if mod not in done:
+                    done.add(mod)
+                    stages.append(_timed_import("import", mod, lambda m=mod: (importlib.import_module(m), {})[1]))
+    return stages
 
 
 # ---------------------------------------------------------------------------
@@ -1132,7 +1284,8 @@ def run(args, corrupt) -> dict:
         return entry["status"]
 
     t0 = time.perf_counter()
-    record("static", run_static(expect) + ([run_pip_check(expect)] if args.check_pip else []))
+    record("static", run_static(expect) + ([run_pip_check(expect)] if args.check_pip else [])
+           + ([run_imports(expect)] if args.check_imports else []))
 
     if "import" in requested:
         driver = probe_driver()
@@ -1143,7 +1296,7 @@ def run(args, corrupt) -> dict:
             if "gpu" in requested:
                 record("gpu", [_stage("gpu", "dsa-forward", "skipped", reason=reason)], reason)
         else:
-            imp = record("import", run_import())
+            imp = record("import", run_import(expect))
             if "gpu" in requested:
                 reason = None
                 if imp != "passed":
@@ -1204,6 +1357,10 @@ def summary(doc: dict) -> str:
                                     for i in info["dropped"])
                 parts.append(f"{pkg} drops [{dropped}]")
             text = "; ".join(parts) if parts else "no --no-deps packages declared"
+        elif s["name"] == "imports" and s["status"] == "passed":
+            text = (f"{s['imported']} modules imported on the CPU in {s['seconds']:.2f} s ({s['processes']} process(es))"
+                    + "".join(f"; SKIPPED {k['distribution']} ({', '.join(k['modules'])}): {k['reason']}"
+                              for k in s["skipped"]))
         elif s["name"] == "dropped" and s["status"] == "passed":
             text = f"{s['met']} dropped base requirement(s) met" + (
                 "; allowed unmet: " + "; ".join(s["allowed"]) if s["allowed"] else "")
@@ -1263,6 +1420,9 @@ def parse_args(argv):
     p.add_argument("--json", help="write the JSON result here")
     p.add_argument("--check-pip", action="store_true",
                    help="static level: also run `pip check`, allowing only the requirements --no-deps drops")
+    p.add_argument("--check-imports", action="store_true",
+                   help="static level: import every installed distribution's top-level modules on the CPU, "
+                        "except those expect.json's import_skip leaves to a host with a driver")
     p.add_argument("--site", action="append", default=[], metavar="DIR",
                    help="site.addsitedir(DIR) before anything is imported (repeatable; .pth files are honoured)")
     p.add_argument("--seq-q", dest="seq_q", type=int, default=GPU_SHAPE["seq_q"], help="gpu level: query tokens")
@@ -1288,6 +1448,7 @@ def main(argv=None) -> int:
         return 2
     for d in args.site:
         site.addsitedir(os.path.abspath(d))
+        _SITES.append(os.path.abspath(d))
     try:
         doc = run(args, corrupt)
     except UsageError as exc:

@@ -94,6 +94,7 @@ def build_wheel(
     payload_size: int = 0,
     metadata: str | None = None,
     dist_info_first: bool = False,
+    module_source: str | None = None,
 ) -> Path:
     """Write a small valid wheel and return its path.
 
@@ -119,7 +120,7 @@ def build_wheel(
     if build:
         wheel_lines.append(f"Build: {build}")
     members: list[tuple[str, bytes]] = [
-        (f"{module}/__init__.py", f'__version__ = "{version}"\n'.encode()),
+        (f"{module}/__init__.py", (module_source or f'__version__ = "{version}"\n').encode()),
     ]
     if ext_module:
         suffix = ".abi3.so" if abi == "abi3" else f".{abi}-x86_64-linux-gnu.so" if abi.startswith("cp") else ".so"
@@ -203,6 +204,7 @@ class LocalIndex:
         listed_sha256: str | None = None,
         metadata: str | None = None,
         dist_info_first: bool = False,
+        module_source: str | None = None,
     ) -> Path:
         """Build a wheel, publish it on the index, return the wheel's path.
 
@@ -224,6 +226,7 @@ class LocalIndex:
             payload_size=payload_size,
             metadata=metadata,
             dist_info_first=dist_info_first,
+            module_source=module_source,
         )
         data = path.read_bytes()
         meta_sha = None

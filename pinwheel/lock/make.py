@@ -498,6 +498,10 @@ def _expect(plan: Plan, by_unit: Mapping[str, list[LockedPackage]], fallbacks: S
     outside its specifier) unless the manifest allows it. Absent when no
     --no-deps package has one.
 
+    ``import_skip``: ``{name: why}``, the packages the manifest marks ``needs:
+    driver``: the build's CPU import check skips their modules with that
+    reason. Absent when none is marked.
+
     On a base that already holds a Python environment, also (only then, so a
     venv variant's file is unchanged):
 
@@ -540,6 +544,10 @@ def _expect(plan: Plan, by_unit: Mapping[str, list[LockedPackage]], fallbacks: S
     }
     if dropped:
         out["dropped"] = dropped
+    import_skip = {q.name: f"needs: {q.needs}: {q.needs_why}" for p in plan.packages()
+                   for q in ((p, p.fallback) if getattr(p, "fallback", None) else (p,)) if getattr(q, "needs", None)}
+    if import_skip:
+        out["import_skip"] = dict(sorted(import_skip.items()))
     if reads_base(plan):
         out["base_unchanged"] = {n: ver for n, ver in base_kept(plan).items() if n not in pins}
         out["removed"] = sorted(removed_names(plan) - set(pins) - set(conditional))

@@ -34,6 +34,7 @@ if TYPE_CHECKING:
     from ..plan import Step
 
 POLICIES = ("fail", "skip", "fallback")
+NEEDS = ("driver",)  # what a package's modules need to import; without it they import on the CPU at build time
 _PROJECT = re.compile(r"^[A-Za-z0-9](?:[A-Za-z0-9._-]{0,126}[A-Za-z0-9])?$")
 _GLOB = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.+*?-]{0,127}\.whl$")
 _ARCH = re.compile(r"^\d+\.\d+a?$")
@@ -82,6 +83,10 @@ class Package:
     override: bool = False
     # Base requirements --no-deps drops that the image may leave unmet; any other unmet one fails the build.
     allow_missing: tuple[AllowMissing, ...] = ()
+    # `needs: driver`: its modules import only with a GPU driver; the build skips them (with needs_why),
+    # the smoke's import level imports them
+    needs: str | None = None
+    needs_why: str | None = None
 
     @property
     def name(self) -> str:
@@ -105,7 +110,7 @@ class WheelSet:
 
 
 def _package(r: Reader, node: Any, key: str, gates: dict[str, Gate], allow_local: bool) -> Package:
-    allowed = {"requirement", "no_deps", "override", "why", "gate", "allow_missing"} | \
+    allowed = {"requirement", "no_deps", "override", "why", "gate", "allow_missing", "needs", "needs_why"} | \
         ({"local", "fallback"} if allow_local else set())
     m = r.mapping(node, key, allowed, {"requirement"}).value
     req = r.requirement(m["requirement"], f"{key}.requirement")
@@ -121,6 +126,15 @@ def _package(r: Reader, node: Any, key: str, gates: dict[str, Gate], allow_local
     if allow_missing and not no_deps:
         raise r.fail(m["allow_missing"].key_line, f"{key}.allow_missing",
                      "allow_missing applies to a no_deps install only (without it, pip installs what is required)")
+    needs = r.string(m["needs"], f"{key}.needs") if "needs" in m else None
+    if needs is not None and needs not in NEEDS:
+        raise r.fail(m["needs"].line, f"{key}.needs", f"{needs!r} is not one of: {', '.join(NEEDS)}")
+    needs_why = r.string(m["needs_why"], f"{key}.needs_why") if "needs_why" in m else None
+    if needs and not needs_why:
+        raise r.fail(m["needs"].line, f"{key}.needs_why", "say why its modules cannot import without a driver "
+                                                          "(the build skips them with this reason)")
+    if needs_why and not needs:
+        raise r.fail(m["needs_why"].line, f"{key}.needs_why", "needs_why goes with needs")
     local = _local(r, m["local"], f"{key}.local") if "local" in m else None
     if local and not why:
         raise r.fail(node.line, f"{key}.why", "every local wheel must say why")
@@ -140,7 +154,7 @@ def _package(r: Reader, node: Any, key: str, gates: dict[str, Gate], allow_local
         raise r.fail(m["local"].value["glob"].line, f"{key}.local.glob",
                      f"{local.glob!r} cannot match wheels of {req.name} (wheel names start with the normalized name)")
     return Package(req, no_deps, why, r.gate(m.get("gate"), f"{key}.gate", gates), local, fallback, node.line,
-                   override, allow_missing)
+                   override, allow_missing, needs, needs_why)
 
 
 def _allow_missing(r: Reader, node: Any, key: str) -> tuple[AllowMissing, ...]:
@@ -206,6 +220,8 @@ class PlannedPackage:
     active: bool  # False when its gate (or its wheel set's) is off for this variant
     override: bool = False  # a deliberate replacement that contradicts a requirement (manifest `override: true`)
     allow_missing: tuple[AllowMissing, ...] = ()  # dropped base requirements the image may leave unmet
+    needs: str | None = None  # "driver": its modules are imported by the smoke, not at build time
+    needs_why: str | None = None
 
     @property
     def pinned(self) -> str:
@@ -225,6 +241,8 @@ def _planned(p: Package, active: bool) -> PlannedPackage:
         active=active,
         override=p.override,
         allow_missing=p.allow_missing,
+        needs=p.needs,
+        needs_why=p.needs_why,
     )
 
 

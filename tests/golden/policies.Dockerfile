@@ -100,10 +100,13 @@ RUN --mount=type=cache,target=/root/.cache/pip,sharing=locked \
 
 # Invariants: every pin is still what the lock says after all steps (the build
 # fails naming the package, the expected and the found version), and `pip check`
-# finds nothing beyond the requirements --no-deps drops on purpose.
+# finds nothing beyond the requirements --no-deps drops on purpose. Every base
+# requirement a --no-deps install drops is met, or allowed by the manifest. The
+# top-level modules of every installed distribution import on the CPU, except
+# those the manifest marks `needs: driver` (the smoke imports them).
 COPY lock/${VARIANT}/expect.json /opt/pinwheel/expect.json
 COPY smoke_payload.py /opt/pinwheel/smoke_payload.py
-RUN python /opt/pinwheel/smoke_payload.py --expect /opt/pinwheel/expect.json --level static --check-pip
+RUN python /opt/pinwheel/smoke_payload.py --expect /opt/pinwheel/expect.json --level static --check-pip --check-imports
 
 # `docker run --gpus all <image>:...-smoke` on a GPU host: imports and the DSA
 # forward, checked against references; a missing GPU fails it rather than passing.
