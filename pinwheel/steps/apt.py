@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from ..manifest.reader import Reader, StepReading
-from .base import Effect, StepKind
+from .base import Effect, KindView, StepKind
 
 if TYPE_CHECKING:
     from ..plan import Step
@@ -96,34 +96,19 @@ def _package(r: Reader, node: Any, key: str) -> DebianPackage:
 
 
 @dataclass(frozen=True)
-class AptView:
+class AptView(KindView):
     """An apt step as its partial reads it."""
 
-    step: Step
     spec: AptStep
-
-    @property
-    def partial(self) -> str:
-        return KIND.partial
-
-    @property
-    def invariant(self) -> tuple[DebianPackage, ...]:
-        return KIND.invariant(self.step)
 
     @property
     def packages(self) -> tuple[DebianPackage, ...]:
         return self.spec.packages
 
     @property
-    def gate_off_message(self) -> str:
-        return f"pinwheel: {self.step.gate}=0: skipping apt step {self.step.name}"
-
-    @property
     def mismatch_prefix(self) -> str:
         return f"pinwheel: ERROR: apt step {self.step.name}:"
 
-    def __getattr__(self, name: str):
-        return getattr(self.step, name)
 
 
 class Apt(StepKind):
@@ -159,7 +144,7 @@ class Apt(StepKind):
 
     def view(self, step: Step) -> AptView:
         assert isinstance(step.spec, AptStep)
-        return AptView(step, step.spec)
+        return AptView(step, step.spec, self)
 
 
 KIND = Apt()

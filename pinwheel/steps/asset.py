@@ -35,7 +35,7 @@ from packaging.version import InvalidVersion, Version
 from ..manifest.model import StepSpec, pinned_version
 from ..manifest.reader import Reader, StepReading
 from ..manifest.source import Node, show
-from .base import DirectInstall, Effect, StepKind
+from .base import DirectInstall, Effect, KindView, StepKind
 
 if TYPE_CHECKING:
     from ..plan import Plan, Step
@@ -116,19 +116,10 @@ def _asset(r: Reader, node: Any, key: str, arch: str | None, package: str, versi
 
 
 @dataclass(frozen=True)
-class AssetView:
+class AssetView(KindView):
     """An asset step as its partial reads it."""
 
-    step: Step
     spec: AssetStep
-
-    @property
-    def partial(self) -> str:
-        return KIND.partial
-
-    @property
-    def invariant(self) -> tuple[Any, ...]:
-        return KIND.invariant(self.step)
 
     @property
     def context_dir(self) -> str:
@@ -147,10 +138,6 @@ class AssetView:
         return f"{self.spec.package}=={self.spec.version}"
 
     @property
-    def gate_off_message(self) -> str:
-        return f"pinwheel: {self.step.gate}=0: skipping asset step {self.step.name}"
-
-    @property
     def count_message(self) -> str:
         return f"pinwheel: ERROR: asset step {self.step.name}: not one wheel in {self.context_dir} of the build context:"
 
@@ -166,8 +153,6 @@ class AssetView:
     def version_mismatch_prefix(self) -> str:
         return f"pinwheel: ERROR: asset step {self.step.name}: {self.spec.package}: expected {self.spec.version}, found"
 
-    def __getattr__(self, name: str):
-        return getattr(self.step, name)
 
 
 class Assets(StepKind):
@@ -237,7 +222,7 @@ class Assets(StepKind):
 
     def view(self, step: Step) -> AssetView:
         assert isinstance(step.spec, AssetStep)
-        return AssetView(step, step.spec)
+        return AssetView(step, step.spec, self)
 
 
 def plan_assets(plan: Plan) -> list[tuple[Step, Asset]]:

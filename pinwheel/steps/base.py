@@ -62,6 +62,31 @@ class PartialView(Protocol):
     invariant: Sequence[Any]  # the kind's invariant of the step; empty: the partial is included once
 
 
+@dataclass(frozen=True)
+class KindView:
+    """What a kind's partial reads of one step: the step (its fields read through), its manifest entry,
+    its partial, its invariant and its gate-off message. Each kind's view adds its own values."""
+
+    step: Step
+    spec: Any
+    kind: "StepKind"
+
+    @property
+    def partial(self) -> str:
+        return self.kind.partial
+
+    @property
+    def invariant(self) -> tuple[Any, ...]:
+        return self.kind.invariant(self.step)
+
+    @property
+    def gate_off_message(self) -> str:
+        return f"pinwheel: {self.step.gate}=0: skipping {self.kind.noun} {self.step.name}"
+
+    def __getattr__(self, name: str):
+        return getattr(self.step, name)
+
+
 class StepKind:
     """One kind of install step. Subclasses set ``name`` and ``noun`` and override what they do."""
 

@@ -38,7 +38,7 @@ from packaging.utils import canonicalize_name
 from ..manifest.model import StepSpec, pinned_version
 from ..manifest.reader import StepReading
 from ..manifest.source import show
-from .base import DirectInstall, Effect, StepKind
+from .base import DirectInstall, Effect, KindView, StepKind
 
 if TYPE_CHECKING:
     from ..plan import Step
@@ -100,19 +100,10 @@ def _env(r, node: Any, key: str) -> tuple[tuple[str, str], ...]:
 
 
 @dataclass(frozen=True)
-class GitView:
+class GitView(KindView):
     """A git step as its partial reads it."""
 
-    step: Step
     spec: GitStep
-
-    @property
-    def partial(self) -> str:
-        return KIND.partial
-
-    @property
-    def invariant(self) -> tuple[Any, ...]:
-        return KIND.invariant(self.step)
 
     @property
     def stage(self) -> str:
@@ -151,10 +142,6 @@ class GitView:
         return "" if self.spec.isolation else " --no-build-isolation"
 
     @property
-    def gate_off_message(self) -> str:
-        return f"pinwheel: {self.step.gate}=0: skipping git step {self.step.name}"
-
-    @property
     def fetch_failed_message(self) -> str:
         return f"pinwheel: ERROR: git step {self.step.name}: cannot fetch commit {self.spec.rev} from {self.spec.url}"
 
@@ -171,8 +158,6 @@ class GitView:
         return (f"pinwheel: ERROR: git step {self.step.name}: {self.spec.package} from commit {self.spec.rev}: "
                 f"expected {self.spec.version}, found")
 
-    def __getattr__(self, name: str):
-        return getattr(self.step, name)
 
 
 class Git(StepKind):
@@ -256,7 +241,7 @@ class Git(StepKind):
 
     def view(self, step: Step) -> GitView:
         assert isinstance(step.spec, GitStep)
-        return GitView(step, step.spec)
+        return GitView(step, step.spec, self)
 
 
 KIND = Git()

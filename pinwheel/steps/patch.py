@@ -36,7 +36,7 @@ from packaging.utils import canonicalize_name
 from ..manifest.model import pinned_version
 from ..manifest.reader import Reader, StepReading
 from ..manifest.source import Scalar, show
-from .base import Effect, StepKind
+from .base import Effect, KindView, StepKind
 
 if TYPE_CHECKING:
     from ..plan import Plan, Step
@@ -107,19 +107,10 @@ def _patch(r: Reader, node: Any, key: str) -> Patch:
 
 
 @dataclass(frozen=True)
-class PatchView:
+class PatchView(KindView):
     """A patch step as its partial reads it."""
 
-    step: Step
     spec: PatchStep
-
-    @property
-    def partial(self) -> str:
-        return KIND.partial
-
-    @property
-    def invariant(self) -> tuple[Any, ...]:
-        return ()
 
     @property
     def context_dir(self) -> str:
@@ -141,12 +132,6 @@ class PatchView:
             "applied_message": f"pinwheel: patch step {self.step.name}: {p.file} applied to {p.applies_to}",
         } for i, p in enumerate(self.spec.patches))
 
-    @property
-    def gate_off_message(self) -> str:
-        return f"pinwheel: {self.step.gate}=0: skipping patch step {self.step.name}"
-
-    def __getattr__(self, name: str):
-        return getattr(self.step, name)
 
 
 class Patches(StepKind):
@@ -177,7 +162,7 @@ class Patches(StepKind):
 
     def view(self, step: Step) -> PatchView:
         assert isinstance(step.spec, PatchStep)
-        return PatchView(step, step.spec)
+        return PatchView(step, step.spec, self)
 
 
 def plan_patches(plan: Plan) -> list[tuple[Step, int, Patch]]:

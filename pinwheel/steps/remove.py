@@ -31,7 +31,7 @@ from packaging.utils import canonicalize_name
 
 from ..manifest.reader import Reader, StepReading
 from ..manifest.source import show
-from .base import Effect, StepKind
+from .base import Effect, KindView, StepKind
 
 if TYPE_CHECKING:
     from ..plan import Step
@@ -67,30 +67,15 @@ def _package(r: Reader, node: Any, key: str) -> RemovedPackage:
 
 
 @dataclass(frozen=True)
-class RemoveView:
+class RemoveView(KindView):
     """A remove step as its partial reads it."""
 
-    step: Step
     spec: RemoveStep
-
-    @property
-    def partial(self) -> str:
-        return KIND.partial
-
-    @property
-    def invariant(self) -> tuple[Any, ...]:
-        return KIND.invariant(self.step)
 
     @property
     def packages(self) -> tuple[RemovedPackage, ...]:
         return self.spec.packages
 
-    @property
-    def gate_off_message(self) -> str:
-        return f"pinwheel: {self.step.gate}=0: skipping remove step {self.step.name}"
-
-    def __getattr__(self, name: str):
-        return getattr(self.step, name)
 
 
 class Remove(StepKind):
@@ -128,7 +113,7 @@ class Remove(StepKind):
 
     def view(self, step: Step) -> RemoveView:
         assert isinstance(step.spec, RemoveStep)
-        return RemoveView(step, step.spec)
+        return RemoveView(step, step.spec, self)
 
 
 KIND = Remove()
