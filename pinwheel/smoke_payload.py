@@ -325,8 +325,17 @@ def load_expect(path: str) -> dict:
     if not isinstance(import_skip, dict) or not all(isinstance(k, str) and isinstance(v, str)
                                                     for k, v in import_skip.items()):
         raise UsageError(f"{path}: 'import_skip' must be an object of name -> reason")
+    verify = data.get("verify", {})  # package -> {import: [module], python: snippet|null, needs: cpu|driver|gpu}
+    if not isinstance(verify, dict) or not all(
+        isinstance(k, str) and isinstance(v, dict) and v.get("needs") in ("cpu", "driver", "gpu")
+        and isinstance(v.get("import", []), list) and all(isinstance(m, str) for m in v.get("import", []))
+        and isinstance(v.get("python"), (str, type(None)))
+        for k, v in verify.items()
+    ):
+        raise UsageError(f"{path}: 'verify' must be an object of name -> {{import: [module], python: snippet, "
+                         "needs: cpu|driver|gpu}")
     return {"pins": pins, "suppressed": suppressed, "base_unchanged": base_unchanged, "dropped": dropped,
-            "import_skip": import_skip, **lists}
+            "import_skip": import_skip, "verify": verify, **lists}
 
 
 # ---------------------------------------------------------------------------
@@ -629,6 +638,50 @@ def run_imports(expect: dict) -> dict:
     if failures:
         fields["error"] = "; ".join(f"{f['distribution']}: import {f['module']}: {f['error']}" for f in failures)
     return _stage("static", "imports", "failed" if failures else "passed", **fields)
+
+
+VERIFY_TIMEOUT_S = 120
+_WHERE = {"cpu": "the build's invariant", "driver": "the smoke's import level (needs a driver)",
+          "gpu": "the smoke's gpu level (needs a GPU)"}
+
+
+def run_verify(expect: dict, level: str, needs: str) -> list:
+    """Each package's own check (manifest `verify:`) that needs `needs`, run in its own process: its
+    imports, then its snippet, which must exit 0. A package that is not installed is SKIPPED."""
+    dists = installed_distributions()
+    stages = []
+    for pkg, v in sorted(expect["verify"].items()):
+        if v["needs"] != needs:
+            continue
+        name = f"verify:{pkg}"
+        if not dists.get(normalize(pkg)):
+            stages.append(_stage(level, name, "skipped", reason=f"{pkg} is not installed"))
+            continue
+        code = ("import os, site\nfor _d in filter(None, os.environ.get('PINWHEEL_IMPORT_SITES', '').split(os.pathsep)):"
+                "\n    site.addsitedir(_d)\n"
+                + "".join(f"import {m}\n" for m in v.get("import", [])) + (v.get("python") or ""))
+        t0 = time.perf_counter()
+        flags = (["-S"] if sys.flags.no_site else []) + (["-I"] if sys.flags.isolated else [])
+        try:
+            proc = subprocess.run([sys.executable, *flags, "-c", code], capture_output=True, text=True,
+                                  timeout=VERIFY_TIMEOUT_S,
+                                  env={**os.environ, "PINWHEEL_IMPORT_SITES": os.pathsep.join(_SITES)})
+            rc, tail = proc.returncode, (proc.stderr.strip().splitlines() or [""])[-1]
+        except subprocess.TimeoutExpired:
+            rc, tail = None, f"timed out after {VERIFY_TIMEOUT_S} s"
+        fields = {"needs": needs, "imports": v.get("import", []), "python": v.get("python"),
+                  "seconds": round(time.perf_counter() - t0, 2)}
+        if rc == 0:
+            stages.append(_stage(level, name, "passed", **fields))
+        else:
+            what = f"exit {rc}" if rc is not None else "timeout"
+            stages.append(_stage(level, name, "failed", error=f"{pkg}: verify ({what}): {tail}", **fields))
+    return stages
+
+
+def skipped_verify(expect: dict, level: str, needs: tuple, reason: str) -> list:
+    return [_stage(level, f"verify:{pkg}", "skipped", needs=v["needs"], reason=f"{reason}; runs in {_WHERE[v['needs']]}")
+            for pkg, v in sorted(expect["verify"].items()) if v["needs"] in needs]
 
 
 def run_base(expect: dict, dists: dict) -> list:
@@ -1285,18 +1338,22 @@ def run(args, corrupt) -> dict:
 
     t0 = time.perf_counter()
     record("static", run_static(expect) + ([run_pip_check(expect)] if args.check_pip else [])
-           + ([run_imports(expect)] if args.check_imports else []))
+           + ([run_imports(expect)] if args.check_imports else [])
+           + run_verify(expect, "static", "cpu")
+           + (skipped_verify(expect, "static", ("driver", "gpu"), "not at build time") if args.check_imports else []))
 
     if "import" in requested:
         driver = probe_driver()
         doc["host"]["driver"] = driver
         if not driver.get("present"):
             reason = f"no usable NVIDIA driver: {driver.get('reason')}"
-            record("import", [_stage("import", "imports", "skipped", reason=reason)], reason)
+            record("import", [_stage("import", "imports", "skipped", reason=reason)]
+                   + skipped_verify(expect, "import", ("driver",), reason), reason)
             if "gpu" in requested:
-                record("gpu", [_stage("gpu", "dsa-forward", "skipped", reason=reason)], reason)
+                record("gpu", [_stage("gpu", "dsa-forward", "skipped", reason=reason)]
+                       + skipped_verify(expect, "gpu", ("gpu",), reason), reason)
         else:
-            imp = record("import", run_import(expect))
+            imp = record("import", run_import(expect) + run_verify(expect, "import", "driver"))
             if "gpu" in requested:
                 reason = None
                 if imp != "passed":
@@ -1312,11 +1369,12 @@ def run(args, corrupt) -> dict:
                             reason = (f"the DSA kernels are built for SM90 and SM100; this GPU is "
                                       f"sm_{cap[0]}{cap[1]}")
                 if reason:
-                    record("gpu", [_stage("gpu", "dsa-forward", "skipped", reason=reason)], reason)
+                    record("gpu", [_stage("gpu", "dsa-forward", "skipped", reason=reason)]
+                           + skipped_verify(expect, "gpu", ("gpu",), reason), reason)
                 else:
                     stages, device = run_gpu(args, corrupt)
                     doc["device"] = device
-                    record("gpu", stages)
+                    record("gpu", stages + run_verify(expect, "gpu", "gpu"))
 
     doc["versions"] = collect_versions(expect)
     doc["seconds"] = round(time.perf_counter() - t0, 2)

@@ -502,6 +502,11 @@ def _expect(plan: Plan, by_unit: Mapping[str, list[LockedPackage]], fallbacks: S
     driver``: the build's CPU import check skips their modules with that
     reason. Absent when none is marked.
 
+    ``verify``: ``{name: {import: [module], python: snippet|null, needs:
+    cpu|driver|gpu}}``, each package's own check from the manifest: cpu ones
+    run in the build's invariant, driver and gpu ones in the smoke. Absent
+    when no package declares one.
+
     On a base that already holds a Python environment, also (only then, so a
     venv variant's file is unchanged):
 
@@ -548,6 +553,11 @@ def _expect(plan: Plan, by_unit: Mapping[str, list[LockedPackage]], fallbacks: S
                    for q in ((p, p.fallback) if getattr(p, "fallback", None) else (p,)) if getattr(q, "needs", None)}
     if import_skip:
         out["import_skip"] = dict(sorted(import_skip.items()))
+    verify = {q.name: {"import": list(q.verify.imports), "python": q.verify.python, "needs": q.verify.needs}
+              for p in plan.packages() for q in ((p, p.fallback) if getattr(p, "fallback", None) else (p,))
+              if getattr(q, "verify", None)}
+    if verify:
+        out["verify"] = dict(sorted(verify.items()))
     if reads_base(plan):
         out["base_unchanged"] = {n: ver for n, ver in base_kept(plan).items() if n not in pins}
         out["removed"] = sorted(removed_names(plan) - set(pins) - set(conditional))

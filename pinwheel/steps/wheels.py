@@ -34,6 +34,8 @@ if TYPE_CHECKING:
     from ..plan import Step
 
 POLICIES = ("fail", "skip", "fallback")
+VERIFY_NEEDS = ("cpu", "driver", "gpu")  # where a package's own check runs: the build's invariant, or the smoke
+_MODULE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$")
 NEEDS = ("driver",)  # what a package's modules need to import; without it they import on the CPU at build time
 _PROJECT = re.compile(r"^[A-Za-z0-9](?:[A-Za-z0-9._-]{0,126}[A-Za-z0-9])?$")
 _GLOB = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.+*?-]{0,127}\.whl$")
@@ -70,6 +72,16 @@ class AllowMissing:
 
 
 @dataclass(frozen=True)
+class Verify:
+    """A package's own check: modules to import and/or a Python snippet that must exit 0, and where it runs."""
+
+    imports: tuple[str, ...]
+    python: str | None
+    needs: str  # cpu: the build's invariant; driver: the smoke's import level; gpu: its gpu level
+    line: int
+
+
+@dataclass(frozen=True)
 class Package:
     requirement: Requirement
     no_deps: bool
@@ -87,6 +99,7 @@ class Package:
     # the smoke's import level imports them
     needs: str | None = None
     needs_why: str | None = None
+    verify: Verify | None = None
 
     @property
     def name(self) -> str:
@@ -110,7 +123,8 @@ class WheelSet:
 
 
 def _package(r: Reader, node: Any, key: str, gates: dict[str, Gate], allow_local: bool) -> Package:
-    allowed = {"requirement", "no_deps", "override", "why", "gate", "allow_missing", "needs", "needs_why"} | \
+    allowed = {"requirement", "no_deps", "override", "why", "gate", "allow_missing", "needs", "needs_why",
+               "verify"} | \
         ({"local", "fallback"} if allow_local else set())
     m = r.mapping(node, key, allowed, {"requirement"}).value
     req = r.requirement(m["requirement"], f"{key}.requirement")
@@ -135,6 +149,7 @@ def _package(r: Reader, node: Any, key: str, gates: dict[str, Gate], allow_local
                                                           "(the build skips them with this reason)")
     if needs_why and not needs:
         raise r.fail(m["needs_why"].line, f"{key}.needs_why", "needs_why goes with needs")
+    verify = _verify(r, m["verify"], f"{key}.verify") if "verify" in m else None
     local = _local(r, m["local"], f"{key}.local") if "local" in m else None
     if local and not why:
         raise r.fail(node.line, f"{key}.why", "every local wheel must say why")
@@ -154,7 +169,31 @@ def _package(r: Reader, node: Any, key: str, gates: dict[str, Gate], allow_local
         raise r.fail(m["local"].value["glob"].line, f"{key}.local.glob",
                      f"{local.glob!r} cannot match wheels of {req.name} (wheel names start with the normalized name)")
     return Package(req, no_deps, why, r.gate(m.get("gate"), f"{key}.gate", gates), local, fallback, node.line,
-                   override, allow_missing, needs, needs_why)
+                   override, allow_missing, needs, needs_why, verify)
+
+
+def _verify(r: Reader, node: Any, key: str) -> Verify:
+    m = r.mapping(node, key, {"import", "python", "needs"}).value
+    imports = tuple(r.string(x, f"{key}.import[{i}]", _MODULE, "module name (dotted)")
+                    for i, x in enumerate(r.sequence(m["import"], f"{key}.import", 1))) if "import" in m else ()
+    python = None
+    if "python" in m:
+        value = m["python"].value
+        if not isinstance(value, str) or not value.strip():
+            raise r.fail(m["python"].line, f"{key}.python", "must be a non-empty string of Python")
+        if len(value) > 4000:
+            raise r.fail(m["python"].line, f"{key}.python", "keep the snippet short (at most 4000 characters)")
+        try:
+            compile(value, f"{key}.python", "exec")
+        except SyntaxError as exc:
+            raise r.fail(m["python"].line, f"{key}.python", f"not valid Python: {exc.msg} (line {exc.lineno})") from None
+        python = value
+    if not imports and python is None:
+        raise r.fail(node.line, key, "say what to check: import (a list of modules) and/or python (a snippet)")
+    needs = r.string(m["needs"], f"{key}.needs") if "needs" in m else "cpu"
+    if needs not in VERIFY_NEEDS:
+        raise r.fail(m["needs"].line, f"{key}.needs", f"{needs!r} is not one of: {', '.join(VERIFY_NEEDS)}")
+    return Verify(imports, python, needs, node.line)
 
 
 def _allow_missing(r: Reader, node: Any, key: str) -> tuple[AllowMissing, ...]:
@@ -222,6 +261,7 @@ class PlannedPackage:
     allow_missing: tuple[AllowMissing, ...] = ()  # dropped base requirements the image may leave unmet
     needs: str | None = None  # "driver": its modules are imported by the smoke, not at build time
     needs_why: str | None = None
+    verify: Verify | None = None  # its own check (manifest `verify:`)
 
     @property
     def pinned(self) -> str:
@@ -243,6 +283,7 @@ def _planned(p: Package, active: bool) -> PlannedPackage:
         allow_missing=p.allow_missing,
         needs=p.needs,
         needs_why=p.needs_why,
+        verify=p.verify,
     )
 
 
