@@ -549,7 +549,7 @@ def top_level_modules(dist) -> list:
                     names.append(parts[0][:-3])
                 elif parts[0].endswith(".so"):
                     names.append(parts[0].split(".", 1)[0])
-            elif parts[-1].endswith((".py", ".so")):
+            elif parts[-1].endswith((".py", ".so")) and _IDENT.match(parts[0]):  # not numpy.libs/ (auditwheel)
                 names.append(parts[0])
     return sorted({n for n in names if all(_IDENT.match(x) for x in n.split("."))})
 

@@ -112,3 +112,15 @@ def test_a_top_level_name_the_record_never_installed_is_not_imported(tmp_path):
     proc, doc = run(tmp_path, site)
     assert proc.returncode == 0, proc.stdout
     assert stage(doc)["imported"] == 1
+
+
+def test_a_record_directory_that_is_not_a_package_name_is_not_imported(tmp_path):
+    """auditwheel's numpy.libs/ holds shared objects, not a module numpy.libs."""
+    site = make_site(tmp_path, ["pwi-record-only", "pwi-good"])
+    info = next(site.glob("pwi_record_only-*.dist-info"))
+    (site / "pwi_rec.libs").mkdir()
+    (site / "pwi_rec.libs" / "libx.so").write_bytes(b"")
+    (info / "RECORD").write_text((info / "RECORD").read_text() + "pwi_rec.libs/libx.so,,\n")
+    proc, doc = run(tmp_path, site)
+    assert proc.returncode == 0, proc.stdout
+    assert stage(doc)["imported"] == 2
