@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from ..manifest.reader import Reader, StepReading
-from .base import Effect, KindView, StepKind
+from .base import Effect, KindView, StepKind, read_unique
 
 if TYPE_CHECKING:
     from ..plan import Step
@@ -121,15 +121,7 @@ class Apt(StepKind):
                       {"name", "why", "packages"}).value
         name = reading.name(m["name"], f"{key}.name")
         gate = r.gate(m.get("gate"), f"{key}.gate", reading.gates)
-        claimed: dict[str, int] = reading.claimed(self.name)  # package -> the line that lists it
-        packages = []
-        for j, item in enumerate(r.sequence(m["packages"], f"{key}.packages", 1)):
-            pkg = _package(r, item, f"{key}.packages[{j}]")
-            if pkg.name in claimed:
-                raise r.fail(pkg.line, f"{key}.packages[{j}].name",
-                             f"{pkg.name} is listed twice (first on line {claimed[pkg.name]})")
-            claimed[pkg.name] = pkg.line
-            packages.append(pkg)
+        packages = read_unique(reading, m["packages"], key, self.name, _package, "listed twice")
         return AptStep(name, r.string(m["why"], f"{key}.why"), gate, tuple(packages), node.line)
 
     def effect(self, step: Step) -> Effect:

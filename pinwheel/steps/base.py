@@ -87,6 +87,21 @@ class KindView:
         return getattr(self.step, name)
 
 
+def read_unique(reading: StepReading, node: Any, key: str, kind: str, parse, twice: str) -> list:
+    """The step's `packages`, each read by parse(reader, item, key); a name taken by an earlier entry of any
+    step of this kind is a located error (`twice`: "listed twice", "removed twice")."""
+    r = reading.reader
+    claimed: dict[str, int] = reading.claimed(kind)  # package -> the line that took it
+    out = []
+    for j, item in enumerate(r.sequence(node, f"{key}.packages", 1)):
+        pkg = parse(r, item, f"{key}.packages[{j}]")
+        if pkg.name in claimed:
+            raise r.fail(pkg.line, f"{key}.packages[{j}].name", f"{pkg.name} is {twice} (first on line {claimed[pkg.name]})")
+        claimed[pkg.name] = pkg.line
+        out.append(pkg)
+    return out
+
+
 class StepKind:
     """One kind of install step. Subclasses set ``name`` and ``noun`` and override what they do."""
 

@@ -31,7 +31,7 @@ from packaging.utils import canonicalize_name
 
 from ..manifest.reader import Reader, StepReading
 from ..manifest.source import show
-from .base import Effect, KindView, StepKind
+from .base import Effect, KindView, StepKind, read_unique
 
 if TYPE_CHECKING:
     from ..plan import Step
@@ -88,15 +88,7 @@ class Remove(StepKind):
                       {"name", "why", "packages"}).value
         name = reading.name(m["name"], f"{key}.name")
         gate = r.gate(m.get("gate"), f"{key}.gate", reading.gates)
-        claimed: dict[str, int] = reading.claimed(self.name)  # package -> the line that removes it
-        packages = []
-        for j, item in enumerate(r.sequence(m["packages"], f"{key}.packages", 1)):
-            pkg = _package(r, item, f"{key}.packages[{j}]")
-            if pkg.name in claimed:
-                raise r.fail(pkg.line, f"{key}.packages[{j}].name",
-                             f"{pkg.name} is removed twice (first on line {claimed[pkg.name]})")
-            claimed[pkg.name] = pkg.line
-            packages.append(pkg)
+        packages = read_unique(reading, m["packages"], key, self.name, _package, "removed twice")
         step = RemoveStep(name, r.string(m["why"], f"{key}.why"), gate, tuple(packages), node.line)
         for variant in reading.variants.values():
             on = reading.gates[gate].holds(variant) if gate else True
