@@ -96,7 +96,8 @@ def read_unique(reading: StepReading, node: Any, key: str, kind: str, parse, twi
     for j, item in enumerate(r.sequence(node, f"{key}.packages", 1)):
         pkg = parse(r, item, f"{key}.packages[{j}]")
         if pkg.name in claimed:
-            raise r.fail(pkg.line, f"{key}.packages[{j}].name", f"{pkg.name} is {twice} (first on line {claimed[pkg.name]})")
+            raise r.fail(pkg.line, f"{key}.packages[{j}].name",
+                         f"{pkg.name} is {twice} (first on line {claimed[pkg.name]})")
         claimed[pkg.name] = pkg.line
         out.append(pkg)
     return out
