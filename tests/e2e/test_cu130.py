@@ -136,6 +136,9 @@ def test_inspect_pinwheels_own_image_has_no_churn_but_names_the_cu12_libs(built:
     data = json.loads(proc.stdout)
     venv = [c for c in data["churn"] if "/opt/venv/" in next(
         (d["site"] for d in data["distributions"] if d["name"] == c["name"]), "/opt/venv/")]
-    assert venv == [], venv
+    # Each locked package is in exactly one slice; the only churn left is what `python -m venv` seeds itself
+    # (its bundled setuptools, which the torch slice replaces with the locked one): named, with its bytes.
+    assert {c["name"] for c in venv} <= {"setuptools", "pip"}, venv
+    assert all(c["change"] == "replaced" and c["shadowed"] > 0 for c in venv), venv
     assert data["cuda_major"] == 13
     assert "nvidia-cutlass-dsl-libs-cu12" in {w["name"] for w in data["wrong_cuda"]}
