@@ -12,10 +12,9 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import dockerfile
 import yaml
 
-from .reports.audit import _pip_install, _segments
+from .reports.audit import _pip_install, _segments, parse_dockerfile
 
 _GATE = re.compile(r"""\[\s*"?\$\{?(?P<arg>[A-Z][A-Z0-9_]*)\}?"?\s*=\s*"?1"?\s*\]""")
 _CUDA_GATE = re.compile(r"CUDA_?(\d{2})")
@@ -88,7 +87,7 @@ def _after_else(script: str, token: str) -> bool:
 
 
 def adopt(path: Path) -> Adopted:
-    commands = dockerfile.parse_file(str(path))
+    commands = parse_dockerfile(path)
     args: dict[str, str] = {}
     gates: dict[str, dict] = {}
     sets: list[dict] = []

@@ -18,6 +18,7 @@ from typing import Sequence
 from rich.markup import escape
 
 from . import manifest as manifest_mod
+from .abi.cache import classifier_key
 from .commands.common import (
     EXIT_BAD_INPUT, EXIT_OK, EXIT_PROBLEM, EXIT_UNCHECKED, UsageError, add_deadline_arg, add_platform_arg,
     add_variant_args, engine_or_fail, err, index_client, inventory_engine, lock_state, out, plans_for,
@@ -59,7 +60,9 @@ def cmd_report(args: argparse.Namespace) -> int:
         client = index_client(args, m, plan)
         resolved = resolve_memoized(plan, client, ws.index_cache, ws.wheels_dir, locked, refresh=args.refresh)
         default_client = getattr(client, "default", client)
-        abi = memoized(ws.index_cache, ("torch_abi", resolved.installed, wheels_state(plan, ws.wheels_dir), args.offline),
+        # keyed by the classifier too: a changed ELF classifier never shows old rows
+        abi_key = ("torch_abi", resolved.installed, wheels_state(plan, ws.wheels_dir), args.offline, classifier_key())
+        abi = memoized(ws.index_cache, abi_key,
                        lambda: torch_abi(resolved, client, default_client, ws, args.offline),
                        keep=lambda rows: all(r["abi_class"] != "unknown" for r in rows), refresh=args.refresh)
     except ResolveError as exc:

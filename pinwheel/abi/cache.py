@@ -22,7 +22,7 @@ from . import elf
 from .elf import ElfAbi, WheelAbi, classify_wheel
 
 
-def _classifier_key() -> str:
+def classifier_key() -> str:
     """A short hash of the classifier's source: cached results die with a classifier change."""
     try:
         return hashlib.sha256(Path(elf.__file__).read_bytes()).hexdigest()[:12]
@@ -79,7 +79,7 @@ class AbiCache:
         self.wheel_dir = workspace.wheel_cache
         self.client = client
         self.offline = offline
-        self.key = _classifier_key()
+        self.key = classifier_key()
         self.stats = {"hits": 0, "classified": 0, "downloads": 0, "download_bytes": 0}
 
     def _path(self, sha: str) -> Path:

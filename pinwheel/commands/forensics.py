@@ -116,7 +116,10 @@ def cmd_import(args: argparse.Namespace) -> int:
         raise UsageError(f"{args.dockerfile}: not a file")
     if args.output.exists() and not args.force:
         raise UsageError(f"{args.output} exists; pass --force to replace it")
-    adopted = adopt(args.dockerfile)
+    try:
+        adopted = adopt(args.dockerfile)
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
     args.output.write_text(adopted_yaml(adopted, args.dockerfile))
     sets = adopted.manifest["wheel_sets"]
     out().print(f"wrote {args.output}: {len(sets)} wheel sets, "

@@ -89,8 +89,13 @@ def _drop_under(files: dict[str, tuple[int, bytes]], path: str, keep_layer: int 
         del files[p]
 
 
-def distributions(files: dict[str, tuple[int, bytes]]) -> tuple[list[Distribution], list[str]]:
-    """Group the replayed files by dist-info directory; a dist-info without METADATA is noted, not guessed."""
+def distributions(files: dict[str, tuple[int, bytes]],
+                  parsed: dict | None = None) -> tuple[list[Distribution], list[str]]:
+    """Group the replayed files by dist-info directory; a dist-info without METADATA is noted, not guessed.
+
+    `parsed`, when given, remembers each dist-info by the layers its files came from, so replaying an
+    image layer by layer parses a distribution once, not once per layer after it.
+    """
     groups: dict[tuple[str, str], dict[str, tuple[int, bytes]]] = {}
     for path, value in files.items():
         m = _DIST_INFO.match(path)
@@ -102,6 +107,10 @@ def distributions(files: dict[str, tuple[int, bytes]]) -> tuple[list[Distributio
             notes.append(f"{site}/{dirname} has no METADATA; left out")
             continue
         layer, raw = parts["METADATA"]
+        key = (site, dirname, tuple(sorted((f, v[0]) for f, v in parts.items())))
+        if parsed is not None and key in parsed:
+            out.append(parsed[key])
+            continue
         try:
             meta = Metadata.from_email(raw, validate=False)
         except Exception as exc:  # packaging raises an ExceptionGroup for several problems at once
@@ -109,7 +118,7 @@ def distributions(files: dict[str, tuple[int, bytes]]) -> tuple[list[Distributio
             continue
         record = _record(parts.get("RECORD", (0, b""))[1])
         top = parts.get("top_level.txt", (0, b""))[1].decode(errors="replace").split()
-        out.append(Distribution(
+        dist = Distribution(
             name=canonicalize_name(str(meta.name)),
             version=str(meta.version),
             requires_dist=tuple(str(r) for r in meta.requires_dist or ()),
@@ -120,7 +129,10 @@ def distributions(files: dict[str, tuple[int, bytes]]) -> tuple[list[Distributio
             size=sum(size for _, size in record),
             site=site,
             layer=layer,
-        ))
+        )
+        if parsed is not None:
+            parsed[key] = dist
+        out.append(dist)
     return out, notes
 
 
@@ -264,9 +276,10 @@ def history(archive: Path) -> History:
     """The final distributions, and per layer what each added, replaced and removed."""
     changes: list[LayerChange] = []
     seen: dict[tuple[str, str], Distribution] = {}  # (site, name) -> as the previous layer left it
+    parsed: dict = {}  # each dist-info parsed once, however many layers come after it
 
     def after_layer(index: int, files: dict[str, tuple[int, bytes]]) -> None:
-        now = {(d.site, d.name): d for d in distributions(files)[0]}
+        now = {(d.site, d.name): d for d in distributions(files, parsed)[0]}
         for key in sorted(set(seen) | set(now), key=lambda k: (k[1], k[0])):
             old, new = seen.get(key), now.get(key)
             if old is None and new is not None:
@@ -279,7 +292,7 @@ def history(archive: Path) -> History:
         seen.update(now)
 
     files, count = read_saved(archive, after_layer)
-    final, notes = distributions(files)
+    final, notes = distributions(files, parsed)
     return History(final, changes, count, notes, files)
 
 

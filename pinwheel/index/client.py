@@ -553,6 +553,18 @@ class IndexClient:
             raise HashMismatch(f.filename, f.url, f.sha256, digest.hexdigest())
         return size
 
+    def reread(self, name: str) -> list[Version]:
+        """A project's versions from the index now, whatever ``max_age`` allows (a cached page may predate a
+        release); the page is refreshed on disk and in memory."""
+        cname = canonicalize_name(name)
+        with self._key_lock(f"page:{cname}"):
+            saved, self.max_age = self.max_age, None
+            try:
+                self._pages[cname] = self._load_page(cname)
+            finally:
+                self.max_age = saved
+        return self.versions(name)
+
     def download(self, f: IndexFile, dest: Path) -> int:
         """Download one listed file to ``dest`` (retries, deadline, sha256 checked); the bytes written.
 

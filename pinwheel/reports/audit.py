@@ -101,12 +101,24 @@ _VALUE_FLAGS = {"-r", "--requirement", "-c", "--constraint", "-i", "--index-url"
                 "-f", "--find-links", "--target", "-t", "--prefix", "--root", "--trusted-host", "--python"}
 
 
-def audit(path: Path) -> Audit:
-    result = Audit(str(path))
+def parse_dockerfile(path: Path) -> tuple:
+    """The file's instructions as BuildKit parses them; ValueError (with the reason) when it is not a Dockerfile."""
+    try:
+        Path(path).read_text(encoding="utf-8")
+    except UnicodeDecodeError as exc:
+        raise ValueError(f"{path}: not a text file (byte {exc.start} is not UTF-8)") from None
     try:
         commands = dockerfile.parse_file(str(path))
     except dockerfile.GoParseError as exc:
         raise ValueError(f"{path}: {exc}") from None
+    if not any(c.cmd == "FROM" for c in commands):
+        raise ValueError(f"{path}: not a Dockerfile (no FROM instruction)")
+    return commands
+
+
+def audit(path: Path) -> Audit:
+    result = Audit(str(path))
+    commands = parse_dockerfile(path)
     args: dict[str, str | None] = {}
     stage = -1
     for cmd in commands:

@@ -6,6 +6,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from pinwheel import cli
 from pinwheel.reports.audit import audit
 
@@ -77,11 +79,20 @@ def test_pinwheels_own_dockerfile_has_no_error(tmp_path):
     assert result.errors == 0 and len(result.installs) >= 4
 
 
-def test_a_bad_dockerfile_is_a_clear_error(tmp_path):
+@pytest.mark.parametrize("content, reason", [
+    (b"\x00\xff\xfe binary", "not a text file"),
+    (b"RUN pip install numpy==2.1.0\n", "not a Dockerfile (no FROM instruction)"),
+    (b"", "file with no instructions"),
+])
+@pytest.mark.parametrize("command", ["audit", "import"])
+def test_what_is_not_a_dockerfile_is_a_clear_error(tmp_path, content, reason, command):
     path = tmp_path / "Dockerfile"
-    path.write_text("FROM x\nRUN [\"unclosed\n")
-    proc = subprocess.run([sys.executable, str(ROOT / "build.py"), "audit", str(path)], capture_output=True, text=True)
-    assert proc.returncode in (0, 2) and "Traceback" not in proc.stderr
+    path.write_bytes(content)
+    proc = subprocess.run([sys.executable, str(ROOT / "build.py"), command, str(path)], capture_output=True, text=True,
+                          cwd=tmp_path)
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert reason in proc.stderr and "Traceback" not in proc.stderr
+    assert not (tmp_path / "wheels_manifest.yaml").exists()  # a refused import writes nothing
 
 
 def test_replay_finds_the_order_hazard_and_what_no_deps_drops(local_index, tmp_path, capsys):

@@ -16,7 +16,7 @@ from packaging.specifiers import SpecifierSet
 from packaging.utils import canonicalize_name
 from packaging.version import Version
 
-from ...index import IndexClient, IndexClientError, PackageNotFound
+from ...index import IndexClientError, PackageNotFound
 from ...lock import LockError, check_lock, lock_installs
 from ...plan import Installed, Plan, PlannedPackage
 from ...resolve import ResolveError, requirement_text
@@ -46,11 +46,7 @@ def validate(c: Comparison) -> None:
         exact = SpecifierSet(f"=={version}")
         if not any(exact.contains(v, prereleases=True) for v in versions) and not c.offline \
                 and client.max_age is not None:
-            fresh = IndexClient(index_url=client.index_url, cache_dir=client.cache_dir)
-            versions = fresh.versions(name)  # the cached page may predate the release
-            pages = getattr(client, "_pages", None)
-            if isinstance(pages, dict):  # forget the stale in-memory page, re-read the refreshed file
-                pages.pop(name, None)
+            versions = client.reread(name)  # the cached page may predate the release
         if want not in versions:
             # ==2.14.1 also matches a local build such as 2.14.1+cu129, as pip would take it
             local_builds = sorted(v for v in versions if exact.contains(v, prereleases=True))
