@@ -29,3 +29,26 @@ def manifest_yaml(*, steps: str, variants: list[str] | str | None = None, gates:
         text += "gates:\n" + gates
     text += "variants:\n" + ("".join(chosen) if isinstance(chosen, list) else chosen)
     return text + f"{key}:\n" + steps
+
+
+def load_text(text: str, tmp_path):
+    """The manifest `text`, written to tmp_path/wheels_manifest.yaml and loaded."""
+    from pinwheel import manifest  # the builder above needs no pinwheel; only loading does
+
+    path = tmp_path / "wheels_manifest.yaml"
+    path.write_text(text)
+    return manifest.load(path)
+
+
+def assert_refused_at(text: str, tmp_path, line: int, key: str, fragment: str) -> None:
+    """Loading `text` fails as file:line: key: message, with `fragment` in the message."""
+    import pytest
+
+    from pinwheel import manifest
+
+    with pytest.raises(manifest.ManifestError) as info:
+        load_text(text, tmp_path)
+    e = info.value
+    assert (e.line, e.key) == (line, key), str(e)
+    assert fragment in e.message, str(e)
+    assert str(e).startswith(f"{tmp_path / 'wheels_manifest.yaml'}:{line}: {key}: ")

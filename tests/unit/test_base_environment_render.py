@@ -8,11 +8,12 @@ from pathlib import Path
 
 import pytest
 
-from pinwheel import manifest
 from pinwheel.plan import plan_variant
 from pinwheel.render import dockerfile_groups, dockerfile_name, render_dockerfile, render_dockerfiles
 from pinwheel.steps import kind_of
 from pinwheel.steps.remove import RemovedPackage, RemoveStep
+
+from manifests import assert_refused_at, load_text
 
 from test_render import run_scripts
 
@@ -205,12 +206,6 @@ CMD ["python", "/opt/pinwheel/smoke_payload.py", "--expect", "/opt/pinwheel/expe
 """
 
 
-def load_text(text: str, tmp_path: Path) -> manifest.Manifest:
-    path = tmp_path / "wheels_manifest.yaml"
-    path.write_text(text)
-    return manifest.load(path)
-
-
 def plans(text: str, tmp_path: Path):
     m = load_text(text, tmp_path)
     return [plan_variant(m, v) for v in m.variants]
@@ -349,12 +344,7 @@ CASES = [
 @pytest.mark.parametrize("case", CASES, ids=[c[0] for c in CASES])
 def test_bad_base_environment_keys_are_refused_with_file_line_and_key(case, tmp_path):
     _, text, line, key, fragment = case
-    with pytest.raises(manifest.ManifestError) as info:
-        load_text(text, tmp_path)
-    e = info.value
-    assert (e.line, e.key) == (line, key), str(e)
-    assert fragment in e.message, str(e)
-    assert str(e).startswith(f"{tmp_path / 'wheels_manifest.yaml'}:{line}: {key}: ")
+    assert_refused_at(text, tmp_path, line, key, fragment)
 
 
 def test_a_gated_remove_step_is_allowed_where_its_gate_is_off_on_a_fresh_venv(tmp_path):

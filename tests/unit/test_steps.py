@@ -17,6 +17,8 @@ from pinwheel.render import render_dockerfile
 from pinwheel.steps import KINDS, Effect, kind_of
 from pinwheel.steps.wheels import WheelSet
 
+from manifests import assert_refused_at, load_text
+
 from test_render import GOLDEN, POLICIES
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -26,12 +28,6 @@ def as_steps(text: str) -> str:
     """A wheel_sets: manifest spelled as a steps: list of kind wheels."""
     text = re.sub(r"^  - name: (\S+)\n", r"  - name: \1\n    kind: wheels\n", text, flags=re.M)
     return text.replace("wheel_sets:\n", "steps:\n")
-
-
-def load_text(text: str, tmp_path: Path) -> manifest.Manifest:
-    path = tmp_path / "wheels_manifest.yaml"
-    path.write_text(text)
-    return manifest.load(path)
 
 
 def test_every_kind_is_its_own_module_with_its_own_partial():
@@ -109,12 +105,7 @@ CASES = [
 @pytest.mark.parametrize("case", CASES, ids=[c[0] for c in CASES])
 def test_step_list_errors_are_located(case, tmp_path):
     _, text, line, key, fragment = case
-    with pytest.raises(manifest.ManifestError) as info:
-        load_text(text, tmp_path)
-    e = info.value
-    assert (e.line, e.key) == (line, key), str(e)
-    assert fragment in e.message, str(e)
-    assert str(e).startswith(f"{tmp_path / 'wheels_manifest.yaml'}:{line}: {key}: ")
+    assert_refused_at(text, tmp_path, line, key, fragment)
 
 
 def test_unknown_kind_lists_the_registry(tmp_path):

@@ -8,13 +8,14 @@ from pathlib import Path
 
 import pytest
 
-from pinwheel import manifest
 from pinwheel.lock.inputs import lock_inputs
 from pinwheel.lock.slicing import units
 from pinwheel.plan import plan_variant
 from pinwheel.render import render_dockerfile
 from pinwheel.steps import kind_of
 from pinwheel.steps.apt import AptStep, DebianPackage, debian_version_problem
+
+from manifests import assert_refused_at, load_text
 
 from test_render import run_scripts
 
@@ -109,12 +110,6 @@ RUN set -eu; \\
 
 # Invariants: every pin is still what the lock says after all steps (the build
 """
-
-
-def load_text(text: str, tmp_path: Path) -> manifest.Manifest:
-    path = tmp_path / "wheels_manifest.yaml"
-    path.write_text(text)
-    return manifest.load(path)
 
 
 def render(text: str, tmp_path: Path) -> str:
@@ -245,12 +240,7 @@ CASES = [
 @pytest.mark.parametrize("case", CASES, ids=[c[0] for c in CASES])
 def test_bad_apt_steps_are_refused_with_file_line_and_key(case, tmp_path):
     _, text, line, key, fragment = case
-    with pytest.raises(manifest.ManifestError) as info:
-        load_text(text, tmp_path)
-    e = info.value
-    assert (e.line, e.key) == (line, key), str(e)
-    assert fragment in e.message, str(e)
-    assert str(e).startswith(f"{tmp_path / 'wheels_manifest.yaml'}:{line}: {key}: ")
+    assert_refused_at(text, tmp_path, line, key, fragment)
 
 
 def test_manifest_strings_cannot_inject_shell_through_an_apt_step(tmp_path):
