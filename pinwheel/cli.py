@@ -11,6 +11,7 @@ import codecs
 import dataclasses
 import difflib
 import json
+import platform as host_platform
 import sys
 from pathlib import Path
 from typing import Sequence
@@ -35,14 +36,16 @@ from .image.publish import PublishRefused, PushPrinter, declared_smoke, floating
     publish_index
 from .image.smoke import record, run_smoke
 from .index import IndexClientError
-from .lock import DEFAULT_ENGINE, LockError, LockUnavailable, check_lock, lock_installs, lock_sha256, lock_variant
+from .index.target import container_arch
+from .lock import DEFAULT_ENGINE, ENGINES, LockError, LockUnavailable, check_lock, lock_installs, lock_sha256, lock_variant
+from .lock.format import ENGINE_HEADER, header_value
 from .manifest import Manifest, ManifestError
 from .plan import LockState, Plan, plan_platforms, plan_variant
 from .render import render_dockerfiles
 from .reports.bump import PAGE_MAX_AGE, BumpInputError, bump, print_bump
 from .reports.report import print_report, to_json, torch_abi
 from .resolve import ResolveError, memoized, resolve_memoized, wheels_state, with_inventory
-from .workspace import Workspace
+from .workspace import LockFiles, Workspace
 
 
 
@@ -331,6 +334,17 @@ def cmd_asset(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def default_engine(plan: Plan, root: Path) -> str:
+    """The engine when --engine is left out: the one the committed lock was made with (a re-lock keeps it),
+    else uv for an architecture other than the host's (pip-compile resolves for the host only)."""
+    lock = Workspace(root, plan.image).plan_lock_dir(plan) / LockFiles.REQUIREMENTS
+    recorded = header_value(lock.read_text(), ENGINE_HEADER) if lock.is_file() else None
+    if recorded in ENGINES:
+        return recorded
+    host = {"x86_64": "amd64", "aarch64": "arm64", "arm64": "arm64"}.get(host_platform.machine().lower())
+    return "uv" if host != container_arch(plan.target.platform) else DEFAULT_ENGINE
+
+
 def cmd_lock(args: argparse.Namespace) -> int:
     m = manifest_mod.load(args.manifest)
     root = m.path.parent
@@ -356,7 +370,7 @@ def cmd_lock(args: argparse.Namespace) -> int:
     plans = [require_fresh_inventory(plan, root) for plan in plans]
     for plan in plans:
         try:
-            res = lock_variant(plan, root, engine=args.engine or DEFAULT_ENGINE, upgrade=args.upgrade,
+            res = lock_variant(plan, root, engine=args.engine or default_engine(plan, root), upgrade=args.upgrade,
                                log=lambda msg: err().print(escape(msg)))
         except LockUnavailable as exc:
             unavailable.append(plan.label)
