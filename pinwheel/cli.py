@@ -43,15 +43,37 @@ from .manifest import Manifest, ManifestError
 from .plan import LockState, Plan, plan_platforms, plan_variant
 from .render import render_dockerfiles
 from .reports.bump import PAGE_MAX_AGE, BumpInputError, bump, print_bump
-from .reports.report import print_report, to_json, torch_abi
+from .reports.report import missing_on_platform, print_report, to_json, torch_abi
 from .resolve import ResolveError, memoized, resolve_memoized, wheels_state, with_inventory
 from .workspace import LockFiles, Workspace
 
 
 
 def cmd_report(args: argparse.Namespace) -> int:
+    """One report per platform: --platform's, else each one the variant lists (its own first); the exit
+    code is the worst of them. --json of several platforms: the own platform's document, and each other
+    platform's under "other_platforms"."""
     m = manifest_mod.load(args.manifest)
-    plan = select_plan(m, args)
+    plans = [select_plan(m, args)] if getattr(args, "platform", None) else plan_platforms(m, select_variant(m, args))
+    docs, codes = [], []
+    for i, plan in enumerate(plans):
+        if len(plans) > 1 and not args.json:
+            out().print(("\n" if i else "") + f"[bold]== {escape(plan.container_platform)} ==[/bold]")
+        data, code = report_one(m, plan, args)
+        if data is not None:
+            docs.append(data)
+        codes.append(code)
+    if args.json and docs:
+        doc = docs[0] if len(plans) == 1 else {**docs[0], "other_platforms": docs[1:]}
+        sys.stdout.write(json.dumps(doc, indent=2, sort_keys=False) + "\n")
+    if len(plans) > 1 and not args.json:
+        verdicts = {EXIT_OK: "clean", EXIT_PROBLEM: "conflicts", EXIT_UNCHECKED: "could not judge"}
+        out().print("\n" + "; ".join(f"{p.container_platform}: {verdicts[c]}" for p, c in zip(plans, codes)))
+    return max(codes, key=[EXIT_OK, EXIT_UNCHECKED, EXIT_PROBLEM].index)
+
+
+def report_one(m: Manifest, plan: Plan, args: argparse.Namespace) -> tuple[dict | None, int]:
+    """One platform's report (printed, or returned for --json) and its exit code."""
     root = m.path.parent
     ws = Workspace.of(m)
     plan = with_inventory(plan, root, inventory_engine(plan))  # a missing or stale one is said first, never clean
@@ -68,17 +90,18 @@ def cmd_report(args: argparse.Namespace) -> int:
         abi = memoized(ws.index_cache, abi_key,
                        lambda: torch_abi(resolved, client, default_client, ws, args.offline),
                        keep=lambda rows: all(r["abi_class"] != "unknown" for r in rows), refresh=args.refresh)
+        missing = missing_on_platform(resolved, client)
     except ResolveError as exc:
         raise UsageError(str(exc)) from None
     except IndexClientError as exc:
-        err().print(f"[yellow]could not judge:[/yellow] {escape(str(exc))}")
-        return EXIT_UNCHECKED
+        err().print(f"[yellow]{escape(plan.label)}: could not judge:[/yellow] {escape(str(exc))}")
+        return None, EXIT_UNCHECKED
     if args.json:
-        data = to_json(resolved, abi, allow_unchecked=args.allow_unchecked)
-        sys.stdout.write(json.dumps(data, indent=2, sort_keys=False) + "\n")
+        data = to_json(resolved, abi, allow_unchecked=args.allow_unchecked, missing=missing)
     else:
-        data = print_report(resolved, out(), verbose=args.verbose, abi=abi, allow_unchecked=args.allow_unchecked)
-    return {"clean": EXIT_OK, "conflicts": EXIT_PROBLEM, "unchecked": EXIT_UNCHECKED}[data["summary"]["verdict"]]
+        data = print_report(resolved, out(), verbose=args.verbose, abi=abi, allow_unchecked=args.allow_unchecked,
+                            missing=missing)
+    return data, {"clean": EXIT_OK, "conflicts": EXIT_PROBLEM, "unchecked": EXIT_UNCHECKED}[data["summary"]["verdict"]]
 
 
 # --------------------------------------------------------------- commands
@@ -438,7 +461,7 @@ def build_parser() -> argparse.ArgumentParser:
                      "Exit 0 clean, 1 conflicts (a stale lock is one), 2 bad input, 3 could not judge (unchecked)."),
         formatter_class=argparse.RawDescriptionHelpFormatter)
     add_variant_args(rp)
-    add_platform_arg(rp)
+    add_platform_arg(rp, every=True)
     rp.add_argument("--json", action="store_true", help="print the report as JSON (schema pinwheel.report/1)")
     rp.add_argument("--offline", action="store_true", help="use cached index metadata only")
     rp.add_argument("--no-lock", action="store_true", help="ignore the lock: show what plain pip per wheel set does")
