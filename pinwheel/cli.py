@@ -42,7 +42,7 @@ from .lock.format import ENGINE_HEADER, header_value
 from .manifest import Manifest, ManifestError
 from .plan import LockState, Plan, plan_platforms, plan_variant
 from .render import render_dockerfiles
-from .reports.bump import PAGE_MAX_AGE, BumpInputError, bump, print_bump
+from .reports.bump import PAGE_MAX_AGE, BumpInputError, bump_platforms, print_bump
 from .reports.report import missing_on_platform, print_report, to_json, torch_abi
 from .resolve import ResolveError, memoized, resolve_memoized, wheels_state, with_inventory
 from .workspace import LockFiles, Workspace
@@ -327,24 +327,39 @@ def cmd_publish(args: argparse.Namespace) -> int:
 
 
 def cmd_bump(args: argparse.Namespace) -> int:
+    """One comparison per platform: --platform's, else each one the variant lists (its own first); exit 1
+    when any is blocked. --json of several: the own platform's document, the others under other_platforms."""
     m = manifest_mod.load(args.manifest)
     variant = select_variant(m, args)
-    require_fresh_lock(plan_variant(m, variant), m.path.parent)
+    platforms = [select_plan(m, args).container_platform] if args.platform else \
+        [p.container_platform for p in plan_platforms(m, variant)]
+    for p in plan_platforms(m, variant):
+        if p.container_platform in platforms:
+            require_fresh_lock(p, m.path.parent)
     client = index_client(args, m)
     if not args.refresh:
         client.max_age = PAGE_MAX_AGE  # a bump check does not need pages newer than an hour
     try:
-        report = bump(m, variant, args.requirements, client, offline=args.offline, list_all=args.all)
+        reports = bump_platforms(m, variant, args.requirements, client, offline=args.offline, list_all=args.all,
+                                 platform=args.platform)
     except BumpInputError as exc:
         raise UsageError(str(exc)) from None
     except IndexClientError as exc:
         err().print(f"[yellow]could not judge:[/yellow] {escape(str(exc))}")
         return EXIT_UNCHECKED
     if args.json:
-        sys.stdout.write(json.dumps(report.to_json(), indent=2) + "\n")
+        docs = [r.to_json() for r in reports]
+        doc = docs[0] if len(docs) == 1 else {**docs[0], "other_platforms": docs[1:]}
+        sys.stdout.write(json.dumps(doc, indent=2) + "\n")
     else:
-        print_bump(report, out(), show_all=args.all)
-    return EXIT_PROBLEM if report.blocked else EXIT_OK
+        for i, report in enumerate(reports):
+            if len(reports) > 1:
+                out().print(("\n" if i else "") + f"[bold]== {escape(report.platform)} ==[/bold]")
+            print_bump(report, out(), show_all=args.all)
+        if len(reports) > 1:
+            out().print("\n" + "; ".join(f"{r.platform}: {'blocked' if r.blocked else 'nothing blocks'}"
+                                         for r in reports))
+    return EXIT_PROBLEM if any(r.blocked for r in reports) else EXIT_OK
 
 
 def cmd_asset(args: argparse.Namespace) -> int:
@@ -542,6 +557,7 @@ def build_parser() -> argparse.ArgumentParser:
         formatter_class=argparse.RawDescriptionHelpFormatter)
     bp.add_argument("requirements", nargs="+", metavar="NAME==VERSION", help="the bump(s), e.g. torch==2.14.1")
     add_variant_args(bp)
+    add_platform_arg(bp, every=True)
     bp.add_argument("--json", action="store_true", help="print the comparison as JSON (schema pinwheel.bump/1)")
     bp.add_argument("--offline", action="store_true", help="use cached index metadata and ABI results only")
     bp.add_argument("--refresh", action="store_true", help="re-read index pages even when the cached ones are fresh")
