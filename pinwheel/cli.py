@@ -193,12 +193,18 @@ def base_inventory(plan: Plan, ws: Workspace, check: bool) -> int:
     return EXIT_OK
 
 
+def base_variant_plan(m: Manifest, plan: Plan) -> Plan:
+    """The Plan of the variant whose image ``plan`` starts FROM, for ``plan``'s platform (the manifest
+    refuses a base_variant that is not built for every platform of the variant on it)."""
+    return plan_variant(m, plan.variant.base_variant, platform=plan.container_platform)
+
+
 def build_variant(m: Manifest, plan: Plan, engine, target: str, quiet: bool):
     """The built image, or None when the build failed (its log tail already printed). A variant built on
-    another variant's image (base_variant) builds that one first and starts FROM it."""
+    another variant's image (base_variant) builds that one first, for the same platform, and starts FROM it."""
     base_image = None
     if plan.variant.base_variant:
-        base = build_variant(m, plan_variant(m, plan.variant.base_variant), engine, "image", quiet)
+        base = build_variant(m, base_variant_plan(m, plan), engine, "image", quiet)
         if base is None:
             return None
         base_image = base.image_id
