@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from pinwheel import cli
-from pinwheel.index import IndexClient, IndexUnavailable
+from pinwheel.index import IndexClient, IndexUnavailable, target_platforms
 from pinwheel.lock import read_lock
 
 pytestmark = pytest.mark.network
@@ -55,6 +55,19 @@ def assert_arm64_files_only(lock, client) -> None:
             assert "x86_64" not in filename, (name, filename)
         assert any("aarch64" in files[h] or "-none-any" in files[h] or not files[h].endswith(".whl")
                    for h in pkg.hashes), name
+
+
+@pytest.mark.parametrize("lock_dir,platform", [(SHIPPED_ARM64, "manylinux_2_36_aarch64"),
+                                               (SHIPPED_ARM64.parent, "manylinux_2_36_x86_64")])
+def test_the_wheel_pip_picks_on_each_platform_is_hashed_in_its_lock(client, lock_dir, platform):
+    """What pip in that platform's image takes (its best wheel, else the sdist) is in its --require-hashes set."""
+    lock = read_lock(lock_dir)
+    platforms = target_platforms(platform)
+    for name, pkg in lock.packages.items():
+        best = client.best_wheel(name, pkg.version, "3.11", platforms)
+        if best is None:  # no wheel for the target: pip builds the sdist, which the lock must name
+            (best,) = [f for f in client.files(name) if str(f.version) == pkg.version and not f.is_wheel]
+        assert f"sha256:{best.sha256.lower()}" in pkg.hashes, (name, best.filename)
 
 
 def test_the_committed_arm64_lock_names_no_x86_wheel(client):
