@@ -187,9 +187,16 @@ def missing_on_platform(plan: Plan, source) -> list[dict]:
     return out
 
 
+def missing_why(d: dict) -> str:
+    """What the index has instead: wheels for other machines, or for this one but another Python or libc."""
+    if machine_of(d["target"]) in d["wheels_for"]:
+        return f"its {machine_of(d['target'])} wheels are for another Python or a newer libc"
+    return f"the index has wheels for {', '.join(d['wheels_for'])} only"
+
+
 def missing_text(d: dict) -> str:
     return (f"{d['package']} {d['version']} is missing on {d['platform']}: no wheel for Python {d['python']} on "
-            f"{d['target']} (the index has wheels for {', '.join(d['wheels_for'])} only)")
+            f"{d['target']} ({missing_why(d)})")
 
 
 def summarize(plan: Plan, shared: list[dict], allow_unchecked: bool = False, abi: list[dict] | None = None,

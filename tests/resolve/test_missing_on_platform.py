@@ -97,3 +97,15 @@ def test_amd64_is_clean_and_report_judges_every_platform(project, capsys):
     (arm,) = data["other_platforms"]
     assert arm["platform"] == "linux/arm64" and arm["summary"]["verdict"] == "conflicts"
     assert [d["package"] for d in arm["missing_on_platform"]] == ["pwt-x86only"]
+
+
+def test_a_wheel_for_a_newer_libc_is_missing_there_too_and_says_why(project, local_index, capsys):
+    local_index.add("pwt-newlibc", "1.0", tags=f"{CP}-{CP}-manylinux_2_99_x86_64")
+    (project / "wheels_manifest.yaml").write_text(MANIFEST.replace(
+        '      - {requirement: "pwt-x86only==1.0"}\n', '      - {requirement: "pwt-newlibc==1.0"}\n'))
+    assert run(project, "report", "--variant", "cu130", "--platform", "linux/amd64", "--json") == 1
+    (missing,) = json.loads(capsys.readouterr().out)["missing_on_platform"]
+    assert (missing["package"], missing["platform"], missing["wheels_for"]) == ("pwt-newlibc", "linux/amd64", ["x86_64"])
+    assert run(project, "report", "--variant", "cu130", "--platform", "linux/amd64") == 1
+    assert f"pwt-newlibc 1.0 is missing on linux/amd64: no wheel for Python {PY} on manylinux_2_36_x86_64 (its " \
+           "x86_64 wheels are for another Python or a newer libc)\n" in capsys.readouterr().out

@@ -11,6 +11,7 @@ from typing import Iterable
 
 from ...index import IndexClient
 from ...manifest import Manifest
+from ..report import missing_text
 from .context import FIX_LOOKUPS, Comparison
 from .findings import abi_findings, requirement_diffs, requirement_findings, shared_pin_findings
 from .fixes import pin_fix
@@ -124,9 +125,7 @@ class _Judging:
             gap = self.c.missing.get(name)
             if gap is not None:
                 where = gap["platform"]
-                self.judge(name, "blocked", f"{name} {version} is missing on {where}: no wheel for Python "
-                           f"{gap['python']} on {gap['target']} (the index has wheels for "
-                           f"{', '.join(gap['wheels_for'])} only); its requirements were not read there",
+                self.judge(name, "blocked", f"{missing_text(gap)}; its requirements were not read there",
                            Fix("keep", name, b.version if b else None,
                                (f"keep {name} at {b.version}" if b else f"leave {name} out")
                                + f" until {version} has a {where} wheel, or take {where} out of the "
