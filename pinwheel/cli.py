@@ -60,10 +60,9 @@ def cmd_report(args: argparse.Namespace) -> int:
         if len(plans) > 1 and not args.json:
             out().print(("\n" if i else "") + f"[bold]== {escape(plan.container_platform)} ==[/bold]")
         data, code = report_one(m, plan, args)
-        if data is not None:
-            docs.append(data)
+        docs.append(data)
         codes.append(code)
-    if args.json and docs:
+    if args.json and (len(plans) > 1 or docs[0]["summary"].get("verdict") != "could-not-judge"):
         doc = docs[0] if len(plans) == 1 else {**docs[0], "other_platforms": docs[1:]}
         sys.stdout.write(json.dumps(doc, indent=2, sort_keys=False) + "\n")
     if len(plans) > 1 and not args.json:
@@ -72,8 +71,9 @@ def cmd_report(args: argparse.Namespace) -> int:
     return max(codes, key=[EXIT_OK, EXIT_UNCHECKED, EXIT_PROBLEM].index)
 
 
-def report_one(m: Manifest, plan: Plan, args: argparse.Namespace) -> tuple[dict | None, int]:
-    """One platform's report (printed, or returned for --json) and its exit code."""
+def report_one(m: Manifest, plan: Plan, args: argparse.Namespace) -> tuple[dict, int]:
+    """One platform's report (printed, or returned for --json) and its exit code. Where the index could not
+    answer: a stub that says so, so that the JSON of several platforms still names each one."""
     root = m.path.parent
     ws = Workspace.of(m)
     plan = with_inventory(plan, root, inventory_engine(plan))  # a missing or stale one is said first, never clean
@@ -95,7 +95,9 @@ def report_one(m: Manifest, plan: Plan, args: argparse.Namespace) -> tuple[dict 
         raise UsageError(str(exc)) from None
     except IndexClientError as exc:
         err().print(f"[yellow]{escape(plan.label)}: could not judge:[/yellow] {escape(str(exc))}")
-        return None, EXIT_UNCHECKED
+        return {"variant": plan.variant.name, "platform": plan.container_platform,
+                "target": dataclasses.asdict(plan.target), "could_not_judge": str(exc),
+                "summary": {"verdict": "could-not-judge", "clean": False}}, EXIT_UNCHECKED
     if args.json:
         data = to_json(resolved, abi, allow_unchecked=args.allow_unchecked, missing=missing)
     else:

@@ -109,3 +109,13 @@ def test_a_wheel_for_a_newer_libc_is_missing_there_too_and_says_why(project, loc
     assert run(project, "report", "--variant", "cu130", "--platform", "linux/amd64") == 1
     assert f"pwt-newlibc 1.0 is missing on linux/amd64: no wheel for Python {PY} on manylinux_2_36_x86_64 (its " \
            "x86_64 wheels are for another Python or a newer libc)\n" in capsys.readouterr().out
+
+
+def test_an_index_that_fails_leaves_each_platform_named_and_never_clean(project, local_index, capsys):
+    local_index.fail_next(10_000, status=503)
+    code = run(project, "report", "--variant", "cu130", "--json", "--index-deadline", "0.5")
+    data = json.loads(capsys.readouterr().out)
+    assert code == 3
+    found = [(d["platform"], d["summary"]["verdict"], d["missing_on_platform"])
+             for d in [data, *data["other_platforms"]]]
+    assert found == [("linux/amd64", "unchecked", []), ("linux/arm64", "unchecked", [])]  # unread is not missing
