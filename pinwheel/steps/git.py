@@ -10,19 +10,25 @@ The building block of kind `git`:
   MAX_JOBS or TORCH_CUDA_ARCH_LIST), `builder` (the image the builder stage
   starts from, when the base has no git; default: the variant's base) and
   `editable` with `checkout` (the source tree stays in the image at that path,
-  installed `-e`). A distribution is built by one git step in the manifest;
+  installed `-e`), `needs` (with isolation false: the installed packages the
+  build compiles against, each installed by an earlier step). A distribution
+  is built by one git step in the manifest;
 - plan: it names no index distribution (Step.packages is empty);
 - effect: it installs its package --no-deps (Effect.direct, source `git`).
-  The host does not fetch the commit, so its requirements are unchecked, never
-  clean;
+  When the resolver asks, the host fetches the commit and reads its static
+  requirements (source_meta.py); dynamic ones are unchecked, never clean;
 - lock: no slice and no lock entry: the commit is in the manifest, which the
   image's identity hashes, and is never resolved again at build time;
 - partial: templates/steps/git.j2. A builder stage `git-<step>` fetches exactly
   that commit (`git init`, `git fetch --depth 1 <url> <rev>`, `git checkout
   FETCH_HEAD`), fails naming the expected and found commit unless `git
   rev-parse HEAD` is the rev, and builds a wheel (`pip wheel --no-deps`); the
-  image installs that wheel `--no-deps` from a bind mount of the stage. An
-  editable step copies the checkout to its path and installs it `-e`;
+  image installs that wheel `--no-deps` from a bind mount of the stage. With
+  `needs` the stage only fetches; a stage `build-<step>` builds the wheel
+  from the image as it is after the last step installing them (render cuts
+  the image stage there), so its cache key is that layer, the commit and the
+  settings. An editable step copies the checkout to its path and installs it
+  `-e`;
 - invariant: after the last step, the package is installed at its version, or
   the build fails naming the package, the commit, the expected and the found
   version.
