@@ -15,7 +15,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from ..abi.cache import AbiCache, torch_tied, wheel_abi_of
+from ..abi.cache import AbiCache, built_on_torch, torch_tied, wheel_abi_of
 from ..abi.provenance import provenance_mismatches
 from ..index import IndexClientError, target_tags
 from ..plan import Edge, Hazard, Plan
@@ -382,7 +382,7 @@ def torch_abi(plan: Plan, source, client, workspace: Workspace, offline: bool) -
     locals_by_name = {p.name: p for p in plan.packages() if p.local}
     cache, resolver, notes = AbiCache(workspace, client, offline), Resolver(source, workspace.wheels_dir), []
     rows = []
-    for inst in torch_tied(by_name, lambda i: torch_reqs.get(i.name, [])):
+    for inst in torch_tied(by_name, lambda i: torch_reqs.get(i.name, []), built_on_torch(plan)):
         w, filename, how, built = wheel_abi_of(inst, locals_by_name.get(inst.name), plan, source, resolver, cache, notes)
         rows.append({
             "name": inst.name, "version": inst.version, "source": inst.source, "wheel": filename,
@@ -400,7 +400,8 @@ ABI_MEANING = {
     "unstable": "imports torch's C++ ABI (c10/at/torch symbols): rebuild for every torch bump",
     "stable": "LibTorch stable ABI only (aoti_torch_*): forward compatible from the torch it was built for",
     "none": "no torch linkage",
-    "unknown": "not classified (offline without a cached wheel, or no wheel for the target)",
+    "unknown": "not classified (offline without a cached wheel, no wheel for the target, or built from source in "
+               "the build: `build.py inspect` classifies the built image's)",
 }
 
 
