@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from pinwheel import cli
+from pinwheel.lock import DEFAULT_ENGINE
 
 PY = f"{sys.version_info.major}.{sys.version_info.minor}"
 HOST = {"x86_64": "x86_64", "aarch64": "aarch64", "arm64": "aarch64"}.get(platform.machine().lower())
@@ -58,11 +59,12 @@ def test_the_other_platform_is_locked_with_uv_and_a_relock_keeps_each_engine(pro
     other_platform, other_arch = OTHER[HOST]
     own, other = project / "images/demo/lock/cu130", project / "images/demo/lock/cu130" / other_arch
     assert run(project, "lock") == 0
-    assert (engine_of(own), engine_of(other)) == ("pip-compile", "uv")
-    assert run(project, "lock", "--engine", "uv", "--platform", OWN[HOST]) == 0
-    assert run(project, "lock") == 0  # kept: uv for both now
-    assert (engine_of(own), engine_of(other)) == ("uv", "uv")
+    assert (engine_of(own), engine_of(other)) == (DEFAULT_ENGINE, "uv")
+    switched = "uv" if DEFAULT_ENGINE == "pip-compile" else "pip-compile"
+    assert run(project, "lock", "--engine", switched, "--platform", OWN[HOST]) == 0
+    assert run(project, "lock") == 0  # each platform keeps the engine its lock was made with
+    assert (engine_of(own), engine_of(other)) == (switched, "uv")
     capsys.readouterr()
     assert run(project, "lock", "--check") == 0
     out = capsys.readouterr().out
-    assert "cu130: up to date (uv" in out and f"cu130 {other_platform}: up to date (uv" in out
+    assert f"cu130: up to date ({switched}" in out and f"cu130 {other_platform}: up to date (uv" in out
