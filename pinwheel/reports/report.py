@@ -160,13 +160,27 @@ def machine_of(platform_tag: str) -> str:
     return m.group(1) if m else platform_tag
 
 
+def platform_gap(plan: Plan, package: str, files: list, step: str | None = None) -> dict | None:
+    """The missing-on-platform finding for ``files`` (one package's index files: one version's, or every
+    release), or None: where none is a wheel, or any is one the target installs (or an sdist it can build)."""
+    tags = frozenset(target_tags(plan.target.python, plan.target.platforms()))
+    wheels = [f for f in files if f.is_wheel]
+    if not wheels or any(not f.is_wheel or f.tags & tags for f in files):
+        return None
+    newest = max(f.version for f in wheels)
+    last = [f for f in wheels if f.version == newest]
+    return {"package": package, "version": str(newest), "step": step, "platform": plan.container_platform,
+            "target": plan.target.platform, "python": plan.target.python,
+            "wheels_for": sorted({machine_of(t.platform) for f in last for t in f.tags}),
+            "wheels": sorted(f.filename for f in last)}
+
+
 def missing_on_platform(plan: Plan, source) -> list[dict]:
     """Index packages of the image with no file the target can install, while the index has that version
     for other platforms: missing on this platform (linux/arm64), its own finding and a conflict (its
     build stops there), not a lookup that failed. A package whose files cannot be read is left to the
     lookups that say so. Only packages whose metadata the resolver could not read are looked up (a
     missing one is among them), so a clean report asks the index nothing more."""
-    tags = frozenset(target_tags(plan.target.python, plan.target.platforms()))
     unread = {e.parent for e in plan.edges if e.verdict == "unchecked"} | {u.package for u in plan.unjudged}
     out = []
     for inst in plan.installed:
@@ -174,35 +188,22 @@ def missing_on_platform(plan: Plan, source) -> list[dict]:
             continue
         try:
             want = Version(inst.version)
-            files = [f for f in source.files(inst.name) if f.version == want]
+            gap = platform_gap(plan, inst.name, [f for f in source.files(inst.name) if f.version == want], inst.step)
         except (IndexClientError, InvalidVersion, OSError):
             continue
-        if not files or any(not f.is_wheel or f.tags & tags for f in files):
-            continue  # nothing published at all (said elsewhere), or something this platform installs
-        machines = sorted({machine_of(t.platform) for f in files for t in f.tags})
-        out.append({"package": inst.name, "version": inst.version, "step": inst.step,
-                    "platform": plan.container_platform, "target": plan.target.platform,
-                    "python": plan.target.python, "wheels_for": machines,
-                    "wheels": sorted(f.filename for f in files)})
+        if gap is not None:
+            out.append(gap)
     # A dependency no release of which this platform installs is a clash (pip would stop there); when the
     # index has its wheels for other platforms only, that is what the clash is: named here, counted once.
     for clash in plan.clashes:
         if clash.package in {d["package"] for d in out}:
             continue
         try:
-            files = source.files(clash.package)
+            gap = platform_gap(plan, clash.package, source.files(clash.package), clash.step)
         except (IndexClientError, OSError):
             continue
-        wheels = [f for f in files if f.is_wheel]
-        if not wheels or any(not f.is_wheel or f.tags & tags for f in files):
-            continue
-        newest = max(f.version for f in wheels)
-        last = [f for f in wheels if f.version == newest]
-        out.append({"package": clash.package, "version": str(newest), "step": clash.step,
-                    "platform": plan.container_platform, "target": plan.target.platform,
-                    "python": plan.target.python,
-                    "wheels_for": sorted({machine_of(t.platform) for f in last for t in f.tags}),
-                    "wheels": sorted(f.filename for f in last)})
+        if gap is not None:
+            out.append(gap)
     return out
 
 
