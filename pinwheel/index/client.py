@@ -32,10 +32,9 @@ import time
 import zipfile
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import IO, Any, Iterable, Mapping, Sequence
+from typing import IO, TYPE_CHECKING, Any, Iterable, Mapping, Sequence
 from urllib.parse import urljoin, urlsplit
 
-import requests
 from packaging.utils import NormalizedName, canonicalize_name
 from packaging.version import Version
 
@@ -54,6 +53,9 @@ from .files import IndexFile, file_or_none, parse_html_page, parse_json_page
 from .metadata import DistMetadata, RangeFile, local_metadata, parse_metadata, read_metadata_from_zip
 from .target import python_tuple, target_tags
 
+if TYPE_CHECKING:
+    import requests
+
 log = logging.getLogger(__name__)
 
 ACCEPT = (
@@ -69,8 +71,13 @@ SPOOL_BYTES = 32 * 1024 * 1024
 RETRY_STATUS = frozenset({429}) | frozenset(range(500, 600))
 # Total seconds a client waits on the network, retries included (report --index-deadline).
 DEFAULT_DEADLINE = 60.0
-# Connection failures worth another attempt.
-_NETWORK_ERRORS = (requests.ConnectionError, requests.Timeout, requests.exceptions.ChunkedEncodingError)
+
+
+def _network_errors() -> tuple[type[Exception], ...]:
+    """Connection failures worth another attempt."""
+    import requests  # requests loads with the first request: an offline run never needs it
+
+    return (requests.ConnectionError, requests.Timeout, requests.exceptions.ChunkedEncodingError)
 
 
 class IndexClient:
@@ -138,12 +145,14 @@ class IndexClient:
     @property
     def index_url(self) -> str:
         if self._index_url is None:
-            self._index_url = default_index_url().rstrip("/") + "/"
+            self._index_url = default_index_url(self.cache_dir).rstrip("/") + "/"
         return self._index_url
 
     @property
     def session(self) -> requests.Session:
         if self._session is None:
+            import requests  # see _network_errors
+
             self._session = requests.Session()
         return self._session
 
@@ -192,7 +201,7 @@ class IndexClient:
                     timeout=min(self.timeout, remaining),
                     verify=self.verify,
                 )
-            except _NETWORK_ERRORS as exc:
+            except _network_errors() as exc:
                 last = f"{type(exc).__name__}: {exc}"
                 self._failing_since = self._failing_since or started
                 continue
@@ -546,7 +555,7 @@ class IndexClient:
                 digest.update(chunk)
                 size += len(chunk)
                 out.write(chunk)
-        except _NETWORK_ERRORS as exc:
+        except _network_errors() as exc:
             raise IndexUnavailable(f"download of {f.filename}: {redact(f.url)} failed ({exc})",
                                    name=f.name, url=f.url) from None
         if f.sha256 and digest.hexdigest() != f.sha256.lower():
