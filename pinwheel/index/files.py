@@ -32,7 +32,8 @@ def file_or_none(data: Mapping[str, Any]) -> "IndexFile | None":
 
 
 @functools.lru_cache(maxsize=4096)
-def _parse_version(text: str) -> Version:
+def parse_version(text: str) -> Version:
+    """A version, parsed once per text (a page lists the same versions many times)."""
     return Version(text)
 
 
@@ -77,7 +78,7 @@ class IndexFile:
         if self.filename.endswith(".whl"):
             # A wheel name's second dash-separated field is its version (the name
             # field has no dashes); far cheaper than parsing every tag.
-            return _parse_version(self.filename.split("-", 2)[1])
+            return parse_version(self.filename.split("-", 2)[1])
         return self._parsed[1]
 
     @property

@@ -135,6 +135,39 @@ def parse_metadata(
     )
 
 
+def parsed_fields(meta: DistMetadata) -> dict:
+    """What a METADATA document declares, as JSON text: kept by the parsed store (index.parsed)."""
+    return {
+        "name": meta.name,
+        "version": str(meta.version),
+        "requires_dist": [str(r) for r in meta.requires_dist],
+        "requires_python": str(meta.requires_python) if meta.requires_python is not None else None,
+        "provides_extra": list(meta.provides_extra),
+        "invalid_requires": list(meta.invalid_requires),
+    }
+
+
+def from_parsed(data: dict, *, filename: str | None = None, url: str | None = None, sha256: str | None = None,
+                source: str = "") -> DistMetadata | None:
+    """The DistMetadata that parsed_fields() wrote, or None where it no longer reads back (parse the raw file)."""
+    try:
+        rp = data["requires_python"]
+        return DistMetadata(
+            name=canonicalize_name(data["name"]),
+            version=Version(data["version"]),
+            requires_dist=tuple(Requirement(r) for r in data["requires_dist"]),
+            requires_python=SpecifierSet(rp) if rp is not None else None,
+            provides_extra=tuple(canonicalize_name(e) for e in data["provides_extra"]),
+            filename=filename,
+            url=url,
+            sha256=sha256,
+            source=source,
+            invalid_requires=tuple(data["invalid_requires"]),
+        )
+    except (KeyError, TypeError, InvalidRequirement, InvalidSpecifier, InvalidVersion):
+        return None
+
+
 class RangeFile:
     """A read-only, seekable file over HTTP Range requests, for :mod:`zipfile`.
 
