@@ -130,9 +130,12 @@ def lock_state(plan: Plan, root: Path):
 
 def inventory_engine(plan: Plan):
     """The engine that tells an unpinned base's identity, where one answers; None for a pinned base."""
+    if not reads_base(plan) or not plan.variant.base:
+        return None
     from ..image.engine import Engine  # the engine adapter loads only for a variant that reads its base
     from ..image.inventory import pinned_digest
-    if not reads_base(plan) or pinned_digest(plan.variant.base) or not plan.variant.base:
+
+    if pinned_digest(plan.variant.base):
         return None
     engine = Engine()
     return None if engine.unavailable_reason() else engine

@@ -31,7 +31,6 @@ import tempfile
 import threading
 import time
 import zipfile
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any, Iterable, Mapping, Sequence
 from urllib.parse import urljoin, urlsplit
@@ -527,6 +526,8 @@ class IndexClient:
                 return self.metadata(pair[0], pair[1], python_version, platforms)
             except IndexClientError as exc:
                 return exc
+
+        from concurrent.futures import ThreadPoolExecutor  # noqa: PLC0415 - only batch lookups run threads
 
         with ThreadPoolExecutor(max_workers=max_workers) as pool:
             return dict(zip(pairs, pool.map(one, pairs)))

@@ -37,6 +37,15 @@ def parse_version(text: str) -> Version:
     return Version(text)
 
 
+@functools.lru_cache(maxsize=1024)
+def _requires_python(text: str) -> SpecifierSet | None:
+    """A Requires-Python value, parsed once per text (most files of a project share a few); None when invalid."""
+    try:
+        return SpecifierSet(text)
+    except InvalidSpecifier:
+        return None
+
+
 @dataclass(frozen=True)
 class IndexFile:
     """One file listed on a project page."""
@@ -100,10 +109,8 @@ class IndexFile:
     def requires_python_allows(self, python_version: str) -> bool:
         if not self.requires_python:
             return True
-        try:
-            return SpecifierSet(self.requires_python).contains(python_version, prereleases=True)
-        except InvalidSpecifier:
-            return True
+        spec = _requires_python(self.requires_python)
+        return True if spec is None else spec.contains(python_version, prereleases=True)
 
     def to_json(self) -> dict[str, Any]:
         return {

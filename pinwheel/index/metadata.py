@@ -7,7 +7,6 @@ wheel's RECORD where that can be read cheaply.
 from __future__ import annotations
 
 import base64
-import email.parser
 import hashlib
 import logging
 import re
@@ -17,7 +16,6 @@ from pathlib import Path
 from typing import Callable, Iterable, Mapping, Sequence
 
 from packaging.markers import default_environment
-from packaging.metadata import Metadata
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.utils import InvalidWheelFilename, NormalizedName, canonicalize_name, parse_wheel_filename
@@ -84,6 +82,11 @@ def parse_metadata(
         text = data.decode("utf-8", errors="surrogateescape")
     else:
         text = data
+    # packaging's metadata module and the email package load only for a document not yet in the parsed store
+    import email.parser  # noqa: PLC0415
+
+    from packaging.metadata import Metadata  # noqa: PLC0415
+
     try:
         meta = Metadata.from_email(text, validate=True)
         return DistMetadata(
