@@ -31,7 +31,7 @@ def file_or_none(data: Mapping[str, Any]) -> "IndexFile | None":
         return None
 
 
-@functools.lru_cache(maxsize=4096)
+@functools.lru_cache(maxsize=1 << 16)
 def parse_version(text: str) -> Version:
     """A version, parsed once per text (a page lists the same versions many times)."""
     return Version(text)

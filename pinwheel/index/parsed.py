@@ -74,7 +74,7 @@ class ParsedStore:
         if self._db is None and not self._broken:
             try:
                 self.cache_dir.mkdir(parents=True, exist_ok=True)
-                db = sqlite3.connect(self.cache_dir / DATABASE, timeout=2.0, check_same_thread=False,
+                db = sqlite3.connect(self.cache_dir / DATABASE, timeout=1.0, check_same_thread=False,
                                      isolation_level=None)
                 for statement in _SCHEMA:
                     db.execute(statement)

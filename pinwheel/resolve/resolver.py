@@ -19,6 +19,7 @@ package marked `override` contradicts on purpose is `overridden`.
 from __future__ import annotations
 
 import dataclasses
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable
@@ -26,7 +27,7 @@ from typing import Iterable
 from packaging.requirements import Requirement
 from packaging.specifiers import SpecifierSet
 from packaging.utils import canonicalize_name
-from packaging.version import Version
+from packaging.version import InvalidVersion, Version
 
 from ..index.sources import MetadataSource
 from ..plan import Clash, Edge, Hazard, Installed, Plan, PlannedPackage, Removal, Step, Unjudged
@@ -61,12 +62,37 @@ def marker_effects(meta, target_env: dict[str, str]) -> list[tuple[Requirement, 
     for req in meta.requires_dist:
         if req.marker is None or req.marker.evaluate({**target_env, "extra": ""}):
             out.append((req, None, False))
-        elif "extra" not in str(req.marker):  # no extra can turn on a marker that never names one
-            out.append((req, None, True))
         else:
-            extra = next((e for e in meta.provides_extra if req.marker.evaluate({**target_env, "extra": e})), None)
+            extra = next((e for e in _extras_to_try(str(req.marker), meta.provides_extra)
+                          if req.marker.evaluate({**target_env, "extra": e})), None)
             out.append((req, extra, extra is None))
     return out
+
+
+_EXTRA_TEST = re.compile(r'\bextra (==|!=) "([^"]*)"')
+_EXTRA_NAME = re.compile(r"^[a-z0-9]+(?:-[a-z0-9]+)*$")
+
+
+def _extras_to_try(marker: str, provides_extra: Iterable[str]) -> list[str]:
+    """The extras that can turn on a marker that is false without one, in Provides-Extra order.
+
+    Where a marker compares `extra` only by == or != with extra names (as its text shows them), an extra it
+    does not name evaluates exactly as no extra did, so only those it names are tried; a marker that never
+    names `extra` is false for all of them. Anything else (another operator, a name that reads as a version,
+    whose comparison packaging makes by version) tries every extra."""
+    names = {m.group(2) for m in _EXTRA_TEST.finditer(marker)}
+    if "extra" in _EXTRA_TEST.sub("", marker) or not all(_EXTRA_NAME.match(n) and not _reads_as_version(n)
+                                                         for n in names):
+        return list(provides_extra)
+    return [e for e in provides_extra if e in names]
+
+
+def _reads_as_version(text: str) -> bool:
+    try:
+        Version(text)
+    except InvalidVersion:
+        return False
+    return True
 
 
 def requirement_text(req: Requirement) -> str:
