@@ -55,7 +55,8 @@ def main() -> int:
     bindir = Path(py).parent
     index = default_index_url()
     memo = Workspace.of(manifest.load(MANIFEST)).index_cache / "memo"  # where the report's answers are kept
-    report = [py, str(ROOT / "build.py"), "--manifest", str(MANIFEST), "report", "--variant", args.variant, "--offline"]
+    report = [py, str(ROOT / "build.py"), "--manifest", str(MANIFEST), "report", "--variant", args.variant,
+              "--platform", "linux/amd64", "--offline"]  # one platform, as its peers resolve
     uv = [str(bindir / "uv"), "pip", "compile", "--offline", "--quiet", "--python-version", "3.11",
           "--index-url", index]
     with tempfile.TemporaryDirectory() as t:
