@@ -73,8 +73,8 @@ def main() -> int:
         rows = {
             "pinwheel report --offline --json, memo dropped": (report + ["--json"], drop_memo),
             "uv pip compile --offline": (uv, None),
-            "pinwheel report --offline (text), memo dropped": (report, drop_memo),
             "pinwheel report --offline --json, memo warm": (report + ["--json"], None),
+            "pinwheel report --offline (text), memo dropped": (report, drop_memo),
         }
         if not args.no_pip_compile:
             rows["pip-compile"] = ([str(bindir / "pip-compile"), "--quiet", "--no-header", "--index-url", index,
