@@ -26,7 +26,7 @@ def requirement_diffs(c: Comparison, before: dict[str, Installed], after: dict[s
     out = dict(moves)
     for name in c.new:
         old, new = before.get(name), after[name]
-        if old is None:
+        if old is None or name in c.missing:  # missing on this platform: its requirements are unknown here
             continue
         old_reqs = {canonicalize_name(r.name): r for r in c.requirements(c.plan, dataclasses.replace(old, no_deps=False))}
         new_reqs = {canonicalize_name(r.name): r for r in c.requirements(after_plan, dataclasses.replace(new, no_deps=False))}
