@@ -251,7 +251,7 @@ def test_an_sdist_is_read_from_pkg_info_else_pyproject_and_says_why_not():
 
 
 def test_a_need_met_only_by_a_debian_package_is_refused(tmp_path):
-    apt = ('  - name: tools\n    kind: apt\n    why: "a compiler"\n    packages:\n'
+    apt = ('  - name: debs\n    kind: apt\n    why: "a compiler"\n    packages:\n'
            '      - {name: ninja-build, version: "1.11.1-1", why: "builds faster"}\n')
     steps = apt + STEPS.replace("    needs: [torch]\n    env:", "    needs: [ninja-build]\n    env:")
     with pytest.raises(ManifestError) as err:
