@@ -206,7 +206,9 @@ def build_variant(m: Manifest, plan: Plan, engine, target: str, quiet: bool):
         base = build_variant(m, base_variant_plan(m, plan), engine, "image", quiet)
         if base is None:
             return None
-        base_image = base.image_id
+        # by its immutable tag: BuildKit resolves FROM as a reference, and an image id is not one
+        # (it would look for docker.io/library/sha256); the tag names the image just built
+        base_image = base.tags[1]
     else:
         ensure_variant_base(plan, Workspace.of(m), engine)
     try:
