@@ -9,7 +9,6 @@ from __future__ import annotations
 import argparse
 import codecs
 import dataclasses
-import difflib
 import json
 import platform as host_platform
 import sys
@@ -113,6 +112,8 @@ def cmd_render(args: argparse.Namespace) -> int:
             if current == text:
                 out().print(f"{ws.relative(target)} is up to date")
                 continue
+            import difflib
+
             diff = difflib.unified_diff(current.splitlines(True), text.splitlines(True),
                                         f"{target} (committed)", f"{target} (rendered)")
             sys.stdout.writelines(diff)

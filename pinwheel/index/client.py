@@ -30,7 +30,6 @@ import re
 import tempfile
 import threading
 import time
-import zipfile
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any, Iterable, Mapping, Sequence
 from urllib.parse import urljoin, urlsplit
@@ -639,6 +638,8 @@ class IndexClient:
                 )
             return data
 
+        import zipfile  # where a wheel is read: a run from the cache never is
+
         rf = RangeFile(fetch, total, tail)
         try:
             with zipfile.ZipFile(rf) as zf:  # type: ignore[arg-type]
@@ -649,6 +650,8 @@ class IndexClient:
     def _metadata_download(self, f: IndexFile, resp: requests.Response) -> bytes:
         what = f"wheel of package {f.name!r} {f.version}"
         self.stats["downloads"] += 1
+        import zipfile
+
         with tempfile.SpooledTemporaryFile(max_size=SPOOL_BYTES) as tmp:
             self._receive(f, resp, tmp)
             tmp.seek(0)
