@@ -71,7 +71,8 @@ def run(name: str, what: str, expect: Path, out: Path, sites: list[Path], level:
     result_path.unlink(missing_ok=True)
     shown = " ".join(f"{k}={v}" for k, v in (env_extra or {}).items())
     return {"name": name, "what": what, "command": (shown + " " if shown else "") + " ".join(
-                ["python", "pinwheel/smoke_payload.py", *cmd[2:-1], f"{name}.json"]),
+                ["python", "pinwheel/smoke_payload.py", *[expect.name if a == str(expect) else a for a in cmd[2:-1]],
+                 f"{name}.json"]),
             "exit_code": proc.returncode, "seconds": seconds,
             "failed_stages": [f"{s['level']}/{s['name']}" for s in (doc or {}).get("stages", [])
                               if s["status"] == "failed"],
