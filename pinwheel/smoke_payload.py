@@ -1530,6 +1530,9 @@ def summary(doc: dict) -> str:
             text = s.get("reason", "")
         elif s.get("check") and s["status"] == "passed":
             text = f"check {s['check']} passed ({', '.join(s['stages'])})"
+        elif s["name"].startswith("verify:") and s["status"] == "passed":
+            text = ((f"imported {', '.join(s['imports'])}; " if s.get("imports") else "")
+                    + ("snippet exited 0 " if s.get("python") else "") + f"({s.get('seconds', 0):.2f} s)")
         elif "error" in s:
             text = s["error"]
         elif "message" in s:
