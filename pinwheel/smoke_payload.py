@@ -875,12 +875,6 @@ def _import_cudnn_dsa():
     }
 
 
-def _import_flashinfer():
-    import flashinfer
-
-    return {"version": getattr(flashinfer, "__version__", None) or _dist_version("flashinfer-python")}
-
-
 def _import_flash_mla():
     import flash_mla
 
@@ -947,6 +941,10 @@ def run_dsa_forward(args, corrupt, doc) -> tuple:
     forward, device = run_gpu(args, corrupt)
     doc["device"] = device
     return stages + forward, None
+
+
+# NAMED_CHECKS' runners: (args, corrupt, doc) -> (stages, why it was skipped or None)
+CHECK_RUNNERS = {"dsa-forward": run_dsa_forward}
 
 
 # ---------------------------------------------------------------------------
@@ -1464,7 +1462,6 @@ def run(args, corrupt) -> dict:
             imp = record("import", imports, None if imports else
                          "nothing to import: expect.json names no `needs: driver` package and no driver check")
             if "gpu" in requested:
-                named = {"dsa-forward": lambda: run_dsa_forward(args, corrupt, doc)}
                 if not any(v["needs"] == "gpu" for v in expect["verify"].values()):
                     record("gpu", [], "nothing to run: expect.json declares no gpu check (manifest `verify:` "
                                       "with needs: gpu)")
@@ -1472,7 +1469,8 @@ def run(args, corrupt) -> dict:
                     reason = "the import level failed"
                     record("gpu", skipped_verify(expect, "gpu", ("gpu",), reason), reason)
                 else:
-                    record("gpu", run_verify(expect, "gpu", "gpu", lambda name: named[name]()))
+                    record("gpu", run_verify(expect, "gpu", "gpu",
+                                             lambda name: CHECK_RUNNERS[name](args, corrupt, doc)))
 
     doc["packages"] = package_results(doc["stages"])
     doc["versions"] = collect_versions(expect)

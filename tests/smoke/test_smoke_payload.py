@@ -363,6 +363,10 @@ def test_a_named_check_runs_once_for_every_package_declaring_it_and_a_device_ski
     assert "RESULT: FAILED (required level skipped)" in proc.stdout
 
 
+def test_every_named_check_has_a_runner():
+    assert set(sp.CHECK_RUNNERS) == set(sp.NAMED_CHECKS) and sp.NAMED_CHECKS["dsa-forward"]["needs"] == "gpu"
+
+
 def test_an_unknown_named_check_is_a_usage_error(tmp_path):
     proc, _ = run_payload(tmp_path, {"pins": {}, "verify": {"x": {"check": "dsa-backward", "needs": "gpu"}}})
     assert proc.returncode == 2 and "'dsa-backward' is not a check this payload provides (dsa-forward)" in proc.stderr
