@@ -286,6 +286,7 @@ def test_publish_refused_without_a_passing_smoke(project_factory, registry: str,
     failed = run_smoke(engine, tag, gpus=False, level="import", env={"PINWHEEL_SMOKE_ASSUME_DRIVER": "1"})
     assert not failed.ok and failed.levels.get("import") == "failed", failed.output[-2000:]
     assert "pw-core: verify (exit 1): OSError: libcuda.so.1" in failed.output, failed.output[-2000:]
+    assert failed.packages == {"pw-core": "failed"}  # per package, as the payload's JSON has it
     record(failed, Workspace(project.root, "").smoke_results)
     refused = publish()
     assert refused.returncode == 1, refused.output[-3000:]
