@@ -933,13 +933,13 @@ def run_dsa_forward(args, corrupt, doc) -> tuple:
     if not torch.cuda.is_available():
         reason = "torch sees no CUDA device"
     else:
+        doc["device"] = device_info(torch)  # named in the record even where the forward does not run
         cap = torch.cuda.get_device_capability()
         if cap[0] not in (9, 10):
             reason = f"the DSA kernels are built for SM90 and SM100; this GPU is sm_{cap[0]}{cap[1]}"
     if reason:
         return stages + [_stage("gpu", "dsa-forward", "skipped", reason=reason)], reason
-    forward, device = run_gpu(args, corrupt)
-    doc["device"] = device
+    forward, _ = run_gpu(args, corrupt)
     return stages + forward, None
 
 
@@ -1062,6 +1062,21 @@ def mla_reference(torch, q, kv, indices, sm_scale: float, d_v: int, with_bound: 
     return out
 
 
+def device_info(torch) -> dict:
+    """The CUDA device the gpu level runs on, as the result document records it."""
+    dev = torch.device(_DEVICE)
+    cap = torch.cuda.get_device_capability()
+    props = torch.cuda.get_device_properties(dev)
+    return {
+        "name": torch.cuda.get_device_name(dev),
+        "capability": f"{cap[0]}.{cap[1]}",
+        "multiprocessors": props.multi_processor_count,
+        "memory_gib": round(props.total_memory / 2 ** 30, 1),
+        "torch": torch.__version__,
+        "torch_cuda": torch.version.cuda,
+    }
+
+
 def run_gpu(args, corrupt) -> tuple:
     """Returns (stages, device_info)."""
     import torch
@@ -1074,22 +1089,13 @@ def run_gpu(args, corrupt) -> tuple:
     import flash_mla
 
     dev = torch.device(_DEVICE)
-    cap = torch.cuda.get_device_capability()
-    props = torch.cuda.get_device_properties(dev)
     shape = dict(GPU_SHAPE)
     shape["seq_q"] = args.seq_q
     shape["topk"] = args.topk
     B, S, H, D = shape["batch"], shape["seq_q"], shape["index_heads"], shape["index_dim"]
     ratio, topk = shape["ratio"], shape["topk"]
     T = S // ratio
-    device = {
-        "name": torch.cuda.get_device_name(dev),
-        "capability": f"{cap[0]}.{cap[1]}",
-        "multiprocessors": props.multi_processor_count,
-        "memory_gib": round(props.total_memory / 2 ** 30, 1),
-        "torch": torch.__version__,
-        "torch_cuda": torch.version.cuda,
-    }
+    device = device_info(torch)
     warm, reps = args.warmup, args.reps
     stages = []
 
