@@ -586,6 +586,10 @@ def _write_dir(out_dir: Path, files: Mapping[str, str]) -> None:
             os.replace(out_dir, old)
         os.replace(stage, out_dir)
         if old is not None:
+            # the other platforms' locks live in subdirectories (lock/<variant>/<arch>/): not ours to drop
+            for sub in old.iterdir():
+                if sub.is_dir() and not (out_dir / sub.name).exists():
+                    os.replace(sub, out_dir / sub.name)
             shutil.rmtree(old, ignore_errors=True)
     except BaseException:
         shutil.rmtree(stage, ignore_errors=True)
