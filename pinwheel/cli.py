@@ -16,36 +16,23 @@ import sys
 from pathlib import Path
 from typing import Sequence
 
-from rich.markup import escape
-
 from . import manifest as manifest_mod
-from .abi.cache import classifier_key
 from .commands.common import (
     EXIT_BAD_INPUT, EXIT_OK, EXIT_PROBLEM, EXIT_UNCHECKED, UsageError, add_deadline_arg, add_platform_arg,
-    add_variant_args, engine_or_fail, err, index_client, inventory_engine, lock_state, out, plans_for,
+    add_variant_args, engine_or_fail, err, escape, index_client, inventory_engine, lock_state, out, plans_for,
     require_fresh_inventory, require_fresh_lock, select_plan, select_platform_plans, select_variant,
 )
 from .commands.forensics import add_forensics_parsers
-from .image.base import BaseImageError, ensure_base, is_bootstrap, platform_base, suite_for_python
-from .image.assets import AssetError, add as add_asset
-from .image.build import BuildError, BuildInputs, build_image, check_local_wheels, tags_for
-from .distributions import InventoryError
-from .image.engine import BuildFailed, Engine, EngineError
-from .image.inventory import check_inventory, read_image, write_inventory
-from .image.publish import PublishRefused, PushPrinter, declared_smoke, floating_base, parse_allowances, publish, \
-    publish_index
-from .image.smoke import record, run_smoke
-from .index import IndexClientError
 from .index.target import container_arch
-from .lock import DEFAULT_ENGINE, ENGINES, LockError, LockUnavailable, check_lock, lock_installs, lock_sha256, lock_variant
+from .lock import DEFAULT_ENGINE, ENGINES, LockError, check_lock, lock_installs, lock_sha256
 from .lock.format import ENGINE_HEADER, header_value
 from .manifest import Manifest, ManifestError
 from .plan import LockState, Plan, plan_platforms, plan_variant
-from .render import render_dockerfiles
-from .reports.bump import PAGE_MAX_AGE, BumpInputError, bump_platforms, print_bump
-from .reports.report import missing_on_platform, print_report, to_json, torch_abi
 from .resolve import ResolveError, memoized, resolve_memoized, wheels_state, with_inventory
 from .workspace import LockFiles, Workspace
+
+# Each command imports what only it needs inside its function: rich, requests, jinja2, the engine adapter
+# and the ELF reader cost tens of milliseconds each, and `--help` or `report --json` needs none of them.
 
 
 
@@ -74,6 +61,9 @@ def cmd_report(args: argparse.Namespace) -> int:
 def report_one(m: Manifest, plan: Plan, args: argparse.Namespace) -> tuple[dict, int]:
     """One platform's report (printed, or returned for --json) and its exit code. Where the index could not
     answer: a stub that says so, so that the JSON of several platforms still names each one."""
+    from .abi.cache import classifier_key
+    from .index import IndexClientError
+    from .reports.report import missing_on_platform, print_report, to_json, torch_abi
     root = m.path.parent
     ws = Workspace.of(m)
     plan = with_inventory(plan, root, inventory_engine(plan))  # a missing or stale one is said first, never clean
@@ -111,6 +101,7 @@ def report_one(m: Manifest, plan: Plan, args: argparse.Namespace) -> tuple[dict,
 
 def cmd_render(args: argparse.Namespace) -> int:
     """images/<image>/Dockerfile, and one Dockerfile.<variant> per other kind of environment (render.py)."""
+    from .render import render_dockerfiles
     m = manifest_mod.load(args.manifest)
     ws = Workspace.of(m)
     rendered = render_dockerfiles(plans_for(m, None))
@@ -143,6 +134,7 @@ def cmd_render(args: argparse.Namespace) -> int:
 
 
 def ensure_variant_base(plan: Plan, ws: Workspace, engine, progress: bool = True) -> None:
+    from .image.base import BaseImageError, ensure_base, is_bootstrap, platform_base, suite_for_python
     base = platform_base(plan.variant.base, plan.platform_arch)  # a bootstrap base per architecture
     if engine.image_exists(base):
         return
@@ -168,6 +160,9 @@ def cmd_base(args: argparse.Namespace) -> int:
 
 def base_inventory(plan: Plan, ws: Workspace, check: bool) -> int:
     """Read the base image's distributions from its layers into images/<image>/inventory/<variant>.json."""
+    from .distributions import InventoryError
+    from .image.engine import Engine
+    from .image.inventory import check_inventory, read_image, write_inventory
     path = ws.inventory_file(plan.variant.name)
     if check:
         engine = Engine()
@@ -204,12 +199,16 @@ def base_variant_plan(m: Manifest, plan: Plan) -> Plan:
 def build_variant(m: Manifest, plan: Plan, engine, target: str, quiet: bool):
     """The built image, or None when the build failed (its log tail already printed). A variant built on
     another variant's image (base_variant) builds that one first, for the same platform, and starts FROM it."""
+    from .image.build import BuildError, build_image
+    from .image.engine import BuildFailed
     base_image = None
     if plan.variant.base_variant:
         base = build_variant(m, base_variant_plan(m, plan), engine, "image", quiet)
         if base is None:
             return None
-        base_image = base.image_id
+        # by its immutable tag: BuildKit resolves FROM as a reference, and an image id is not one
+        # (it would look for docker.io/library/sha256); the tag names the image just built
+        base_image = base.tags[1]
     else:
         ensure_variant_base(plan, Workspace.of(m), engine)
     try:
@@ -223,6 +222,7 @@ def build_variant(m: Manifest, plan: Plan, engine, target: str, quiet: bool):
 
 
 def cmd_build(args: argparse.Namespace) -> int:
+    from .image.build import BuildError, BuildInputs, check_local_wheels
     m = manifest_mod.load(args.manifest)
     plan = select_plan(m, args)
     require_fresh_lock(plan, m.path.parent)
@@ -244,6 +244,7 @@ def cmd_build(args: argparse.Namespace) -> int:
 
 
 def cmd_smoke(args: argparse.Namespace) -> int:
+    from .image.smoke import record, run_smoke
     m = manifest_mod.load(args.manifest)
     engine = engine_or_fail()
     image = args.image or args.image_opt
@@ -277,6 +278,10 @@ def cmd_smoke(args: argparse.Namespace) -> int:
 def cmd_publish(args: argparse.Namespace) -> int:
     """Push the variant's image; a variant that lists its platforms pushes each platform's image (every one
     gated on its own smoke before anything is pushed), then one multi-platform index per tag of its own."""
+    from .image.build import tags_for
+    from .image.engine import EngineError
+    from .image.publish import PublishRefused, PushPrinter, declared_smoke, floating_base, parse_allowances, \
+        publish, publish_index
     m = manifest_mod.load(args.manifest)
     name = select_variant(m, args)
     plans = [plan_variant(m, name)] if args.tag else plan_platforms(m, name)
@@ -337,6 +342,8 @@ def cmd_publish(args: argparse.Namespace) -> int:
 def cmd_bump(args: argparse.Namespace) -> int:
     """One comparison per platform: --platform's, else each one the variant lists (its own first); exit 1
     when any is blocked. --json of several: the own platform's document, the others under other_platforms."""
+    from .index import IndexClientError
+    from .reports.bump import PAGE_MAX_AGE, BumpInputError, bump_platforms, print_bump
     m = manifest_mod.load(args.manifest)
     variant = select_variant(m, args)
     platforms = [select_plan(m, args).container_platform] if args.platform else \
@@ -372,6 +379,7 @@ def cmd_bump(args: argparse.Namespace) -> int:
 
 def cmd_asset(args: argparse.Namespace) -> int:
     """`asset add URL`: download a release wheel into the asset cache and print its manifest entry."""
+    from .image.assets import AssetError, add as add_asset
     try:
         entry = add_asset(args.url, Workspace(Path(args.manifest).parent, "").asset_cache)
     except AssetError as exc:
@@ -392,6 +400,7 @@ def default_engine(plan: Plan, root: Path) -> str:
 
 
 def cmd_lock(args: argparse.Namespace) -> int:
+    from .lock import LockUnavailable, lock_variant
     m = manifest_mod.load(args.manifest)
     root = m.path.parent
     plans = select_platform_plans(m, args)

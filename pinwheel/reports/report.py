@@ -8,12 +8,10 @@ from __future__ import annotations
 import dataclasses
 import re
 from collections import defaultdict
+from typing import TYPE_CHECKING
 
 from packaging.requirements import Requirement
 from packaging.version import InvalidVersion, Version
-from rich.console import Console
-from rich.markup import escape
-from rich.table import Table
 
 from ..abi.cache import AbiCache, built_on_torch, torch_tied, wheel_abi_of
 from ..abi.provenance import provenance_mismatches
@@ -21,6 +19,9 @@ from ..index import IndexClientError, target_tags
 from ..plan import Edge, Hazard, Plan
 from ..resolve import BASE, Resolver, excludes_shared_pin
 from ..workspace import Workspace
+
+if TYPE_CHECKING:
+    from rich.console import Console
 
 SCHEMA = "pinwheel.report/1"
 
@@ -420,6 +421,9 @@ def _evaluated_as(plan: Plan) -> str:
 
 def print_report(plan: Plan, console: Console, verbose: bool = False, abi: list[dict] | None = None,
                  allow_unchecked: bool = False, missing: list[dict] | None = None) -> dict:
+    from rich.markup import escape  # rich loads for the table view only; `--json` never needs it
+    from rich.table import Table
+
     data = to_json(plan, abi, allow_unchecked, missing)
     absent = {d["package"] for d in data["missing_on_platform"]}
     c = console
