@@ -530,7 +530,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     sm = sub.add_parser("smoke", help="run the smoke checks in a built image",
                         description="Run the smoke payload in the image: static (pins, --no-deps drops, pip check) "
-                                    "everywhere; imports and the DSA forward where a GPU is present, else SKIPPED. "
+                                    "everywhere; the manifest's driver and GPU checks (the shipped image's: the DSA forward) "
+                                    "where a GPU is present, else SKIPPED. "
                                     "The result is recorded per image id for `publish`.")
     add_variant_args(sm)
     add_platform_arg(sm)
