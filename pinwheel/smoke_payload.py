@@ -61,7 +61,6 @@ Test-only hooks (recorded in the JSON under "hooks"):
 from __future__ import annotations
 
 import argparse
-import ctypes
 import json
 import math
 import os
@@ -773,6 +772,8 @@ def run_base(expect: dict, dists: dict) -> list:
 # driver probe (ctypes only: no third-party import)
 
 def probe_driver() -> dict:
+    import ctypes
+
     if os.environ.get(ASSUME_DRIVER_ENV) == "1":
         return {"present": True, "assumed": True, "reason": f"{ASSUME_DRIVER_ENV}=1 (test hook)"}
     for lib in ("libcuda.so.1", "libcuda.so"):
