@@ -17,7 +17,7 @@ from ..abi.cache import AbiCache, built_on_torch, torch_tied, wheel_abi_of
 from ..abi.provenance import provenance_mismatches
 from ..index import IndexClientError, target_tags
 from ..plan import Edge, Hazard, Plan
-from ..resolve import BASE, Resolver, excludes_shared_pin
+from ..resolve import BASE, Resolver, excludes_shared_pin, record_fields
 from ..workspace import Workspace
 
 if TYPE_CHECKING:
@@ -300,7 +300,7 @@ def to_json(plan: Plan, abi: list[dict] | None = None, allow_unchecked: bool = F
              "moved": moved.get(i.name)}
             for i in plan.installed
         ],
-        "edges": [dataclasses.asdict(e) for e in plan.edges],
+        "edges": [record_fields(e) for e in plan.edges],  # flat records: asdict's deep copy costs more
         "no_deps_features": no_deps_features(plan),
         "dropped_requirements": dropped_requirements(plan),
         "shared_pins": shared,
