@@ -266,6 +266,7 @@ class Engine:
         cache_to: str | None = None,
         on_cache_export: Callable[[CacheExport], None] | None = None,
         on_log: Callable[[str], None] | None = None,
+        push: bool = False,
     ) -> str:
         """Build with buildx into the engine's image store; return the image id.
 
@@ -274,7 +275,9 @@ class Engine:
         build's cache goes to, as :meth:`cache_kind` says: a registry cache
         (mode=max), or the inline cache with the built image pushed to that
         ref. ``on_cache_export`` is told where it went; ``on_log`` sees each
-        line of the plain build log.
+        line of the plain build log. ``push`` pushes the result to its tags'
+        registry instead of loading it into the engine's store (then cached
+        layers a registry already holds need not be downloaded).
 
         ``platform`` (linux/arm64) builds for that container platform; one that
         is not the host's runs its RUN steps through QEMU (scripts/qemu-up).
@@ -312,7 +315,8 @@ class Engine:
                     target=target,
                     platforms=[platform] if platform else None,
                     builder=self.builder,
-                    load=True,
+                    load=not push,
+                    push=push,
                     cache=cache,
                     cache_from=[{"type": "registry", "ref": ref} for ref in cache_from] or None,
                     cache_to=cache_export,
@@ -334,12 +338,16 @@ class Engine:
             except (FileNotFoundError, PermissionError, ClientNotFoundError) as exc:
                 raise BuildFailed(f"cannot run the docker CLI: {exc}", "") from None
             image_id = _image_id_from_metadata(metadata)
+        if image_id is None and push:
+            raise BuildFailed("build pushed but reported no image id", "\n".join(tail))
         if image_id is None:
             if not tags:
                 raise BuildFailed("build finished but reported no image id", "\n".join(tail))
             image_id = self.image_id(tags[0])
         if cache_to:
             export = CacheExport(cache_to, "registry")
+            if cache_kind == "inline" and push:
+                raise BuildFailed("an inline cache needs the image in the engine's store: build with load", "")
             if cache_kind == "inline":  # the cache travels in the image's config: push the image as the cache ref
                 self.tag(image_id, cache_to)
                 export = CacheExport(cache_to, "inline", self.push(cache_to).digest)

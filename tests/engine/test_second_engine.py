@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from engine_support import REPO_ROOT, engine_unavailable
+from engine_support import REPO_ROOT, second_engine
 from pinwheel.commands.common import engine_for
 from pinwheel.image.engine import CacheExport, Engine
 from pinwheel.reports.layers import compare_layers
@@ -37,15 +37,7 @@ def _unique() -> str:
 
 @pytest.fixture(scope="module")
 def engine2() -> Engine:
-    proc = subprocess.run([str(SCRIPT)], capture_output=True, text=True)
-    if proc.returncode != 0:
-        engine_unavailable(f"scripts/engine2-up failed (exit {proc.returncode}): {proc.stderr.strip()[-500:]}")
-    host = proc.stdout.strip().splitlines()[-1]
-    engine = Engine(host=host)
-    reason = engine.unavailable_reason()
-    if reason:
-        engine_unavailable(f"the second engine at {host} does not answer: {reason}")
-    return engine
+    return second_engine()
 
 
 @pytest.fixture(scope="module")
