@@ -67,7 +67,8 @@ def main() -> int:
         req, con = inputs(args.variant, tmp)
         peers = {
             "pinwheel report (warm, --offline)": [py, str(ROOT / "build.py"), "--manifest", str(ROOT / "wheels_manifest.yaml"),
-                                                  "report", "--variant", args.variant, "--offline", "--json"],
+                                                  "report", "--variant", args.variant, "--platform", "linux/amd64",
+                                                  "--offline", "--json"],  # one platform, as its peers resolve
             "uv pip compile --offline": [str(bindir / "uv"), "pip", "compile", "--offline", "--quiet", "--python-version",
                                          "3.11", "--index-url", index, "-c", str(con), str(req), "-o", str(tmp / "uv.txt")],
             "pip-compile": [str(bindir / "pip-compile"), "--quiet", "--no-header", "--index-url", index, "-c", str(con),

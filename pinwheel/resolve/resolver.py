@@ -174,7 +174,9 @@ class Resolver:
                 continue
             out.append((p, "index", None))
         for d in kind_of(step).effect(step).direct:  # a git commit, a release asset: --no-deps, metadata as read
-            self._meta[(d.name, d.version)] = d.metadata if d.metadata is not None else LookupError(d.unread)
+            if (d.name, d.version) not in self._meta:
+                meta, unread = (d.metadata, d.unread) if d.read is None else d.read(self.source)
+                self._meta[(d.name, d.version)] = meta if meta is not None else LookupError(unread)
             extras = f"[{','.join(d.extras)}]" if d.extras else ""
             out.append((PlannedPackage(d.name, f"{d.name}{extras}=={d.version}", d.version, True, d.why, None, None,
                                        None, True), d.source, None))
