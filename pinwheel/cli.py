@@ -472,6 +472,9 @@ def build_parser() -> argparse.ArgumentParser:
             "3 could not judge (index unreachable or not cached; never reported as clean)."
         ),
         formatter_class=argparse.RawDescriptionHelpFormatter,
+        # no abbreviations here: argparse matches every argument against these options first, so `lock
+        # --engine uv` would be an ambiguous --engine-host/--engine-context before `lock` saw it
+        allow_abbrev=False,
     )
     p.add_argument("--manifest", type=Path, default=Path("wheels_manifest.yaml"),
                    help="the manifest (default: ./wheels_manifest.yaml)")

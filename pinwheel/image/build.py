@@ -235,6 +235,16 @@ def base_reference(plan: Plan, base_image: str | None) -> str:
     return base_image or platform_base(plan.variant.base, plan.platform_arch)  # a bootstrap base per arch
 
 
+def _cache_options(cache: BuildCache | None, on_export) -> dict:
+    """Engine.build's cache arguments, only those a build uses."""
+    options: dict = {}
+    if cache and cache.from_refs:
+        options["cache_from"] = cache.from_refs
+    if cache and cache.to_ref:
+        options.update(cache_to=cache.to_ref, on_cache_export=on_export)
+    return options
+
+
 def build_image(plans: list[Plan], plan: Plan, root: Path, engine: Engine, target: str = "image",
                 progress: bool = True, extra_tags: tuple[str, ...] = (), base_image: str | None = None,
                 cache: BuildCache | None = None) -> BuiltImage:
@@ -268,7 +278,6 @@ def build_image(plans: list[Plan], plan: Plan, root: Path, engine: Engine, targe
             build_args={"BASE": base, **plan.build_args}, secrets=secrets,
             target=target, progress=progress,
             platform=plan.container_platform if plan.variant.platforms else None,
-            cache_from=cache.from_refs if cache else (), cache_to=cache.to_ref if cache else None,
-            on_cache_export=exports.append,
+            **_cache_options(cache, exports.append),
         )
     return BuiltImage(image_id, tags + extra_tags, labels, plan.variant.name, tuple(exports))
