@@ -46,7 +46,7 @@ from pinwheel.plan import plan_variant  # noqa: E402
 from pinwheel.workspace import Workspace  # noqa: E402
 
 GOAL_WARM_RATIO = 0.10
-BENCH_REPOSITORY = "pinwheel-bench/train"
+BENCH_REPOSITORY = "pinwheel-cache-bench/train"
 STEP = re.compile(r"^#\d+ \[(?:[\w-]+\s+)?\d+/\d+\] ")  # "#5 [image  2/12] RUN ...": a Dockerfile step
 
 
@@ -112,9 +112,12 @@ def registry_base(engine: Engine, plan, registry: str, ws: Workspace) -> str:
     if not engine.image_exists(base):
         ensure_base(base, plan.variant.python, engine, suite=suite_for_python(plan.variant.python),
                     cache_dir=ws.base_cache)
-    ref = f"{registry}/pinwheel-bench/base:{base.rsplit(':', 1)[-1]}"
+    ref = f"{registry}/pinwheel-cache-bench/base:{base.rsplit(':', 1)[-1]}"
     engine.tag(base, ref)
-    digest = engine.push(ref).digest
+    try:
+        digest = engine.push(ref).digest
+    finally:
+        engine.remove(ref)  # the tag only: the base stays
     return f"{ref.rsplit(':', 1)[0]}@{digest}"
 
 
@@ -123,7 +126,8 @@ def timed_build(engine: LoggedEngine, plans, plan, root: Path, base: str, cache:
     built = build_image(plans, plan, root, engine, progress=False, base_image=base, cache=cache)
     seconds = time.monotonic() - started
     steps, cached = engine.steps()
-    return {"seconds": round(seconds, 1), "image_id": built.image_id, "steps": steps, "cached_steps": cached,
+    return {"seconds": round(seconds, 1), "image_id": built.image_id, "tags": list(built.tags), "steps": steps,
+            "cached_steps": cached,
             "layers": [] if engine.push_to else list(engine.layers(built.image_id)),
             "cache_exports": [vars(e) for e in built.cache_exports]}
 
@@ -157,7 +161,7 @@ def main(argv: list[str] | None = None) -> int:
         plans = [plan_variant(m, v) for v in m.variants]
         plan = plan_variant(m, args.variant)
         base = registry_base(engine_a, plan, args.registry, Workspace.of(m))
-        ref = cache_ref(plan, f"{args.registry}/pinwheel-bench")
+        ref = cache_ref(plan, args.registry)
         say(f"base {base}; cache ref {ref}; engine B {engine_b.describe()}")
         result: dict = {"variant": args.variant, "base": base, "cache_ref": ref,
                         "engine_a": engine_a.describe(), "engine_b": engine_b.describe(),
@@ -177,7 +181,7 @@ def main(argv: list[str] | None = None) -> int:
 
         empty_store(engine_b)
         say("warm: engine B, empty store, --cache-from" + (", pushed" if args.warm_push else ", loaded"))
-        engine_b.push_to = f"{args.registry}/pinwheel-bench/warm" if args.warm_push else None
+        engine_b.push_to = f"{args.registry}/pinwheel-cache-bench-warm" if args.warm_push else None
         result["warm"] = timed_build(engine_b, plans, plan, root, base, BuildCache(from_refs=(ref,)))
         result["warm"]["output"] = "push" if args.warm_push else "load"
         engine_b.push_to = None
@@ -191,6 +195,8 @@ def main(argv: list[str] | None = None) -> int:
         result["image_bytes_uncompressed"] = engine_b.size(image_ref)
         result["image_bytes_in_registry"] = registry_bytes(engine_b, image_ref)
         empty_store(engine_b)
+        for tag in [*result["seed"]["tags"], ref, image_ref]:  # engine A's tags of this run; its layers stay cached
+            engine_a.remove(tag, force=True)
 
     cold, warm = result["cold"]["seconds"], result["warm"]["seconds"]
     result["warm_over_cold"] = round(warm / cold, 3)
