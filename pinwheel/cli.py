@@ -14,40 +14,28 @@ import json
 import platform as host_platform
 import sys
 from pathlib import Path
-from typing import Sequence
-
-from rich.markup import escape
+from typing import TYPE_CHECKING, Sequence
 
 from . import manifest as manifest_mod
-from .abi.cache import classifier_key
 from .commands.common import (
-    EXIT_BAD_INPUT, EXIT_OK, EXIT_PROBLEM, EXIT_UNCHECKED, UsageError, add_deadline_arg, add_engine_args,
-    add_platform_arg, add_variant_args, engine_or_fail, err, index_client, inventory_engine, lock_state, out, plans_for,
-    require_fresh_inventory, require_fresh_lock, select_plan, select_platform_plans, select_variant,
+    DEFAULT_REGISTRY, EXIT_BAD_INPUT, EXIT_OK, EXIT_PROBLEM, EXIT_UNCHECKED, UsageError, add_deadline_arg,
+    add_engine_args, add_platform_arg, add_variant_args, engine_or_fail, err, escape, index_client, inventory_engine,
+    lock_state, out, plans_for, require_fresh_inventory, require_fresh_lock, select_plan, select_platform_plans, select_variant,
 )
 from .commands.forensics import add_forensics_parsers
-from .image.base import BaseImageError, ensure_base, is_bootstrap, platform_base, suite_for_python
-from .image.assets import AssetError, add as add_asset
-from .image.build import (
-    DEFAULT_REGISTRY, BuildCache, BuildError, BuildInputs, build_image, cache_ref, check_local_wheels, tags_for,
-)
-from .distributions import InventoryError
-from .image.engine import BuildFailed, Engine, EngineError
-from .image.inventory import check_inventory, read_image, write_inventory
-from .image.publish import PublishRefused, PushPrinter, declared_smoke, floating_base, parse_allowances, publish, \
-    publish_index
-from .image.smoke import record, run_smoke
-from .index import IndexClientError
 from .index.target import container_arch
-from .lock import DEFAULT_ENGINE, ENGINES, LockError, LockUnavailable, check_lock, lock_installs, lock_sha256, lock_variant
+from .lock import DEFAULT_ENGINE, ENGINES, LockError, check_lock, lock_installs, lock_sha256
 from .lock.format import ENGINE_HEADER, header_value
 from .manifest import Manifest, ManifestError
 from .plan import LockState, Plan, plan_platforms, plan_variant
-from .render import render_dockerfiles
-from .reports.bump import PAGE_MAX_AGE, BumpInputError, bump_platforms, print_bump
-from .reports.report import missing_on_platform, print_report, to_json, torch_abi
 from .resolve import ResolveError, memoized, resolve_memoized, wheels_state, with_inventory
 from .workspace import LockFiles, Workspace
+
+if TYPE_CHECKING:
+    from .image.build import BuildCache
+
+# Each command imports what only it needs inside its function: rich, requests, jinja2, the engine adapter
+# and the ELF reader cost tens of milliseconds each, and `--help` or `report --json` needs none of them.
 
 
 
@@ -76,6 +64,9 @@ def cmd_report(args: argparse.Namespace) -> int:
 def report_one(m: Manifest, plan: Plan, args: argparse.Namespace) -> tuple[dict, int]:
     """One platform's report (printed, or returned for --json) and its exit code. Where the index could not
     answer: a stub that says so, so that the JSON of several platforms still names each one."""
+    from .abi.cache import classifier_key
+    from .index import IndexClientError
+    from .reports.report import missing_on_platform, print_report, to_json, torch_abi
     root = m.path.parent
     ws = Workspace.of(m)
     plan = with_inventory(plan, root, inventory_engine(plan))  # a missing or stale one is said first, never clean
@@ -113,6 +104,7 @@ def report_one(m: Manifest, plan: Plan, args: argparse.Namespace) -> tuple[dict,
 
 def cmd_render(args: argparse.Namespace) -> int:
     """images/<image>/Dockerfile, and one Dockerfile.<variant> per other kind of environment (render.py)."""
+    from .render import render_dockerfiles
     m = manifest_mod.load(args.manifest)
     ws = Workspace.of(m)
     rendered = render_dockerfiles(plans_for(m, None))
@@ -145,6 +137,7 @@ def cmd_render(args: argparse.Namespace) -> int:
 
 
 def ensure_variant_base(plan: Plan, ws: Workspace, engine, progress: bool = True) -> None:
+    from .image.base import BaseImageError, ensure_base, is_bootstrap, platform_base, suite_for_python
     base = platform_base(plan.variant.base, plan.platform_arch)  # a bootstrap base per architecture
     if engine.image_exists(base):
         return
@@ -170,6 +163,9 @@ def cmd_base(args: argparse.Namespace) -> int:
 
 def base_inventory(plan: Plan, ws: Workspace, check: bool) -> int:
     """Read the base image's distributions from its layers into images/<image>/inventory/<variant>.json."""
+    from .distributions import InventoryError
+    from .image.engine import Engine
+    from .image.inventory import check_inventory, read_image, write_inventory
     path = ws.inventory_file(plan.variant.name)
     if check:
         engine = Engine()
@@ -207,12 +203,16 @@ def build_variant(m: Manifest, plan: Plan, engine, target: str, quiet: bool, cac
     """The built image, or None when the build failed (its log tail already printed). A variant built on
     another variant's image (base_variant) builds that one first, for the same platform, and starts FROM it.
     ``cache``: the layer cache refs of this variant's build (--cache-from/--cache-to)."""
+    from .image.build import BuildError, build_image
+    from .image.engine import BuildFailed
     base_image = None
     if plan.variant.base_variant:
         base = build_variant(m, base_variant_plan(m, plan), engine, "image", quiet)
         if base is None:
             return None
-        base_image = base.image_id
+        # by its immutable tag: BuildKit resolves FROM as a reference, and an image id is not one
+        # (it would look for docker.io/library/sha256); the tag names the image just built
+        base_image = base.tags[1]
     else:
         ensure_variant_base(plan, Workspace.of(m), engine)
     try:
@@ -226,6 +226,7 @@ def build_variant(m: Manifest, plan: Plan, engine, target: str, quiet: bool, cac
 
 
 def cmd_build(args: argparse.Namespace) -> int:
+    from .image.build import BuildCache, BuildError, BuildInputs, cache_ref, check_local_wheels
     m = manifest_mod.load(args.manifest)
     plan = select_plan(m, args)
     require_fresh_lock(plan, m.path.parent)
@@ -253,6 +254,7 @@ def cmd_build(args: argparse.Namespace) -> int:
 
 
 def cmd_smoke(args: argparse.Namespace) -> int:
+    from .image.smoke import record, run_smoke
     m = manifest_mod.load(args.manifest)
     engine = engine_or_fail(args)
     image = args.image or args.image_opt
@@ -286,6 +288,10 @@ def cmd_smoke(args: argparse.Namespace) -> int:
 def cmd_publish(args: argparse.Namespace) -> int:
     """Push the variant's image; a variant that lists its platforms pushes each platform's image (every one
     gated on its own smoke before anything is pushed), then one multi-platform index per tag of its own."""
+    from .image.build import tags_for
+    from .image.engine import EngineError
+    from .image.publish import PublishRefused, PushPrinter, declared_smoke, floating_base, parse_allowances, \
+        publish, publish_index
     m = manifest_mod.load(args.manifest)
     name = select_variant(m, args)
     plans = [plan_variant(m, name)] if args.tag else plan_platforms(m, name)
@@ -346,6 +352,8 @@ def cmd_publish(args: argparse.Namespace) -> int:
 def cmd_bump(args: argparse.Namespace) -> int:
     """One comparison per platform: --platform's, else each one the variant lists (its own first); exit 1
     when any is blocked. --json of several: the own platform's document, the others under other_platforms."""
+    from .index import IndexClientError
+    from .reports.bump import PAGE_MAX_AGE, BumpInputError, bump_platforms, print_bump
     m = manifest_mod.load(args.manifest)
     variant = select_variant(m, args)
     platforms = [select_plan(m, args).container_platform] if args.platform else \
@@ -381,6 +389,7 @@ def cmd_bump(args: argparse.Namespace) -> int:
 
 def cmd_asset(args: argparse.Namespace) -> int:
     """`asset add URL`: download a release wheel into the asset cache and print its manifest entry."""
+    from .image.assets import AssetError, add as add_asset
     try:
         entry = add_asset(args.url, Workspace(Path(args.manifest).parent, "").asset_cache)
     except AssetError as exc:
@@ -401,6 +410,7 @@ def default_engine(plan: Plan, root: Path) -> str:
 
 
 def cmd_lock(args: argparse.Namespace) -> int:
+    from .lock import LockUnavailable, lock_variant
     m = manifest_mod.load(args.manifest)
     root = m.path.parent
     plans = select_platform_plans(m, args)
@@ -542,7 +552,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     sm = sub.add_parser("smoke", help="run the smoke checks in a built image",
                         description="Run the smoke payload in the image: static (pins, --no-deps drops, pip check) "
-                                    "everywhere; imports and the DSA forward where a GPU is present, else SKIPPED. "
+                                    "everywhere; the manifest's driver and GPU checks (the shipped image's: the DSA forward) "
+                                    "where a GPU is present, else SKIPPED. "
                                     "The result is recorded per image id for `publish`.")
     add_variant_args(sm)
     add_platform_arg(sm)

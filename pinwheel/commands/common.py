@@ -7,14 +7,10 @@ import os
 import sys
 from pathlib import Path
 
-from rich.console import Console
-
-from ..image.engine import Engine
 from ..index import DEFAULT_DEADLINE, IndexClient, metadata_source
 from ..lock import check_lock
 from ..manifest import Manifest
 from ..plan import LockState, Plan, plan_platforms, plan_variant
-from ..image.inventory import pinned_digest
 from ..resolve import reads_base, with_inventory
 from ..workspace import Workspace
 
@@ -30,18 +26,25 @@ class UsageError(Exception):
 UNBOUNDED_WIDTH = 100_000
 
 
-def _console(stream) -> Console:
+def _console(stream):
+    from rich.console import Console  # rich loads when something is printed, not for `--json` or `--help`
     width = None if stream.isatty() else UNBOUNDED_WIDTH
     # emoji off: a manifest key like ":thumbs_up:" must print as written
     return Console(file=stream, highlight=False, soft_wrap=True, width=width, emoji=False)
 
 
-def out() -> Console:
+def out():
     return _console(sys.stdout)
 
 
-def err() -> Console:
+def err():
     return _console(sys.stderr)
+
+
+def escape(text: str) -> str:
+    """rich's markup escape, with rich loaded only once a message is printed."""
+    from rich.markup import escape as rich_escape  # see _console
+    return rich_escape(text)
 
 
 # ------------------------------------------------------------------ plans
@@ -128,7 +131,12 @@ def lock_state(plan: Plan, root: Path):
 
 def inventory_engine(plan: Plan):
     """The engine that tells an unpinned base's identity, where one answers; None for a pinned base."""
-    if not reads_base(plan) or pinned_digest(plan.variant.base) or not plan.variant.base:
+    if not reads_base(plan) or not plan.variant.base:
+        return None
+    from ..image.engine import Engine  # the engine adapter loads only for a variant that reads its base
+    from ..image.inventory import pinned_digest
+
+    if pinned_digest(plan.variant.base):
         return None
     engine = Engine()
     return None if engine.unavailable_reason() else engine
@@ -155,6 +163,8 @@ def require_fresh_lock(plan: Plan, root: Path) -> None:
 
 
 BUILDER_ENV = "PINWHEEL_BUILDER"
+# Where images are published unless --registry says otherwise; the default cache refs live there too.
+DEFAULT_REGISTRY = "127.0.0.1:5000"
 ENGINE_HOST_ENV = "PINWHEEL_ENGINE_HOST"
 
 
@@ -169,13 +179,14 @@ def add_engine_args(p: argparse.ArgumentParser, default=None) -> None:
                    help="the docker context to use instead of --engine-host")
 
 
-def engine_for(args: argparse.Namespace | None) -> Engine:
+def engine_for(args: argparse.Namespace | None):
     """The engine the command's --builder/--engine-host/--engine-context (or their variables) name."""
     builder = getattr(args, "builder", None) or os.environ.get(BUILDER_ENV) or None
     host = getattr(args, "engine_host", None) or os.environ.get(ENGINE_HOST_ENV) or None
     context = getattr(args, "engine_context", None)
     if host and context:
         raise UsageError("--engine-host and --engine-context name two engines; give one")
+    from ..image.engine import Engine  # see inventory_engine
     return Engine(host=host, context=context, builder=builder)
 
 

@@ -34,8 +34,6 @@ from ..render import dockerfile_groups, missing_wheel, multiple_wheels, render_d
 # build context gets its bytes from wherever the package was imported from.
 PAYLOAD = importlib.resources.files("pinwheel").joinpath("smoke_payload.py")
 LABEL_PREFIX = labels.PREFIX
-# Where images are published unless --registry says otherwise; the default cache refs live there too.
-DEFAULT_REGISTRY = "127.0.0.1:5000"
 
 
 class BuildError(Exception):

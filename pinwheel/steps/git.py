@@ -114,7 +114,8 @@ def read_needs(reading: StepReading, m: dict, key: str, isolation: bool) -> tupl
     if isolation:
         raise r.fail(m["needs"].line, f"{key}.needs", "only with isolation: false (an isolated build sees none of "
                                                      "the image's packages)")
-    earlier = {name for claims in reading.claims.values() for name in claims}
+    # Python distributions earlier steps install (apt's claims are Debian packages, remove's are taken out)
+    earlier = {name for kind in ("wheels", "git", "asset", "sdist") for name in reading.claims.get(kind, {})}
     out = []
     for j, item in enumerate(r.sequence(m["needs"], f"{key}.needs", 1)):
         name = canonicalize_name(r.string(item, f"{key}.needs[{j}]"))

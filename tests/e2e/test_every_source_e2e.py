@@ -236,7 +236,7 @@ steps:
       - {{requirement: "filelock==4.3.1", why: "torch"}}
       - {{requirement: "typing-extensions==4.16.0", why: "torch"}}
       - {{requirement: "sympy==1.14.0", why: "torch"}}
-      - {{requirement: "networkx==3.7", why: "torch"}}
+      - {{requirement: "networkx==3.6.1", why: "torch"}}
       - {{requirement: "jinja2==3.1.6", why: "torch"}}
       - {{requirement: "fsspec==2026.9.0", why: "torch"}}
 

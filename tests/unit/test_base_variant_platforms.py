@@ -6,6 +6,7 @@ behind the engine's one adapter: the arm64 image of `top` is built FROM the arm6
 """
 from __future__ import annotations
 
+import re
 import sys
 
 import pytest
@@ -129,6 +130,8 @@ def test_each_platform_is_built_from_the_base_variants_image_for_it(project, pla
     suffix = f"-{arch}" if arch else ""
     assert first["base"] == f"pinwheel/base:bookworm-py311{suffix}"  # sys: the bootstrap base of that arch
     assert all(t.startswith("pinwheel/demo:sys-") and t.endswith(suffix) for t in first["tags"])
-    assert second["base"] == "sha256:" + "1".zfill(64)  # top: FROM the image of sys just built
+    immutable = first["tags"][1]
+    assert re.fullmatch(rf"pinwheel/demo:sys-[0-9a-f]{{12}}{suffix}", immutable), immutable
+    assert second["base"] == immutable  # top: FROM the image of sys just built, by its immutable tag
     assert all(t.startswith("pinwheel/demo:top-") and t.endswith(suffix) for t in second["tags"])
     assert built.image_id == "sha256:" + "2".zfill(64)

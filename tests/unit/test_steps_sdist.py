@@ -248,3 +248,12 @@ def test_an_sdist_is_read_from_pkg_info_else_pyproject_and_says_why_not():
     assert [str(r) for r in meta.requires_dist] == ["six"] and meta.source == "pyproject.toml"
     with pytest.raises(Unreadable, match="running setup.py"):
         sdist_metadata(sdist({"setup.py": "import setuptools\n"}), "pw-x", "1.0")
+
+
+def test_a_need_met_only_by_a_debian_package_is_refused(tmp_path):
+    apt = ('  - name: debs\n    kind: apt\n    why: "a compiler"\n    packages:\n'
+           '      - {name: ninja-build, version: "1.11.1-1", why: "builds faster"}\n')
+    steps = apt + STEPS.replace("    needs: [torch]\n    env:", "    needs: [ninja-build]\n    env:")
+    with pytest.raises(ManifestError) as err:
+        load(tmp_path, steps)
+    assert "steps[3].needs[0]: ninja-build is installed by no earlier step" in str(err.value), str(err.value)
