@@ -8,6 +8,7 @@ DSL, and a gated local wheel whose fallback declares a torch it must not get.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import re
 import sys
@@ -132,11 +133,11 @@ def no_leaks(directory: Path, *needles: str) -> None:
 
 
 def test_lock_pip_compile_end_to_end(project, index, capsys):
-    assert run(project, "lock", "--variant", "cu130") == 0
+    assert run(project, "lock", "--variant", "cu130", "--engine", "pip-compile") == 0
     d = project / "images" / "demo" / "lock" / "cu130"
     assert sorted(p.name for p in d.iterdir()) == [
         "01-base.txt", "02-kernels.txt", "03-frontend.txt", "04-local.fallback-pwt-fastmla.txt",
-        "constraints.txt", "expect.json", "requirements.in", "requirements.txt",
+        "constraints.txt", "expect.json", "installer.txt", "requirements.in", "requirements.txt",
     ]
     full = parse_requirements((d / "requirements.txt").read_text())
     versions = {n: p.version for n, p in full.items()}
@@ -180,7 +181,7 @@ def test_lock_pip_compile_end_to_end(project, index, capsys):
     }
 
     text = (d / "requirements.txt").read_text()
-    assert f"# pinwheel-inputs: {lock_inputs_digest(plan_of(project))}" in text.splitlines()[:5]
+    assert f"# pinwheel-inputs: {lock_inputs_digest(plan_of(project), 'pip-compile')}" in text.splitlines()[:5]
     assert "# pinwheel-engine: pip-compile" in text
     assert "# --no-deps: its dsl extra pins pwt-dsl==1.0" in text
     # extras stripped: a constraints file cannot carry them
@@ -260,28 +261,36 @@ def test_extra_index_variant_gates_off_steps(project, index, monkeypatch):
 
 def test_pip_compile_refuses_another_python(project, capsys):
     write_manifest(project / "wheels_manifest.yaml", py="3.99" if PY != "3.99" else "3.98")
-    assert run(project, "lock", "--variant", "cu130") == 2
+    assert run(project, "lock", "--variant", "cu130", "--engine", "pip-compile") == 2
     err = capsys.readouterr().err
     assert "--engine uv" in err and "Python 3.9" in err
     assert not (project / "images" / "demo" / "lock" / "cu130").exists()
 
 
-def test_resolver_failure_exits_1(project, capsys):
+@pytest.mark.parametrize("engine", ["uv", "pip-compile"])
+def test_resolver_failure_exits_1(project, capsys, engine):
     write_manifest(project / "wheels_manifest.yaml", torchy="9.9")  # not on the index
-    assert run(project, "lock", "--variant", "cu130") == 1
+    assert run(project, "lock", "--variant", "cu130", "--engine", engine) == 1
     err = capsys.readouterr().err
-    assert "pip-compile failed" in err and "127.0.0.1" not in err
+    assert f"{engine} failed" in err and "127.0.0.1" not in err
 
 
 # --------------------------------------------------------------------- uv
 
 
 def test_lock_uv_matches_pip_compile(project, index, tmp_path):
-    assert run(project, "lock", "--variant", "cu130") == 0
+    """uv (the default) and pip-compile make the same lock: every file but requirements.txt byte for byte,
+    and in that one the same pins and hashes (its header and annotations are the resolver's own)."""
+    assert run(project, "lock", "--variant", "cu130", "--engine", "pip-compile") == 0
     d = project / "images" / "demo" / "lock" / "cu130"
     by_pip = read_lock(d)
-    assert run(project, "lock", "--variant", "cu130", "--engine", "uv", "--upgrade") == 0
+    pip_files = {f.name: f.read_text() for f in d.iterdir()}
+    assert run(project, "lock", "--variant", "cu130", "--upgrade") == 0
     by_uv = read_lock(d)
+    uv_files = {f.name: f.read_text() for f in d.iterdir()}
+    assert uv_files.keys() == pip_files.keys()
+    assert {n: t for n, t in uv_files.items() if n != "requirements.txt"} == \
+        {n: t for n, t in pip_files.items() if n != "requirements.txt"}
     assert by_uv.engine == "uv" and by_pip.engine == "pip-compile"
     assert by_uv.versions == by_pip.versions
     assert {n: p.hashes for n, p in by_uv.packages.items()} == {n: p.hashes for n, p in by_pip.packages.items()}
@@ -314,7 +323,9 @@ def test_inputs_digest_tracks_what_the_lock_is_made_from(tmp_path):
     assert inputs.constraints == ("pwt-dsl==1.5", "pwt-frontend==1.26", "pwt-sgl-fastmla==1.0")
     base = lock_inputs_digest(plan)
     assert base == lock_inputs_digest(plan_variant(manifest.load(path), "cu130"))  # deterministic
-    assert lock_inputs_digest(plan, "uv") != base
+    assert lock_inputs_digest(plan, "pip-compile") != base  # the engine is an input (uv by default)
+    # so is the installer: `installer: pip` locks no uv, and its image installs with pip
+    assert lock_inputs_digest(dataclasses.replace(plan, installer="pip")) != base
     assert lock_inputs_digest(plan_variant(manifest.load(path), "cu129")) != base
     # cu129: the gated frontend and fallback are no constraints there
     assert lock_inputs(plan_variant(manifest.load(path), "cu129")).constraints == ("pwt-dsl==1.5",)
