@@ -45,6 +45,7 @@ class InImage:
     SMOKE_JSON = "/tmp/smoke.json"
     INSTALLER_DIR = "/opt/pinwheel/uv"  # in the installer stage only: uv installed from installer.txt
     UV = "/tmp/pinwheel/bin/uv"  # where each install step bind-mounts uv from that stage
+    UV_CACHE = "/tmp/pinwheel/uv-cache"  # uv's cache within one install step's layer, removed by that step
 
 
 @dataclass(frozen=True)

@@ -160,7 +160,8 @@ def test_no_syntax_line_and_secrets_only_as_mounts():
     for run in runs:
         if "uv pip install" in run:  # the wheel sets (image.installer: uv): uv's index configuration, uv's cache
             assert "--mount=type=secret,id=ca" in run and "--mount=type=secret,id=uvconf" in run
-            assert "--mount=type=cache,target=/root/.cache/uv" in run
+            assert "export UV_CACHE_DIR=/tmp/pinwheel/uv-cache UV_LINK_MODE=hardlink" in run
+            assert "trap 'rm -rf /tmp/pinwheel/uv-cache' EXIT" in run  # the cache never reaches the layer
             assert "--mount=type=bind,from=installer,source=/opt/pinwheel/uv/bin/uv,target=/tmp/pinwheel/bin/uv" in run
         elif "pip install" in run:
             assert "--mount=type=secret,id=ca" in run and "--mount=type=secret,id=pipconf" in run
