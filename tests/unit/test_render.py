@@ -73,6 +73,14 @@ def test_policies_golden(tmp_path):
     check_golden("policies.Dockerfile", render_text(POLICIES, tmp_path))
 
 
+def test_policies_golden_with_the_pip_installer(tmp_path):
+    """`installer: pip`: no installer stage, every step installs with pip from a pip cache mount."""
+    text = render_text(POLICIES.replace("repository: pinwheel/demo}", "repository: pinwheel/demo, installer: pip}"),
+                       tmp_path)
+    check_golden("policies-pip.Dockerfile", text)
+    assert "AS installer" not in text and "uv" not in text
+
+
 def test_shipped_dockerfile_is_up_to_date(capsys):
     rc = cli.main(["--manifest", str(ROOT / "wheels_manifest.yaml"), "render", "--check"])
     assert rc == 0, capsys.readouterr().out
