@@ -200,6 +200,21 @@ def test_a_hand_edited_slice_is_refused_before_the_engine(project: Project, tls_
     assert "Traceback" not in result.stderr and "make lock" in result.stderr
 
 
+def test_a_wrong_hash_fails_uv_in_the_image(project: Project, tmp_path: Path):
+    """The same wrong digest in the slice and in requirements.txt reads back, so the host lets it through:
+    uv in the image checks the wheel it downloads against it and fails the build, naming both digests."""
+    broken = project.copy(tmp_path / "broken")
+    [(name, pin)] = [(f.name, f.read_text()) for f in broken.lock_dir.glob("01-*.txt")]
+    right = re.search(r"--hash=sha256:([0-9a-f]{64})", pin)[1]
+    wrong = ("0" if right[0] != "0" else "1") + right[1:]
+    for f in (broken.lock_dir / name, broken.lock_dir / "requirements.txt"):
+        f.write_text(f.read_text().replace(right, wrong))
+    result = broken.cli("build", "--variant", "cu130", "--quiet")
+    assert result.returncode == 1, result.output[-3000:]
+    assert "uv pip install" in result.stderr and wrong in result.stderr and right in result.stderr, \
+        result.stderr[-3000:]
+
+
 def test_edited_expected_pin_fails_the_build(project: Project, tmp_path: Path):
     broken = project.copy(tmp_path / "broken")
     expect_file = broken.lock_dir / "expect.json"
