@@ -133,6 +133,27 @@ def test_ca_bundle_is_in_no_layer(full_image, project: Project, tls_index: TLSIn
 # ------------------------------------------------------------- local wheels
 
 
+UV_LEFT = r"""
+import glob, importlib.metadata as md, json, os, shutil
+installers = {d.metadata["Name"].lower(): (d.read_text("INSTALLER") or "").strip() for d in md.distributions()
+              if d.metadata["Name"].lower().startswith("pw-")}
+left = [p for p in ("/tmp/pinwheel/bin/uv", "/opt/pinwheel/uv", "/tmp/pinwheel/uv-cache") if os.path.exists(p)]
+print(json.dumps({"installers": installers, "left": left, "on_path": shutil.which("uv"),
+                  "pyc": len(glob.glob("/opt/venv/lib/python3*/site-packages/pw_core/__pycache__/*.pyc"))}))
+"""
+
+
+def test_uv_installed_every_wheel_set_and_left_nothing_in_the_image(full_image, engine: Engine):
+    """uv (bind-mounted from the installer stage) installed the slices and the local wheels, with bytecode
+    compiled as pip does; neither uv, its stage's files nor its cache is in the image."""
+    result = engine.run(full_image.tags[0], ["python", "-c", UV_LEFT])
+    assert result.ok, result.stderr
+    found = json.loads(result.stdout)
+    assert found["installers"] and set(found["installers"].values()) == {"uv"}, found
+    assert found["left"] == [] and found["on_path"] is None, found
+    assert found["pyc"] > 0, found
+
+
 def test_present_local_wheels_are_installed_from_wheels_dir(full_image, project: Project, engine: Engine):
     found = installed(engine, full_image.image_id)
     for name in LOCAL_WHEELS:
