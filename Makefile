@@ -53,8 +53,11 @@ render: deps
 check-render: deps
 	$(PY) build.py render --check
 
+# report and bump judge each of the variant's platforms; PLATFORMS naming one judges that one
+one_platform = $(if $(filter 1,$(words $(platform_list))), --platform $(PLATFORMS),)
+
 report: deps
-	$(PY) build.py report --cuda $(CUDA)
+	$(PY) build.py report --cuda $(CUDA)$(one_platform)
 
 lock: deps
 	$(if $(PLATFORMS),$(foreach p,$(platform_list),$(PY) build.py lock --cuda $(CUDA) --platform $(p) $(if $(ENGINE),--engine $(ENGINE),) && ) true,$(PY) build.py lock --cuda $(CUDA) $(if $(ENGINE),--engine $(ENGINE),))
@@ -72,7 +75,7 @@ publish: deps engine registry
 	$(PY) build.py publish --cuda $(CUDA) $(PUBLISH_ARGS)
 
 bump: deps
-	$(PY) build.py bump $(if $(TORCH),torch==$(TORCH),$(PKG)) --cuda $(CUDA)
+	$(PY) build.py bump $(if $(TORCH),torch==$(TORCH),$(PKG)) --cuda $(CUDA)$(one_platform)
 
 e2e: deps engine registry tools
 	$(PY) -m pytest -m e2e tests/e2e $(PYTEST_ARGS)

@@ -88,7 +88,8 @@ def _package_layout(p: PlannedPackage) -> dict:
         **({"allow_missing": sorted([a.name, a.why] for a in p.allow_missing)} if getattr(p, "allow_missing", ()) else {}),
         **({"needs": [p.needs, p.needs_why]} if getattr(p, "needs", None) else {}),  # expect.json import_skip
         **({"exclude": sorted([x.name, x.why] for x in p.exclude)} if getattr(p, "exclude", ()) else {}),
-        **({"verify": {"import": list(v.imports), "python": v.python, "needs": v.needs}}
+        **({"verify": {"import": list(v.imports), "python": v.python, "needs": v.needs,
+                       **({"check": v.check} if v.check else {})}}
            if (v := getattr(p, "verify", None)) else {}),  # expect.json verify
     }
 
