@@ -26,7 +26,9 @@ RUN --mount=type=bind,source=wheels,target=/tmp/wheels \
 FROM ${BASE} AS installer
 ARG VARIANT=cu130
 COPY lock/${VARIANT}/installer.txt /tmp/pinwheel/lock/installer.txt
-RUN --mount=type=cache,target=/root/.cache/pip,sharing=locked \
+# It waits for the preflight too: nothing is installed before every required wheel is there.
+RUN --mount=type=bind,from=preflight,source=/tmp/pinwheel/preflight,target=/tmp/pinwheel/preflight \
+    --mount=type=cache,target=/root/.cache/pip,sharing=locked \
     --mount=type=secret,id=ca,target=/run/secrets/ca \
     --mount=type=secret,id=pipconf,target=/run/secrets/pipconf \
     set -eu; \

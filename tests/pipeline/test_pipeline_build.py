@@ -193,7 +193,7 @@ def test_missing_skip_and_fallback_wheels(project: Project, engine: Engine):
                         "To include it: build pw-kern-skip and copy its wheel into wheels/")
     assert printed(log, "pinwheel: WARNING: wheels/pw_kern_fb-*.whl is missing; installing fallback "
                         "pw-kern-fb-stable==1.0.0 --no-deps")
-    assert printed(log, "Successfully installed pw-kern-fb-stable-1.0.0")
+    assert printed(log, " + pw-kern-fb-stable==1.0.0")  # uv's line for what it installed
 
     image = json.loads(result.stdout)["tags"][0]
     found = installed(engine, image)
