@@ -9,6 +9,8 @@ import subprocess
 import urllib.request
 from typing import Iterator
 
+from pathlib import Path
+
 import pytest
 
 from pinwheel.image.base import BaseImageError, base_ref, ensure_base
@@ -28,6 +30,22 @@ def local_index(tmp_path):
         yield index
     finally:
         index.close()
+
+
+@pytest.fixture
+def local_project(tmp_path, monkeypatch):
+    """project(index_url) -> an empty project root under tmp_path that locks against that index: pip's (and so
+    pinwheel's and uv's) index URL is it, and pinwheel, uv and pip-tools keep their caches in the test's own."""
+    def project(index_url: str) -> Path:
+        monkeypatch.setenv("PIP_INDEX_URL", index_url)
+        monkeypatch.setenv("PINWHEEL_CACHE_DIR", str(tmp_path / "pinwheel-cache"))
+        monkeypatch.setenv("PIP_TOOLS_CACHE_DIR", str(tmp_path / "pip-tools-cache"))
+        monkeypatch.setenv("UV_CACHE_DIR", str(tmp_path / "uv-cache"))
+        root = tmp_path / "project"
+        root.mkdir()
+        return root
+
+    return project
 
 
 try:

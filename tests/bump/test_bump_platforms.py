@@ -37,17 +37,13 @@ wheel_sets:
 
 
 @pytest.fixture
-def project(local_index, tmp_path, monkeypatch):
+def project(local_index, tmp_path, monkeypatch, local_project):
     ix = local_index
     for tags in (X86, ARM):
         ix.add("pwt-torchy", "2.0", tags=tags)
         ix.add("pwt-kern", "1.0", requires=["pwt-torchy==2.0"], tags=tags)
     ix.add("pwt-kern", "2.0", requires=["pwt-torchy==2.0"], tags=X86)  # no aarch64 wheel of 2.0
-    monkeypatch.setenv("PIP_INDEX_URL", ix.serve())
-    monkeypatch.setenv("PINWHEEL_CACHE_DIR", str(tmp_path / "pinwheel-cache"))
-    monkeypatch.setenv("UV_CACHE_DIR", str(tmp_path / "uv-cache"))
-    root = tmp_path / "project"
-    root.mkdir()
+    root = local_project(ix.serve())
     (root / "wheels_manifest.yaml").write_text(MANIFEST)
     assert run(root, "lock", "--engine", "uv") == 0
     return root

@@ -40,17 +40,13 @@ def steps(allow: str = "", provider: str = "") -> str:
 
 
 @pytest.fixture
-def project(local_index, tmp_path, monkeypatch):
+def project(local_index, tmp_path, monkeypatch, local_project):
     ix = local_index
     ix.add("pwt-basey", "2.0")
     ix.add("pwt-onnx", "1.0")
     ix.add("pwt-engine", "1.0", requires=["pwt-onnx>=0.1", "pwt-basey>=3", 'pwt-winonly; sys_platform == "win32"'],
            extras={"export": ["pwt-exporter"], "dev": ["pwt-devtool"]})
-    monkeypatch.setenv("PIP_INDEX_URL", ix.serve())
-    monkeypatch.setenv("PINWHEEL_CACHE_DIR", str(tmp_path / "pinwheel-cache"))
-    monkeypatch.setenv("UV_CACHE_DIR", str(tmp_path / "uv-cache"))
-    root = tmp_path / "project"
-    root.mkdir()
+    root = local_project(ix.serve())
     return root
 
 

@@ -24,13 +24,9 @@ pytestmark = pytest.mark.skipif(HOST is None or not sys.platform.startswith("lin
 
 
 @pytest.fixture
-def project(local_index, tmp_path, monkeypatch):
+def project(local_index, tmp_path, monkeypatch, local_project):
     local_index.add("pwt-pure", "1.0")
-    monkeypatch.setenv("PIP_INDEX_URL", local_index.serve())
-    monkeypatch.setenv("PINWHEEL_CACHE_DIR", str(tmp_path / "pinwheel-cache"))
-    monkeypatch.setenv("UV_CACHE_DIR", str(tmp_path / "uv-cache"))
-    root = tmp_path / "project"
-    root.mkdir()
+    root = local_project(local_index.serve())
     (root / "wheels_manifest.yaml").write_text(f"""\
 manifest_version: 1
 image: {{name: demo, repository: pinwheel/demo, installer: pip}}  # the test index has the host's uv only

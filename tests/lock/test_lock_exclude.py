@@ -32,7 +32,7 @@ def steps(exclude: str = "pwt-dsl-libs-cu12", kern_requires_cu12: bool = False) 
 
 
 @pytest.fixture
-def project(local_index, tmp_path, monkeypatch):
+def project(local_index, tmp_path, monkeypatch, local_project):
     ix = local_index
     ix.add("pwt-common", "1.0")
     ix.add("pwt-cu12-runtime", "1.0")
@@ -43,12 +43,7 @@ def project(local_index, tmp_path, monkeypatch):
            extras={"cu13": ["pwt-dsl-libs-cu13==1.5"]})
     ix.add("pwt-kern", "1.0", requires=["pwt-common"])
     ix.add("pwt-kern", "1.1", requires=["pwt-common", "pwt-dsl-libs-cu12"])
-    monkeypatch.setenv("PIP_INDEX_URL", ix.serve())
-    monkeypatch.setenv("PINWHEEL_CACHE_DIR", str(tmp_path / "pinwheel-cache"))
-    monkeypatch.setenv("PIP_TOOLS_CACHE_DIR", str(tmp_path / "pip-tools-cache"))
-    monkeypatch.setenv("UV_CACHE_DIR", str(tmp_path / "uv-cache"))
-    root = tmp_path / "project"
-    root.mkdir()
+    root = local_project(ix.serve())
     return root
 
 

@@ -99,16 +99,11 @@ def index(local_index):
 
 
 @pytest.fixture
-def project(index, tmp_path, monkeypatch):
+def project(index, tmp_path, monkeypatch, local_project):
     """A manifest in its own directory; PIP_INDEX_URL points default_index_url() at the local index."""
     url = index.serve()
-    monkeypatch.setenv("PIP_INDEX_URL", url)
-    monkeypatch.setenv("PINWHEEL_CACHE_DIR", str(tmp_path / "pinwheel-cache"))
-    monkeypatch.setenv("PIP_TOOLS_CACHE_DIR", str(tmp_path / "pip-tools-cache"))
-    monkeypatch.setenv("UV_CACHE_DIR", str(tmp_path / "uv-cache"))
     monkeypatch.delenv(EXTRA_ENV, raising=False)
-    root = tmp_path / "project"
-    root.mkdir()
+    root = local_project(url)
     write_manifest(root / "wheels_manifest.yaml")
     return root
 

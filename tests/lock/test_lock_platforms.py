@@ -73,13 +73,9 @@ def wheels(local_index):
 
 
 @pytest.fixture
-def project(local_index, wheels, tmp_path, monkeypatch):
+def project(local_index, wheels, tmp_path, monkeypatch, local_project):
     url = local_index.serve()
-    monkeypatch.setenv("PIP_INDEX_URL", url)
-    monkeypatch.setenv("PINWHEEL_CACHE_DIR", str(tmp_path / "pinwheel-cache"))
-    monkeypatch.setenv("UV_CACHE_DIR", str(tmp_path / "uv-cache"))
-    root = tmp_path / "project"
-    root.mkdir()
+    root = local_project(url)
     write_manifest(root)
     return root
 

@@ -391,6 +391,18 @@ def make_project(root: Path, repository: str, base: str, local_wheels: dict[str,
     return project
 
 
+def require_qemu() -> None:
+    """Skip unless linux/arm64 builds can run here: qemu-aarch64 registered with binfmt_misc (flag F), through
+    scripts/qemu-up where it is not yet."""
+    import pytest
+
+    entry = Path("/proc/sys/fs/binfmt_misc/qemu-aarch64")
+    if not (entry.exists() and "F" in entry.read_text()):
+        proc = subprocess.run([str(REPO_ROOT / "scripts" / "qemu-up")], capture_output=True, text=True)
+        if proc.returncode != 0:
+            pytest.skip(f"no QEMU for arm64 here: {proc.stderr.strip()[-300:]}")
+
+
 # ----------------------------------------------------------------- scanning
 
 

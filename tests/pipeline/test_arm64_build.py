@@ -8,28 +8,21 @@ each platform's image and one index per tag carrying both.
 from __future__ import annotations
 
 import json
-import subprocess
 import time
 import uuid
-from pathlib import Path
 
 import pytest
 
 from pinwheel.image.engine import Engine
 
-from pipeline_support import Project, registry_get
+from pipeline_support import Project, registry_get, require_qemu
 
 OWN = "    platform: manylinux_2_36_x86_64\n"
-ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(scope="module")
 def project(project_factory, engine: Engine) -> Project:
-    entry = Path("/proc/sys/fs/binfmt_misc/qemu-aarch64")
-    if not (entry.exists() and "F" in entry.read_text()):
-        proc = subprocess.run([str(ROOT / "scripts" / "qemu-up")], capture_output=True, text=True)
-        if proc.returncode != 0:
-            pytest.skip(f"no QEMU for arm64 here: {proc.stderr.strip()[-300:]}")
+    require_qemu()
     p = project_factory("arm64")
     text = p.manifest.read_text()
     assert OWN in text

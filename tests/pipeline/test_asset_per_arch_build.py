@@ -11,20 +11,17 @@ import functools
 import hashlib
 import http.server
 import json
-import subprocess
 import threading
-from pathlib import Path
 
 import pytest
 
 from pinwheel.image.engine import Engine
 
 from localindex import build_wheel
-from pipeline_support import Project
+from pipeline_support import Project, require_qemu
 
 pytestmark = pytest.mark.engine
 
-ROOT = Path(__file__).resolve().parents[2]
 
 MANIFEST = """\
 manifest_version: 1
@@ -75,11 +72,7 @@ def served(tmp_path_factory: pytest.TempPathFactory):
 
 @pytest.fixture(scope="module")
 def project(project_factory, base_image: str, served) -> Project:
-    entry = Path("/proc/sys/fs/binfmt_misc/qemu-aarch64")
-    if not (entry.exists() and "F" in entry.read_text()):
-        proc = subprocess.run([str(ROOT / "scripts" / "qemu-up")], capture_output=True, text=True)
-        if proc.returncode != 0:
-            pytest.skip(f"no QEMU for arm64 here: {proc.stderr.strip()[-300:]}")
+    require_qemu()
     wheels, url = served
     p = project_factory("assetarch")
     p.manifest.write_text(MANIFEST.format(

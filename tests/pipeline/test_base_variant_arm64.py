@@ -7,18 +7,15 @@ QEMU, and top's arm64 image FROM it: both are arm64, and top's base is that imag
 from __future__ import annotations
 
 import json
-import subprocess
-from pathlib import Path
 
 import pytest
 
 from pinwheel.image.engine import Engine
 
-from pipeline_support import Project
+from pipeline_support import Project, require_qemu
 
 OWN = "    platform: manylinux_2_36_x86_64\n"
 BOTH = "    platforms: [linux/amd64, linux/arm64]\n"
-ROOT = Path(__file__).resolve().parents[2]
 TOP = """\
   top:
     cuda: "13.0"
@@ -35,11 +32,7 @@ wheel_sets:
 
 @pytest.fixture(scope="module")
 def project(project_factory, engine: Engine) -> Project:
-    entry = Path("/proc/sys/fs/binfmt_misc/qemu-aarch64")
-    if not (entry.exists() and "F" in entry.read_text()):
-        proc = subprocess.run([str(ROOT / "scripts" / "qemu-up")], capture_output=True, text=True)
-        if proc.returncode != 0:
-            pytest.skip(f"no QEMU for arm64 here: {proc.stderr.strip()[-300:]}")
+    require_qemu()
     p = project_factory("basevar")
     text = p.manifest.read_text()
     assert OWN in text and "\nwheel_sets:\n" in text

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from pinwheel.image.build import build_image
-from pinwheel.image.engine import BuildFailed, Engine
+from pinwheel.image.engine import Engine
 from pinwheel.lock import lock_sha256
 from pinwheel.workspace import Workspace
 

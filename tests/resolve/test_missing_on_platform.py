@@ -35,16 +35,12 @@ wheel_sets:
 
 
 @pytest.fixture
-def project(local_index, tmp_path, monkeypatch):
+def project(local_index, tmp_path, monkeypatch, local_project):
     local_index.add("pwt-torchy", "2.0", tags=f"{CP}-{CP}-manylinux_2_28_x86_64")
     local_index.add("pwt-torchy", "2.0", tags=f"{CP}-{CP}-manylinux_2_28_aarch64")
     local_index.add("pwt-x86only", "1.0", requires=["pwt-common"], tags=f"{CP}-{CP}-manylinux_2_28_x86_64")
     local_index.add("pwt-common", "1.0")
-    monkeypatch.setenv("PIP_INDEX_URL", local_index.serve())
-    monkeypatch.setenv("PINWHEEL_CACHE_DIR", str(tmp_path / "pinwheel-cache"))
-    monkeypatch.setenv("UV_CACHE_DIR", str(tmp_path / "uv-cache"))
-    root = tmp_path / "project"
-    root.mkdir()
+    root = local_project(local_index.serve())
     (root / "wheels_manifest.yaml").write_text(MANIFEST)
     return root
 

@@ -104,13 +104,9 @@ class RecordingEngine:
 
 
 @pytest.fixture
-def project(local_index, tmp_path, monkeypatch):
+def project(local_index, tmp_path, monkeypatch, local_project):
     local_index.add("pwt-pure", "1.0")
-    monkeypatch.setenv("PIP_INDEX_URL", local_index.serve())
-    monkeypatch.setenv("PINWHEEL_CACHE_DIR", str(tmp_path / "pinwheel-cache"))
-    monkeypatch.setenv("UV_CACHE_DIR", str(tmp_path / "uv-cache"))
-    root = tmp_path / "project"
-    root.mkdir()
+    root = local_project(local_index.serve())
     (root / "wheels_manifest.yaml").write_text(manifest_text())
     args = ["--manifest", str(root / "wheels_manifest.yaml")]
     assert cli.main([*args, "render"]) == 0
