@@ -27,12 +27,12 @@ from .commands.common import (
 from .commands.forensics import add_forensics_parsers
 from .image.base import BaseImageError, ensure_base, is_bootstrap, platform_base, suite_for_python
 from .image.assets import AssetError, add as add_asset
-from .image.build import BuildError, BuildInputs, build_image, check_local_wheels, tags_for
+from .image.build import BuildError, BuildInputs, build_image, check_local_wheels, image_identity, tags_for
 from .distributions import InventoryError
 from .image.engine import BuildFailed, Engine, EngineError
 from .image.inventory import check_inventory, read_image, write_inventory
-from .image.publish import PublishRefused, PushPrinter, declared_smoke, floating_base, parse_allowances, publish, \
-    publish_index
+from .image.publish import PublishRefused, PushPrinter, declared_smoke, floating_base, parse_allowances, promote, \
+    publish, publish_index, push_candidate
 from .image.smoke import record, run_smoke
 from .index import IndexClientError
 from .lock import DEFAULT_ENGINE, LockError, LockUnavailable, check_lock, lock_installs, lock_sha256, lock_variant
@@ -254,10 +254,13 @@ def cmd_publish(args: argparse.Namespace) -> int:
         err().print(f"[red]not published:[/red] {escape(floating)}; pin it (name:tag@sha256:…) or pass "
                     f"--allow-floating-base")
         return EXIT_PROBLEM
-    engine = engine_or_fail()
     ws = Workspace.of(m)
-    tags_of = {p.container_platform: list(args.tag) or list(tags_for(p, lock_sha256(ws.plan_lock_dir(p))))
-               for p in plans}
+    if args.digest:
+        return promote_digest(args, m, plan, ws)
+    engine = engine_or_fail()
+    tags_of = {p.container_platform: list(args.tag) or list(variant_tags(m, p, engine)) for p in plans}
+    if args.candidate:
+        return push_candidates(engine, tags_of, args.registry, ws, bool(args.tag))
     missing = [t for tags in tags_of.values() for t in tags if not engine.image_exists(t)]
     if missing:
         raise UsageError(f"not built: {', '.join(missing)}; run `build.py build` and `build.py smoke` first")
@@ -272,9 +275,10 @@ def cmd_publish(args: argparse.Namespace) -> int:
     try:
         for check_only in ((True, False) if len(plans) > 1 else (False,)):
             for platform, tags in tags_of.items():
+                sbom = ws.sbom_file(tags[-1]) if not args.tag else None  # beside the image its build wrote
                 result = publish(engine, tags, args.registry, ws.smoke_results, require_gpu=args.require_gpu,
                                  declared=declared, allowed=allowed, progress=PushPrinter(err()),
-                                 check_only=check_only)
+                                 check_only=check_only, sbom=sbom)
                 if result is not None:
                     results[platform] = result
         indexes = publish_index(engine, tags_of[plan.container_platform], args.registry, results) \
@@ -293,10 +297,58 @@ def cmd_publish(args: argparse.Namespace) -> int:
                         f"{', '.join(f'{k}={v}' for k, v in result.labels.items() if k.endswith(('allowed-skipped', 'skip-reason')))}",
                         markup=False)
         for ref in result.refs:
-            out().print(f"[green]pushed[/green] {escape(ref)} {result.digests[ref]}"
+            verb = "pushed" if ref == result.refs[0] else ("tagged" if ref in result.moved else "unchanged")
+            out().print(f"[green]{verb}[/green] {escape(ref)} {result.digests[ref]}"
                         + (f" ({platform})" if len(plans) > 1 else ""))
     for ref, digest in indexes.items():
         out().print(f"[green]pushed index[/green] {escape(ref)} {digest} ({', '.join(results)})")
+    return EXIT_OK
+
+
+def variant_tags(m: Manifest, plan: Plan, engine) -> tuple[str, str]:
+    """The dated and immutable tags ``plan``'s build gave its image (the base_variant's image first)."""
+    base = None
+    if plan.variant.base_variant:
+        base_tags = variant_tags(m, plan_variant(m, plan.variant.base_variant), engine)
+        base = engine.image_id(base_tags[1]) if engine.image_exists(base_tags[1]) else base_tags[1]
+    return tags_for(plan, image_identity(plan, m.path.parent, engine, base).digest)
+
+
+def push_candidates(engine, tags_of: dict[str, list[str]], registry: str, ws: Workspace, given: bool) -> int:
+    """`publish --candidate`: each platform's image pushed by digest under its content tag only."""
+    try:
+        for platform, tags in tags_of.items():
+            if not engine.image_exists(tags[-1]):
+                raise UsageError(f"not built: {tags[-1]}; run `build.py build` first")
+            ref, digest = push_candidate(engine, tags[-1], registry, None if given else ws.sbom_file(tags[-1]),
+                                         PushPrinter(err()))
+            out().print(f"[green]pushed candidate[/green] {escape(ref)} {digest} ({platform})")
+    except PublishRefused as exc:
+        err().print(f"[red]not pushed:[/red] {escape(str(exc))}")
+        return EXIT_PROBLEM
+    except EngineError as exc:
+        err().print(f"[red]push failed:[/red] {escape(str(exc))}")
+        return EXIT_PROBLEM
+    return EXIT_OK
+
+
+def promote_digest(args: argparse.Namespace, m: Manifest, plan: Plan, ws: Workspace) -> int:
+    """`publish --digest sha256:...`: point the variant's tags (or --tag) at that image in the registry."""
+    if args.allow_skipped or args.reason:
+        raise UsageError("--digest promotes an image whose smoke passed; --allow-skipped needs the engine "
+                         "(its labels record the allowance), so publish without --digest")
+    names = list(args.tag) or [tags_for(plan, "0" * 12)[0]]  # the dated tag: its name needs no inputs
+    ref = f"{args.registry.rstrip('/')}/{plan.repository}@{args.digest}"
+    try:
+        result = promote(ref, names, ws.smoke_results, declared_smoke(ws.dockerfile, m.path.parent),
+                         require_gpu=args.require_gpu)
+    except PublishRefused as exc:
+        err().print(f"[red]not published:[/red] {escape(str(exc))}")
+        return EXIT_PROBLEM
+    for note in result.notes:
+        err().print(f"note: {escape(note)}")
+    for tag, digest in result.digests.items():
+        out().print(f"[green]{'tagged' if tag in result.moved else 'unchanged'}[/green] {escape(tag)} {digest}")
     return EXIT_OK
 
 
@@ -492,6 +544,12 @@ def build_parser() -> argparse.ArgumentParser:
                          "(here or --reason), recorded in the pushed image's labels. Repeatable; LEVEL,LEVEL works. "
                          "A failed level is never allowed")
     pb.add_argument("--reason", help="why the --allow-skipped levels may be published without passing")
+    pb.add_argument("--candidate", action="store_true",
+                    help="only push the built image by digest under its content tag (<variant>-<hash>), for a "
+                         "smoke on another host; no other tag is made, so no smoke is needed yet")
+    pb.add_argument("--digest", metavar="SHA256",
+                    help="promote the image already in --registry by this digest (sha256:...): its tags are "
+                         "pointed at it once the smoke recorded for it passed; no engine needed")
     pb.set_defaults(func=cmd_publish)
 
     bp = sub.add_parser(

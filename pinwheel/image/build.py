@@ -20,6 +20,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from . import labels
+from .identity import ContentInputs, base_digest, content_inputs
+from .labels import OCI_BASE_DIGEST, OCI_SOURCE
+from .sbom import SbomError, make_sbom, render as render_sbom
 from .assets import AssetError, asset_labels, stage_assets
 from .patches import PatchError, patch_labels, stage_patches
 from .base import platform_base
@@ -63,13 +66,14 @@ class BuiltImage:
     variant: str
 
 
-def tags_for(plan: Plan, lock_sha256: str, today: dt.date | None = None) -> tuple[str, str]:
-    """The dated tag from the manifest's pattern, and an immutable one from the inputs."""
+def tags_for(plan: Plan, inputs_sha256: str, today: dt.date | None = None) -> tuple[str, str]:
+    """The dated tag from the manifest's pattern, and an immutable one from the image's inputs
+    (identity.ContentInputs.digest: manifest, lock, base digest, local wheels, assets, sources, patches)."""
     today = today or dt.datetime.now(dt.timezone.utc).date()
     v = plan.variant
     dated = v.tag.format(date=today.strftime("%Y%m%d"), variant=v.name, cuda=v.cuda.replace(".", ""),
                          torch=v.torch.replace(".", ""), python=v.python.replace(".", ""))
-    inputs = hashlib.sha256(f"{plan.manifest_sha256}\n{lock_sha256}".encode()).hexdigest()[:12]
+    inputs = inputs_sha256[:12]
     arch = f"-{plan.platform_arch}" if plan.platform_arch else ""  # another platform's image: its own tags
     return f"{plan.repository}:{dated}{arch}", f"{plan.repository}:{v.name}-{inputs}{arch}"
 
@@ -110,7 +114,16 @@ def labels_for(plan: Plan, lock_sha256: str, versions: dict[str, str], dated_tag
     }
     if revision:
         labels["org.opencontainers.image.revision"] = revision
+    source = source_url(plan)
+    if source:
+        labels[OCI_SOURCE] = source
     return labels
+
+
+def source_url(plan: Plan) -> str | None:
+    """org.opencontainers.image.source: the repository the image is built from, where CI names it."""
+    server, repo = os.environ.get("GITHUB_SERVER_URL", "").strip(), os.environ.get("GITHUB_REPOSITORY", "").strip()
+    return f"{server.rstrip('/')}/{repo}" if server and repo else None
 
 
 def git_revision(root: Path) -> str | None:
@@ -204,6 +217,25 @@ def write_secrets(plan: Plan, secrets_dir: Path) -> dict[str, Path]:
     return secrets
 
 
+def image_identity(plan: Plan, root: Path, engine: Engine | None, base: str | None = None) -> ContentInputs:
+    """What decides the image of ``plan`` built FROM ``base`` (its reference; the variant's by default)."""
+    base = base or platform_base(plan.variant.base, plan.platform_arch)
+    return content_inputs(plan, root, base, base_digest(engine, base))
+
+
+def write_sbom(plan: Plan, root: Path, identity: ContentInputs, immutable: str, created: dt.datetime) -> dict[str, str]:
+    """The SBOM written beside the image (Workspace.sbom_file), and the labels that point at it."""
+    try:
+        text = render_sbom(make_sbom(plan, root, identity, immutable, created))
+    except SbomError as exc:
+        raise BuildError(str(exc)) from None
+    path = Workspace(root, plan.image).sbom_file(immutable)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text)
+    return {labels.SBOM: labels.sbom_tag(immutable.rsplit(":", 1)[-1]),
+            labels.SBOM_SHA256: hashlib.sha256(text.encode()).hexdigest()}
+
+
 def base_reference(plan: Plan, base_image: str | None) -> str:
     """What FROM ${BASE} is given: the variant's base (a digest pin kept), or, for base_variant, the
     image of that variant, built first by the caller (its id or a tag)."""
@@ -223,11 +255,17 @@ def build_image(plans: list[Plan], plan: Plan, root: Path, engine: Engine, targe
     check_inputs(plans, plan, inputs)
     check_local_wheels(plan, inputs)
     lock_sha = lock_sha256(inputs.lock_dir)
-    dated, immutable = tags_for(plan, lock_sha)
+    identity = image_identity(plan, root, engine, base)
+    dated, immutable = tags_for(plan, identity.digest)
     tags = (dated, immutable) if target == "image" else (f"{plan.repository}:{immutable.split(':', 1)[1]}-{target}",)
     versions = locked_versions(plan, inputs.lock_dir)
-    labels = labels_for(plan, lock_sha, versions, dated, git_revision(root), source_date(root))
+    created = source_date(root)
+    labels = labels_for(plan, lock_sha, versions, dated, git_revision(root), created)
     labels["org.opencontainers.image.base.name"] = base
+    if identity.base_digest:
+        labels[OCI_BASE_DIGEST] = identity.base_digest
+    labels.update(identity.labels())  # every input, and their digest (the immutable tag's hash)
+    labels.update(write_sbom(plan, root, identity, immutable, created))
     labels.update(asset_labels(plan))  # each release asset's URL and sha256
     labels.update(patch_labels(plan))  # each patch's target and sha256
     with tempfile.TemporaryDirectory(prefix="pinwheel-context-") as ctx, \
