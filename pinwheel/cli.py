@@ -35,6 +35,7 @@ from .image.publish import PublishRefused, PushPrinter, declared_smoke, floating
     publish, publish_index, push_candidate
 from .image.smoke import record, run_smoke
 from .index import IndexClientError
+from .lock.pylock import write_pylock
 from .lock import DEFAULT_ENGINE, LockError, LockUnavailable, check_lock, lock_installs, lock_sha256, lock_variant
 from .manifest import Manifest, ManifestError
 from .plan import LockState, Plan, plan_platforms, plan_variant
@@ -425,6 +426,12 @@ def cmd_lock(args: argparse.Namespace) -> int:
                     f"(resolve {res.compile_seconds:.1f}s, total {res.total_seconds:.1f}s)")
         for file, names in res.slices.items():
             out().print(f"  {file}: {len(names)} package(s)")
+        try:  # the same lock in the standard format (PEP 751), beside the build outputs
+            pylock = write_pylock(plan, root, index_client(args, m, plan).indexes)
+            out().print(f"  {Workspace.of(m).relative(pylock)}: PEP 751")
+        except (LockError, IndexClientError) as exc:
+            failed.append(plan.label)
+            err().print(f"[red]{plan.label}: pylock not written:[/red] {escape(str(exc))}")
     if failed:
         err().print(f"[red]not locked (resolver failure): {', '.join(failed)}[/red]")
     if unavailable:
