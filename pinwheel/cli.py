@@ -273,17 +273,23 @@ def cmd_publish(args: argparse.Namespace) -> int:
         raise UsageError("--require-gpu and --allow-skipped gpu contradict each other")
     declared = declared_smoke(ws.dockerfile, m.path.parent)
     results = {}
+    # Another platform than the variant's own skips its GPU levels only where the manifest says why
+    # (no_gpu_smoke); --allow-skipped is for the variant's own platform.
+    no_gpu = {p: why for p, why in plan.variant.no_gpu_smoke if p in tags_of}
     try:
         for check_only in ((True, False) if len(plans) > 1 else (False,)):
             for platform, tags in tags_of.items():
                 sbom = ws.sbom_file(tags[-1]) if not args.tag else None  # beside the image its build wrote
-                result = publish(engine, tags, args.registry, ws.smoke_results, require_gpu=args.require_gpu,
-                                 declared=declared, allowed=allowed, progress=PushPrinter(err()),
-                                 check_only=check_only, sbom=sbom)
+                own = dict(allowed) if platform == plan.container_platform else {}
+                if platform in no_gpu:
+                    own.update({"import": no_gpu[platform], "gpu": no_gpu[platform]})
+                result = publish(engine, tags, args.registry, ws.smoke_results, require_gpu=args.require_gpu
+                                 and platform not in no_gpu, declared=declared, allowed=own,
+                                 progress=PushPrinter(err()), check_only=check_only, sbom=sbom)
                 if result is not None:
                     results[platform] = result
-        indexes = publish_index(engine, tags_of[plan.container_platform], args.registry, results) \
-            if len(plans) > 1 else {}
+        indexes = publish_index(tags_of[plan.container_platform], args.registry, results, no_gpu,
+                                engine.labels(tags_of[plan.container_platform][0])) if len(plans) > 1 else {}
     except PublishRefused as exc:
         err().print(f"[red]not published:[/red] {escape(str(exc))}")
         return EXIT_PROBLEM

@@ -41,7 +41,7 @@ from rich.progress import BarColumn, Progress, TextColumn
 from . import labels
 from .base import is_bootstrap
 from .engine import Engine, EngineError, PushEvent, PushResult
-from .registry import Registry, RegistryError, split_ref
+from .registry import Manifest, Registry, RegistryError, split_ref
 from .smoke import recorded
 
 LEVELS = ("static", "import", "gpu")  # cumulative, as the smoke payload runs them
@@ -450,23 +450,62 @@ def promote(registry_ref: str, tags: Sequence[str], smoke_results: Path, declare
     return Published(image_id, tuple(digests), digests, image_id, {}, {}, notes, tuple(moved))
 
 
-def publish_index(engine: Engine, tags: Sequence[str], registry: str, platforms: Mapping[str, Published]) -> dict[str, str]:
-    """One multi-platform index per tag, made of each platform's image as published (and smoked) above.
+NO_GPU_SMOKE = f"{LABEL}.no-gpu-smoke"  # index annotation: JSON {platform: why it has no GPU smoke}
+INDEX_TYPE = "application/vnd.oci.image.index.v1+json"
+INDEX_COPIED = (labels.OCI_CREATED, labels.OCI_SOURCE, labels.OCI_REVISION, labels.OCI_VERSION, labels.OCI_TITLE)
 
-    ``platforms`` maps a container platform (linux/amd64) to its Published result; each index names every
-    platform's image by digest, so it holds exactly what was pushed. Returns each index ref's digest.
+
+def publish_index(tags: Sequence[str], registry: str, platforms: Mapping[str, Published],
+                  no_gpu_smoke: Mapping[str, str] | None = None,
+                  image_labels: Mapping[str, str] | None = None) -> dict[str, str]:
+    """One multi-platform index (OCI image index) per tag, made of each platform's image as published (and
+    smoked) above, put through the registry API so that it carries annotations: why a platform was published
+    without a GPU smoke (``no_gpu_smoke``, the manifest's), on the index and on that platform's entry, and
+    the OCI keys of ``image_labels`` (the variant's own platform's image).
+
+    ``platforms`` maps a container platform (linux/amd64) to its Published result; each entry names that
+    platform's image by digest, so the index holds exactly what was pushed. Returns each index ref's digest.
     """
     if not platforms:
         raise PublishRefused("no platform images to put in an index")
-    sources = []
-    for platform, published in platforms.items():
-        remote = published.refs[0]
-        repository = remote.rsplit(":", 1)[0] if ":" in remote.rsplit("/", 1)[-1] else remote
-        sources.append(f"{repository}@{published.digests[remote]}")
-    out: dict[str, str] = {}
-    for tag in tags:
-        ref = f"{registry.rstrip('/')}/{tag}"
-        out[ref] = engine.push_index(ref, sources)
+    no_gpu_smoke = dict(no_gpu_smoke or {})
+    entries = []
+    host = repository = None
+    try:
+        for platform, published in platforms.items():
+            remote = published.refs[0]
+            host, repository, _ = split_ref(remote)
+            reg = Registry(host)
+            image = reg.manifest(repository, published.digests[remote])
+            if image is None:
+                raise PublishRefused(f"{remote}@{published.digests[remote]} is not in the registry")
+            os_name, _, arch = platform.partition("/")
+            entry: dict = {"mediaType": image.media_type, "digest": image.digest, "size": len(image.raw),
+                           "platform": {"architecture": arch.split("/")[0], "os": os_name}}
+            if "/" in arch:
+                entry["platform"]["variant"] = arch.split("/", 1)[1]
+            notes = {k: v for k, v in published.labels.items() if k in (LABEL_LEVELS, LABEL_ALLOWED, LABEL_REASON)}
+            if platform in no_gpu_smoke:
+                notes[NO_GPU_SMOKE] = no_gpu_smoke[platform]
+            if notes:
+                entry["annotations"] = dict(sorted(notes.items()))
+            entries.append(entry)
+        annotations = {k: v for k, v in (image_labels or {}).items() if k in INDEX_COPIED}
+        if no_gpu_smoke:
+            annotations[NO_GPU_SMOKE] = json.dumps(no_gpu_smoke, sort_keys=True, separators=(",", ":"))
+        index = {"schemaVersion": 2, "mediaType": INDEX_TYPE, "manifests": entries}
+        if annotations:
+            index["annotations"] = dict(sorted(annotations.items()))
+        raw = json.dumps(index, sort_keys=True, separators=(",", ":")).encode()
+        manifest = Manifest("sha256:" + hashlib.sha256(raw).hexdigest(), INDEX_TYPE, raw)
+        assert host is not None and repository is not None
+        reg = Registry(host)
+        out: dict[str, str] = {}
+        for tag in tags:
+            _, tag_repo, name = split_ref(f"{registry.rstrip('/')}/{tag}")
+            out[f"{registry.rstrip('/')}/{tag}"] = reg.put_manifest(tag_repo, name, manifest)
+    except RegistryError as exc:
+        raise PublishRefused(f"the registry: {exc}") from None
     return out
 
 

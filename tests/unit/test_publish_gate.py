@@ -336,23 +336,4 @@ def test_publish_refuses_a_floating_base_before_the_engine(tmp_path: Path, capsy
     assert "not pinned by digest" in err and "--allow-floating-base" in err
 
 
-def test_publish_index_names_each_platform_image_by_digest():
-    from pinwheel.image.publish import Published, publish_index
-
-    calls = []
-
-    class IndexEngine:
-        def push_index(self, ref, images):
-            calls.append((ref, tuple(images)))
-            return "sha256:" + "ab" * 32
-
-    amd = Published("sha256:" + "01" * 32, ("127.0.0.1:5000/pinwheel/train:cu130-x",),
-                    {"127.0.0.1:5000/pinwheel/train:cu130-x": "sha256:" + "0a" * 32}, "sha256:" + "01" * 32)
-    arm = Published("sha256:" + "02" * 32, ("127.0.0.1:5000/pinwheel/train:cu130-x-arm64",),
-                    {"127.0.0.1:5000/pinwheel/train:cu130-x-arm64": "sha256:" + "0b" * 32}, "sha256:" + "02" * 32)
-    got = publish_index(IndexEngine(), ["pinwheel/train:cu130-x", "pinwheel/train:cu130-abc"], "127.0.0.1:5000",
-                        {"linux/amd64": amd, "linux/arm64": arm})
-    sources = ("127.0.0.1:5000/pinwheel/train@sha256:" + "0a" * 32, "127.0.0.1:5000/pinwheel/train@sha256:" + "0b" * 32)
-    assert calls == [("127.0.0.1:5000/pinwheel/train:cu130-x", sources),
-                     ("127.0.0.1:5000/pinwheel/train:cu130-abc", sources)]
-    assert set(got) == {"127.0.0.1:5000/pinwheel/train:cu130-x", "127.0.0.1:5000/pinwheel/train:cu130-abc"}
+# publish_index puts the index through the registry API: tests/engine/test_publish_index.py.
