@@ -22,7 +22,6 @@ from pathlib import Path
 from . import labels
 from .identity import ContentInputs, base_digest, content_inputs
 from .labels import OCI_BASE_DIGEST, OCI_SOURCE
-from .sbom import SbomError, make_sbom, render as render_sbom
 from .assets import AssetError, asset_labels, stage_assets
 from .patches import PatchError, patch_labels, stage_patches
 from .base import platform_base
@@ -225,6 +224,8 @@ def image_identity(plan: Plan, root: Path, engine: Engine | None, base: str | No
 
 def write_sbom(plan: Plan, root: Path, identity: ContentInputs, immutable: str, created: dt.datetime) -> dict[str, str]:
     """The SBOM written beside the image (Workspace.sbom_file), and the labels that point at it."""
+    from .sbom import SbomError, make_sbom, render as render_sbom  # lazy: cyclonedx costs ~0.5 s, paid by builds only
+
     try:
         text = render_sbom(make_sbom(plan, root, identity, immutable, created))
     except SbomError as exc:
