@@ -21,7 +21,7 @@ from pathlib import Path
 
 from . import labels
 from .identity import ContentInputs, base_digest, content_inputs
-from .labels import OCI_BASE_DIGEST, OCI_SOURCE
+from .labels import CONTENT_TAG, OCI_BASE_DIGEST, OCI_SOURCE
 from .assets import AssetError, asset_labels, stage_assets
 from .patches import PatchError, patch_labels, stage_patches
 from .base import platform_base
@@ -266,6 +266,7 @@ def build_image(plans: list[Plan], plan: Plan, root: Path, engine: Engine, targe
     if identity.base_digest:
         labels[OCI_BASE_DIGEST] = identity.base_digest
     labels.update(identity.labels())  # every input, and their digest (the immutable tag's hash)
+    labels[CONTENT_TAG] = immutable.rsplit(":", 1)[-1]
     labels.update(write_sbom(plan, root, identity, immutable, created))
     labels.update(asset_labels(plan))  # each release asset's URL and sha256
     labels.update(patch_labels(plan))  # each patch's target and sha256

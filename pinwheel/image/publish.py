@@ -287,9 +287,8 @@ def _statuses(levels: Mapping[str, str]) -> str:
 
 
 def content_tag(image_labels: Mapping[str, str]) -> str | None:
-    """``<variant>-<first 12 of the inputs digest>``: the tag an image is pushed by, from its own labels."""
-    digest, variant = image_labels.get(labels.INPUTS_SHA256), image_labels.get(f"{labels.PREFIX}.variant")
-    return f"{variant}-{digest[:12]}" if digest and variant else None
+    """``<variant>-<first 12 of the inputs digest>[-<arch>]``: the tag an image is pushed by, from its labels."""
+    return image_labels.get(labels.CONTENT_TAG) or None
 
 
 def publish(engine: Engine, tags: list[str], registry: str, smoke_results: Path, require_gpu: bool = False,

@@ -86,6 +86,7 @@ def test_a_replaced_local_wheel_changes_the_immutable_tag(builds: dict):
     assert wheels_b["pw-kern-skip"]["sha256"] == builds["b_wheel_sha256"]
     assert wheels_a["pw-kern-fail"] == wheels_b["pw-kern-fail"]
     assert a["tags"][1].endswith("-" + a["labels"]["io.pinwheel.inputs.sha256"][:12])
+    assert a["labels"]["io.pinwheel.content-tag"] == a["tags"][1].split(":", 1)[1]
     # the labels the image says about itself
     labels = a["labels"]
     assert labels["org.opencontainers.image.base.digest"].startswith("sha256:")
