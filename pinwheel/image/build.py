@@ -113,16 +113,25 @@ def labels_for(plan: Plan, lock_sha256: str, versions: dict[str, str], dated_tag
     }
     if revision:
         labels["org.opencontainers.image.revision"] = revision
-    source = source_url(plan)
-    if source:
-        labels[OCI_SOURCE] = source
     return labels
 
 
-def source_url(plan: Plan) -> str | None:
-    """org.opencontainers.image.source: the repository the image is built from, where CI names it."""
+def source_url(root: Path) -> str | None:
+    """org.opencontainers.image.source: the repository the image is built from, as CI names it, else the
+    checkout's `origin` remote (https only, without credentials); None when neither says."""
     server, repo = os.environ.get("GITHUB_SERVER_URL", "").strip(), os.environ.get("GITHUB_REPOSITORY", "").strip()
-    return f"{server.rstrip('/')}/{repo}" if server and repo else None
+    if server and repo:
+        return f"{server.rstrip('/')}/{repo}"
+    try:
+        proc = subprocess.run(["git", "config", "--get", "remote.origin.url"], cwd=root, capture_output=True,
+                              text=True, timeout=10)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    url = proc.stdout.strip() if proc.returncode == 0 else ""
+    if not url.startswith("https://"):
+        return None
+    host_part = url[len("https://"):]
+    return "https://" + host_part.split("@", 1)[-1] if "@" in host_part.split("/", 1)[0] else url
 
 
 def git_revision(root: Path) -> str | None:
@@ -265,6 +274,9 @@ def build_image(plans: list[Plan], plan: Plan, root: Path, engine: Engine, targe
     labels["org.opencontainers.image.base.name"] = base
     if identity.base_digest:
         labels[OCI_BASE_DIGEST] = identity.base_digest
+    source = source_url(root)
+    if source:
+        labels[OCI_SOURCE] = source
     labels.update(identity.labels())  # every input, and their digest (the immutable tag's hash)
     labels[CONTENT_TAG] = immutable.rsplit(":", 1)[-1]
     labels.update(write_sbom(plan, root, identity, immutable, created))

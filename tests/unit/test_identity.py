@@ -121,3 +121,20 @@ def test_the_inputs_say_what_they_hashed(tmp_path):
     labels = identity(tmp_path).labels()
     assert json.loads(labels["io.pinwheel.inputs"]) == inputs
     assert labels["io.pinwheel.inputs.sha256"] == identity(tmp_path).digest
+
+
+def test_the_source_label_comes_from_ci_or_the_origin_remote(tmp_path, monkeypatch):
+    import subprocess
+
+    from pinwheel.image.build import source_url
+
+    monkeypatch.delenv("GITHUB_SERVER_URL", raising=False)
+    monkeypatch.delenv("GITHUB_REPOSITORY", raising=False)
+    assert source_url(tmp_path) is None  # not a checkout: nothing says where it comes from
+    subprocess.run(["git", "init", "-q", str(tmp_path)], check=True)
+    subprocess.run(["git", "-C", str(tmp_path), "remote", "add", "origin", "https://ci:secret@git.example.org/team/pw.git"],
+                   check=True)
+    assert source_url(tmp_path) == "https://git.example.org/team/pw.git"  # never the credentials
+    monkeypatch.setenv("GITHUB_SERVER_URL", "https://github.example")
+    monkeypatch.setenv("GITHUB_REPOSITORY", "team/pw")
+    assert source_url(tmp_path) == "https://github.example/team/pw"
