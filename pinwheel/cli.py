@@ -11,45 +11,59 @@ import codecs
 import dataclasses
 import difflib
 import json
+import platform as host_platform
 import sys
 from pathlib import Path
 from typing import Sequence
 
-from rich.markup import escape
-
 from . import manifest as manifest_mod
-from .abi.cache import classifier_key
 from .commands.common import (
     EXIT_BAD_INPUT, EXIT_OK, EXIT_PROBLEM, EXIT_UNCHECKED, UsageError, add_deadline_arg, add_platform_arg,
-    add_variant_args, engine_or_fail, err, index_client, inventory_engine, lock_state, out, plans_for,
+    add_variant_args, engine_or_fail, err, escape, index_client, inventory_engine, lock_state, out, plans_for,
     require_fresh_inventory, require_fresh_lock, select_plan, select_platform_plans, select_variant,
 )
 from .commands.forensics import add_forensics_parsers
-from .image.base import BaseImageError, ensure_base, is_bootstrap, platform_base, suite_for_python
-from .image.assets import AssetError, add as add_asset
-from .image.build import BuildError, BuildInputs, build_image, check_local_wheels, image_identity, tags_for
-from .distributions import InventoryError
-from .image.engine import BuildFailed, Engine, EngineError
-from .image.inventory import check_inventory, read_image, write_inventory
-from .image.publish import PublishRefused, PushPrinter, declared_smoke, floating_base, parse_allowances, promote, \
-    publish, publish_index, push_candidate
-from .image.smoke import record, run_smoke
-from .index import IndexClientError
-from .lock.pylock import write_pylock
-from .lock import DEFAULT_ENGINE, LockError, LockUnavailable, check_lock, lock_installs, lock_sha256, lock_variant
+from .index.target import container_arch
+from .lock import DEFAULT_ENGINE, ENGINES, LockError, check_lock, lock_installs
+from .lock.format import ENGINE_HEADER, header_value
 from .manifest import Manifest, ManifestError
 from .plan import LockState, Plan, plan_platforms, plan_variant
-from .render import render_dockerfiles
-from .reports.bump import PAGE_MAX_AGE, BumpInputError, bump, print_bump
-from .reports.report import print_report, to_json, torch_abi
 from .resolve import ResolveError, memoized, resolve_memoized, wheels_state, with_inventory
-from .workspace import Workspace
+from .workspace import LockFiles, Workspace
+
+# Each command imports what only it needs inside its function: rich, requests, jinja2, the engine adapter
+# and the ELF reader cost tens of milliseconds each, and `--help` or `report --json` needs none of them.
 
 
 
 def cmd_report(args: argparse.Namespace) -> int:
+    """One report per platform: --platform's, else each one the variant lists (its own first); the exit
+    code is the worst of them. --json of several platforms: the own platform's document, and each other
+    platform's under "other_platforms"."""
     m = manifest_mod.load(args.manifest)
-    plan = select_plan(m, args)
+    plans = [select_plan(m, args)] if getattr(args, "platform", None) else plan_platforms(m, select_variant(m, args))
+    docs, codes = [], []
+    for i, plan in enumerate(plans):
+        if len(plans) > 1 and not args.json:
+            out().print(("\n" if i else "") + f"[bold]== {escape(plan.container_platform)} ==[/bold]")
+        data, code = report_one(m, plan, args)
+        docs.append(data)
+        codes.append(code)
+    if args.json and (len(plans) > 1 or docs[0]["summary"].get("verdict") != "could-not-judge"):
+        doc = docs[0] if len(plans) == 1 else {**docs[0], "other_platforms": docs[1:]}
+        sys.stdout.write(json.dumps(doc, indent=2, sort_keys=False) + "\n")
+    if len(plans) > 1 and not args.json:
+        verdicts = {EXIT_OK: "clean", EXIT_PROBLEM: "conflicts", EXIT_UNCHECKED: "could not judge"}
+        out().print("\n" + "; ".join(f"{p.container_platform}: {verdicts[c]}" for p, c in zip(plans, codes)))
+    return max(codes, key=[EXIT_OK, EXIT_UNCHECKED, EXIT_PROBLEM].index)
+
+
+def report_one(m: Manifest, plan: Plan, args: argparse.Namespace) -> tuple[dict, int]:
+    """One platform's report (printed, or returned for --json) and its exit code. Where the index could not
+    answer: a stub that says so, so that the JSON of several platforms still names each one."""
+    from .abi.cache import classifier_key
+    from .index import IndexClientError
+    from .reports.report import missing_on_platform, print_report, to_json, torch_abi
     root = m.path.parent
     ws = Workspace.of(m)
     plan = with_inventory(plan, root, inventory_engine(plan))  # a missing or stale one is said first, never clean
@@ -66,17 +80,20 @@ def cmd_report(args: argparse.Namespace) -> int:
         abi = memoized(ws.index_cache, abi_key,
                        lambda: torch_abi(resolved, client, default_client, ws, args.offline),
                        keep=lambda rows: all(r["abi_class"] != "unknown" for r in rows), refresh=args.refresh)
+        missing = missing_on_platform(resolved, client)
     except ResolveError as exc:
         raise UsageError(str(exc)) from None
     except IndexClientError as exc:
-        err().print(f"[yellow]could not judge:[/yellow] {escape(str(exc))}")
-        return EXIT_UNCHECKED
+        err().print(f"[yellow]{escape(plan.label)}: could not judge:[/yellow] {escape(str(exc))}")
+        return {"variant": plan.variant.name, "platform": plan.container_platform,
+                "target": dataclasses.asdict(plan.target), "could_not_judge": str(exc),
+                "summary": {"verdict": "could-not-judge", "clean": False}}, EXIT_UNCHECKED
     if args.json:
-        data = to_json(resolved, abi, allow_unchecked=args.allow_unchecked)
-        sys.stdout.write(json.dumps(data, indent=2, sort_keys=False) + "\n")
+        data = to_json(resolved, abi, allow_unchecked=args.allow_unchecked, missing=missing)
     else:
-        data = print_report(resolved, out(), verbose=args.verbose, abi=abi, allow_unchecked=args.allow_unchecked)
-    return {"clean": EXIT_OK, "conflicts": EXIT_PROBLEM, "unchecked": EXIT_UNCHECKED}[data["summary"]["verdict"]]
+        data = print_report(resolved, out(), verbose=args.verbose, abi=abi, allow_unchecked=args.allow_unchecked,
+                            missing=missing)
+    return data, {"clean": EXIT_OK, "conflicts": EXIT_PROBLEM, "unchecked": EXIT_UNCHECKED}[data["summary"]["verdict"]]
 
 
 # --------------------------------------------------------------- commands
@@ -84,6 +101,7 @@ def cmd_report(args: argparse.Namespace) -> int:
 
 def cmd_render(args: argparse.Namespace) -> int:
     """images/<image>/Dockerfile, and one Dockerfile.<variant> per other kind of environment (render.py)."""
+    from .render import render_dockerfiles
     m = manifest_mod.load(args.manifest)
     ws = Workspace.of(m)
     rendered = render_dockerfiles(plans_for(m, None))
@@ -116,6 +134,7 @@ def cmd_render(args: argparse.Namespace) -> int:
 
 
 def ensure_variant_base(plan: Plan, ws: Workspace, engine, progress: bool = True) -> None:
+    from .image.base import BaseImageError, ensure_base, is_bootstrap, platform_base, suite_for_python
     base = platform_base(plan.variant.base, plan.platform_arch)  # a bootstrap base per architecture
     if engine.image_exists(base):
         return
@@ -141,6 +160,9 @@ def cmd_base(args: argparse.Namespace) -> int:
 
 def base_inventory(plan: Plan, ws: Workspace, check: bool) -> int:
     """Read the base image's distributions from its layers into images/<image>/inventory/<variant>.json."""
+    from .distributions import InventoryError
+    from .image.engine import Engine
+    from .image.inventory import check_inventory, read_image, write_inventory
     path = ws.inventory_file(plan.variant.name)
     if check:
         engine = Engine()
@@ -168,15 +190,25 @@ def base_inventory(plan: Plan, ws: Workspace, check: bool) -> int:
     return EXIT_OK
 
 
+def base_variant_plan(m: Manifest, plan: Plan) -> Plan:
+    """The Plan of the variant whose image ``plan`` starts FROM, for ``plan``'s platform (the manifest
+    refuses a base_variant that is not built for every platform of the variant on it)."""
+    return plan_variant(m, plan.variant.base_variant, platform=plan.container_platform)
+
+
 def build_variant(m: Manifest, plan: Plan, engine, target: str, quiet: bool):
     """The built image, or None when the build failed (its log tail already printed). A variant built on
-    another variant's image (base_variant) builds that one first and starts FROM it."""
+    another variant's image (base_variant) builds that one first, for the same platform, and starts FROM it."""
+    from .image.build import BuildError, build_image
+    from .image.engine import BuildFailed
     base_image = None
     if plan.variant.base_variant:
-        base = build_variant(m, plan_variant(m, plan.variant.base_variant), engine, "image", quiet)
+        base = build_variant(m, base_variant_plan(m, plan), engine, "image", quiet)
         if base is None:
             return None
-        base_image = base.image_id
+        # by its immutable tag: BuildKit resolves FROM as a reference, and an image id is not one
+        # (it would look for docker.io/library/sha256); the tag names the image just built
+        base_image = base.tags[1]
     else:
         ensure_variant_base(plan, Workspace.of(m), engine)
     try:
@@ -190,6 +222,7 @@ def build_variant(m: Manifest, plan: Plan, engine, target: str, quiet: bool):
 
 
 def cmd_build(args: argparse.Namespace) -> int:
+    from .image.build import BuildError, BuildInputs, check_local_wheels
     m = manifest_mod.load(args.manifest)
     plan = select_plan(m, args)
     require_fresh_lock(plan, m.path.parent)
@@ -211,6 +244,7 @@ def cmd_build(args: argparse.Namespace) -> int:
 
 
 def cmd_smoke(args: argparse.Namespace) -> int:
+    from .image.smoke import record, run_smoke
     m = manifest_mod.load(args.manifest)
     engine = engine_or_fail()
     image = args.image or args.image_opt
@@ -244,6 +278,9 @@ def cmd_smoke(args: argparse.Namespace) -> int:
 def cmd_publish(args: argparse.Namespace) -> int:
     """Push the variant's image; a variant that lists its platforms pushes each platform's image (every one
     gated on its own smoke before anything is pushed), then one multi-platform index per tag of its own."""
+    from .image.engine import EngineError
+    from .image.publish import PublishRefused, PushPrinter, declared_smoke, floating_base, parse_allowances, \
+        publish, publish_index
     m = manifest_mod.load(args.manifest)
     name = select_variant(m, args)
     plans = [plan_variant(m, name)] if args.tag else plan_platforms(m, name)
@@ -314,15 +351,18 @@ def cmd_publish(args: argparse.Namespace) -> int:
 
 def variant_tags(m: Manifest, plan: Plan, engine) -> tuple[str, str]:
     """The dated and immutable tags ``plan``'s build gave its image (the base_variant's image first)."""
+    from .image.build import image_identity, tags_for
     base = None
     if plan.variant.base_variant:
         base_tags = variant_tags(m, plan_variant(m, plan.variant.base_variant), engine)
-        base = engine.image_id(base_tags[1]) if engine.image_exists(base_tags[1]) else base_tags[1]
+        base = base_tags[1]  # build_variant builds FROM the base variant's immutable tag
     return tags_for(plan, image_identity(plan, m.path.parent, engine, base).digest)
 
 
 def push_candidates(engine, tags_of: dict[str, list[str]], registry: str, ws: Workspace, given: bool) -> int:
     """`publish --candidate`: each platform's image pushed by digest under its content tag only."""
+    from .image.engine import EngineError
+    from .image.publish import PublishRefused, PushPrinter, push_candidate
     try:
         for platform, tags in tags_of.items():
             if not engine.image_exists(tags[-1]):
@@ -341,6 +381,8 @@ def push_candidates(engine, tags_of: dict[str, list[str]], registry: str, ws: Wo
 
 def promote_digest(args: argparse.Namespace, m: Manifest, plan: Plan, ws: Workspace) -> int:
     """`publish --digest sha256:...`: point the variant's tags (or --tag) at that image in the registry."""
+    from .image.build import tags_for
+    from .image.publish import PublishRefused, declared_smoke, promote
     if args.allow_skipped or args.reason:
         raise UsageError("--digest promotes an image whose smoke passed; --allow-skipped needs the engine "
                          "(its labels record the allowance), so publish without --digest")
@@ -360,28 +402,46 @@ def promote_digest(args: argparse.Namespace, m: Manifest, plan: Plan, ws: Worksp
 
 
 def cmd_bump(args: argparse.Namespace) -> int:
+    """One comparison per platform: --platform's, else each one the variant lists (its own first); exit 1
+    when any is blocked. --json of several: the own platform's document, the others under other_platforms."""
+    from .index import IndexClientError
+    from .reports.bump import PAGE_MAX_AGE, BumpInputError, bump_platforms, print_bump
     m = manifest_mod.load(args.manifest)
     variant = select_variant(m, args)
-    require_fresh_lock(plan_variant(m, variant), m.path.parent)
+    platforms = [select_plan(m, args).container_platform] if args.platform else \
+        [p.container_platform for p in plan_platforms(m, variant)]
+    for p in plan_platforms(m, variant):
+        if p.container_platform in platforms:
+            require_fresh_lock(p, m.path.parent)
     client = index_client(args, m)
     if not args.refresh:
         client.max_age = PAGE_MAX_AGE  # a bump check does not need pages newer than an hour
     try:
-        report = bump(m, variant, args.requirements, client, offline=args.offline, list_all=args.all)
+        reports = bump_platforms(m, variant, args.requirements, client, offline=args.offline, list_all=args.all,
+                                 platform=args.platform)
     except BumpInputError as exc:
         raise UsageError(str(exc)) from None
     except IndexClientError as exc:
         err().print(f"[yellow]could not judge:[/yellow] {escape(str(exc))}")
         return EXIT_UNCHECKED
     if args.json:
-        sys.stdout.write(json.dumps(report.to_json(), indent=2) + "\n")
+        docs = [r.to_json() for r in reports]
+        doc = docs[0] if len(docs) == 1 else {**docs[0], "other_platforms": docs[1:]}
+        sys.stdout.write(json.dumps(doc, indent=2) + "\n")
     else:
-        print_bump(report, out(), show_all=args.all)
-    return EXIT_PROBLEM if report.blocked else EXIT_OK
+        for i, report in enumerate(reports):
+            if len(reports) > 1:
+                out().print(("\n" if i else "") + f"[bold]== {escape(report.platform)} ==[/bold]")
+            print_bump(report, out(), show_all=args.all)
+        if len(reports) > 1:
+            out().print("\n" + "; ".join(f"{r.platform}: {'blocked' if r.blocked else 'nothing blocks'}"
+                                         for r in reports))
+    return EXIT_PROBLEM if any(r.blocked for r in reports) else EXIT_OK
 
 
 def cmd_asset(args: argparse.Namespace) -> int:
     """`asset add URL`: download a release wheel into the asset cache and print its manifest entry."""
+    from .image.assets import AssetError, add as add_asset
     try:
         entry = add_asset(args.url, Workspace(Path(args.manifest).parent, "").asset_cache)
     except AssetError as exc:
@@ -390,7 +450,21 @@ def cmd_asset(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def default_engine(plan: Plan, root: Path) -> str:
+    """The engine when --engine is left out: the one the committed lock was made with (a re-lock keeps it),
+    else uv for an architecture other than the host's (pip-compile resolves for the host only)."""
+    lock = Workspace(root, plan.image).plan_lock_dir(plan) / LockFiles.REQUIREMENTS
+    recorded = header_value(lock.read_text(), ENGINE_HEADER) if lock.is_file() else None
+    if recorded in ENGINES:
+        return recorded
+    host = {"x86_64": "amd64", "aarch64": "arm64", "arm64": "arm64"}.get(host_platform.machine().lower())
+    return "uv" if host != container_arch(plan.target.platform) else DEFAULT_ENGINE
+
+
 def cmd_lock(args: argparse.Namespace) -> int:
+    from .index import IndexClientError
+    from .lock import LockUnavailable, lock_variant
+    from .lock.pylock import write_pylock
     m = manifest_mod.load(args.manifest)
     root = m.path.parent
     plans = select_platform_plans(m, args)
@@ -415,7 +489,7 @@ def cmd_lock(args: argparse.Namespace) -> int:
     plans = [require_fresh_inventory(plan, root) for plan in plans]
     for plan in plans:
         try:
-            res = lock_variant(plan, root, engine=args.engine or DEFAULT_ENGINE, upgrade=args.upgrade,
+            res = lock_variant(plan, root, engine=args.engine or default_engine(plan, root), upgrade=args.upgrade,
                                log=lambda msg: err().print(escape(msg)))
         except LockUnavailable as exc:
             unavailable.append(plan.label)
@@ -489,7 +563,7 @@ def build_parser() -> argparse.ArgumentParser:
                      "Exit 0 clean, 1 conflicts (a stale lock is one), 2 bad input, 3 could not judge (unchecked)."),
         formatter_class=argparse.RawDescriptionHelpFormatter)
     add_variant_args(rp)
-    add_platform_arg(rp)
+    add_platform_arg(rp, every=True)
     rp.add_argument("--json", action="store_true", help="print the report as JSON (schema pinwheel.report/1)")
     rp.add_argument("--offline", action="store_true", help="use cached index metadata only")
     rp.add_argument("--no-lock", action="store_true", help="ignore the lock: show what plain pip per wheel set does")
@@ -576,6 +650,7 @@ def build_parser() -> argparse.ArgumentParser:
         formatter_class=argparse.RawDescriptionHelpFormatter)
     bp.add_argument("requirements", nargs="+", metavar="NAME==VERSION", help="the bump(s), e.g. torch==2.14.1")
     add_variant_args(bp)
+    add_platform_arg(bp, every=True)
     bp.add_argument("--json", action="store_true", help="print the comparison as JSON (schema pinwheel.bump/1)")
     bp.add_argument("--offline", action="store_true", help="use cached index metadata and ABI results only")
     bp.add_argument("--refresh", action="store_true", help="re-read index pages even when the cached ones are fresh")

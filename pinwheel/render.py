@@ -17,6 +17,7 @@ import jinja2
 
 from .plan import Plan
 from .steps import kind_of
+from .steps.git import build_point
 from .steps.wheels import StepView, missing_wheel, multiple_wheels
 from .workspace import InImage, LockFiles
 
@@ -66,6 +67,40 @@ def preflight_checks(plan: Plan) -> tuple[PreflightCheck, ...]:
                 multiple_message=f"pinwheel: ERROR: {multiple_wheels(p)}",
             ))
     return tuple(checks)
+
+
+@dataclass(frozen=True)
+class Segment:
+    """A run of the image stage's steps, ending where a later source build starts its builder stage.
+
+    A build that compiles against installed packages (`needs`, without isolation) starts from the image as
+    it is after the last step installing them, so the image stage is cut there into named stages; the
+    builds that start from one follow it. Without such builds the image is one segment, `image`.
+    """
+
+    name: str
+    steps: tuple  # the views of its steps, in order
+    builds: tuple  # (view, the step the build starts after) of each build that starts from this segment
+    previous: str | None  # the segment it continues; None for the first
+
+
+def segments(plan: Plan, views: Sequence) -> tuple[Segment, ...]:
+    """The image stage cut at every step a later build starts from (see Segment)."""
+    starts: dict[int, list] = {}
+    for step, view in zip(plan.steps, views):
+        point = build_point(step, plan.steps)
+        if point is not None:
+            starts.setdefault(point.index, []).append((view, point))
+    out: list[Segment] = []
+    run: list = []
+    for step, view in zip(plan.steps, views):
+        run.append(view)
+        if step.index in starts and step.index != plan.steps[-1].index:
+            out.append(Segment(f"image-{step.name}", tuple(run), tuple(starts[step.index]),
+                               out[-1].name if out else None))
+            run = []
+    out.append(Segment("image", tuple(run), (), out[-1].name if out else None))
+    return tuple(out)
 
 
 def _environment() -> jinja2.Environment:
@@ -179,6 +214,7 @@ def render_dockerfile(plans: Sequence[Plan]) -> str:
         raise ValueError("variants that install into different environments need one Dockerfile each: "
                          "render_dockerfiles")
     preflight = preflight_checks(first)
+    views = [kind_of(s).view(s) for s in first.steps]
     text = _environment().get_template("Dockerfile.j2").render(
         manifest=first.manifest_path,
         image=first.image,
@@ -190,7 +226,8 @@ def render_dockerfile(plans: Sequence[Plan]) -> str:
         environment=PythonEnvironment.of(first),
         gates=first.gates,
         gate_defaults={g.name: first.build_args[g.name] for g in first.gates},
-        steps=[kind_of(s).view(s) for s in first.steps],
+        steps=views,
+        segments=segments(first, views),
         preflight=preflight,
         preflight_gates=[g.name for g in first.gates if any(g.name in c.gates for c in preflight)],
         paths=InImage,

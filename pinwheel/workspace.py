@@ -9,6 +9,8 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
+from .index.target import CONTAINER_MACHINES
+
 # Environment variable that moves the one cache root (default: <root>/.cache).
 CACHE_ENV = "PINWHEEL_CACHE_DIR"
 
@@ -20,6 +22,15 @@ class LockFiles:
     CONSTRAINTS = "constraints.txt"  # shared pins + --no-deps and fallback pins
     REQUIREMENTS = "requirements.txt"  # the whole lock, hashed
     EXPECT = "expect.json"  # pins and suppressed requirements, for the smoke
+
+    @staticmethod
+    def of_platform(directory: Path) -> list[Path]:
+        """Every file of one platform's lock, sorted. The variant's own lock directory also holds the
+        other platforms' (lock/cu130/arm64/); those are theirs, so an arm64 re-lock leaves the amd64
+        image's lock digest and build context as they were."""
+        others = {c.split("/", 1)[1] for c in CONTAINER_MACHINES}
+        return sorted(p for p in Path(directory).rglob("*") if p.is_file()
+                      and p.relative_to(directory).parts[0] not in others)
 
     @staticmethod
     def step(index: int, name: str) -> str:

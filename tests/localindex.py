@@ -254,18 +254,18 @@ class LocalIndex:
         )
         return path
 
-    def add_sdist(self, name: str, version: str) -> Path:
-        """Publish a (minimal) sdist."""
+    def add_sdist(self, name: str, version: str, files: Mapping[str, bytes] | None = None) -> Path:
+        """Publish an sdist: a minimal PKG-INFO, or ``files`` (path inside its top directory -> bytes)."""
         dist = re.sub(r"[-_.]+", "_", canonicalize_name(name))
         path = self.files_dir / f"{dist}-{version}.tar.gz"
         import tarfile
 
         buf = io.BytesIO()
         with tarfile.open(fileobj=buf, mode="w:gz") as tf:
-            pkg = metadata_text(name, version).encode()
-            info = tarfile.TarInfo(f"{dist}-{version}/PKG-INFO")
-            info.size = len(pkg)
-            tf.addfile(info, io.BytesIO(pkg))
+            for member, data in (files or {"PKG-INFO": metadata_text(name, version).encode()}).items():
+                info = tarfile.TarInfo(f"{dist}-{version}/{member}")
+                info.size = len(data)
+                tf.addfile(info, io.BytesIO(data))
         path.write_bytes(buf.getvalue())
         self._publish(
             _Entry(

@@ -36,10 +36,22 @@ def _wheel_abi_from_dict(d: dict) -> WheelAbi:
     return WheelAbi(**d)
 
 
-def torch_tied(installed: dict[str, Installed], requirements) -> list[Installed]:
-    """Installed packages whose ABI may be tied to torch: local wheels, fallbacks, and those that require torch."""
+# Sources built into a wheel inside the build (git and sdist steps): no wheel of theirs exists on the host, and
+# the index's wheel of the same name and version is another build, never classified in their place.
+SOURCE_BUILDS = ("git", "sdist")
+
+
+def built_on_torch(plan: Plan) -> frozenset[str]:
+    """The packages the build compiles from source against the image's own torch (`needs: [torch]`)."""
+    return frozenset(getattr(s.spec, "package") for s in plan.steps
+                     if s.active and "torch" in (getattr(s.spec, "needs", ()) or ()))
+
+
+def torch_tied(installed: dict[str, Installed], requirements, built: frozenset[str] = frozenset()) -> list[Installed]:
+    """Installed packages whose ABI may be tied to torch: local wheels, fallbacks, those that require torch and
+    those built from source against the image's torch (``built``)."""
     return [i for i in sorted(installed.values(), key=lambda i: i.name)
-            if i.name != "torch" and (i.source in ("local", "fallback")
+            if i.name != "torch" and (i.source in ("local", "fallback") or i.name in built
                                       or any(canonicalize_name(r.name) == "torch" for r in requirements(i)))]
 
 
@@ -50,6 +62,8 @@ def wheel_abi_of(inst: Installed, planned: PlannedPackage | None, plan: Plan, so
     w = None
     filename = None
     how = "unavailable"
+    if inst.source in SOURCE_BUILDS:  # built in the image: its ELF is read from the built image (inspect)
+        return None, None, "source-build", None
     try:
         if inst.source == "local" and planned is not None:
             path = resolver.local_wheel(planned)

@@ -6,14 +6,10 @@ import argparse
 import sys
 from pathlib import Path
 
-from rich.console import Console
-
-from ..image.engine import Engine
 from ..index import DEFAULT_DEADLINE, IndexClient, metadata_source
 from ..lock import check_lock
 from ..manifest import Manifest
 from ..plan import LockState, Plan, plan_platforms, plan_variant
-from ..image.inventory import pinned_digest
 from ..resolve import reads_base, with_inventory
 from ..workspace import Workspace
 
@@ -29,18 +25,25 @@ class UsageError(Exception):
 UNBOUNDED_WIDTH = 100_000
 
 
-def _console(stream) -> Console:
+def _console(stream):
+    from rich.console import Console  # rich loads when something is printed, not for `--json` or `--help`
     width = None if stream.isatty() else UNBOUNDED_WIDTH
     # emoji off: a manifest key like ":thumbs_up:" must print as written
     return Console(file=stream, highlight=False, soft_wrap=True, width=width, emoji=False)
 
 
-def out() -> Console:
+def out():
     return _console(sys.stdout)
 
 
-def err() -> Console:
+def err():
     return _console(sys.stderr)
+
+
+def escape(text: str) -> str:
+    """rich's markup escape, with rich loaded only once a message is printed."""
+    from rich.markup import escape as rich_escape  # see _console
+    return rich_escape(text)
 
 
 # ------------------------------------------------------------------ plans
@@ -127,7 +130,12 @@ def lock_state(plan: Plan, root: Path):
 
 def inventory_engine(plan: Plan):
     """The engine that tells an unpinned base's identity, where one answers; None for a pinned base."""
-    if not reads_base(plan) or pinned_digest(plan.variant.base) or not plan.variant.base:
+    if not reads_base(plan) or not plan.variant.base:
+        return None
+    from ..image.engine import Engine  # the engine adapter loads only for a variant that reads its base
+    from ..image.inventory import pinned_digest
+
+    if pinned_digest(plan.variant.base):
         return None
     engine = Engine()
     return None if engine.unavailable_reason() else engine
@@ -154,6 +162,7 @@ def require_fresh_lock(plan: Plan, root: Path) -> None:
 
 
 def engine_or_fail():
+    from ..image.engine import Engine  # see inventory_engine
     engine = Engine()
     reason = engine.unavailable_reason()
     if reason:

@@ -7,28 +7,28 @@ import json
 import sys
 from pathlib import Path
 
-from rich.markup import escape
+from typing import TYPE_CHECKING
 
 from .. import manifest as manifest_mod
-from ..adopt import adopt
-from ..adopt import to_yaml as adopted_yaml
-from ..image.engine import Engine
 from ..distributions import InventoryError
-from ..image.inventory import history, save_and
 from ..index import IndexClient, IndexClientError, metadata_source
 from ..lock import locked_versions
 from ..manifest import Manifest
 from ..plan import plan_variant
-from ..reports.audit import audit, print_audit, print_replay
-from ..reports.inspect import Side, diff, inspect_archive, print_diff, print_inspection, side_of_image
-from ..reports.inspect import to_json as inspection_json
 from ..resolve import ResolveError, resolve
 from ..workspace import LockFiles, Workspace
 
-from .common import EXIT_OK, EXIT_PROBLEM, UsageError, engine_or_fail, err, out
+from .common import EXIT_OK, EXIT_PROBLEM, UsageError, engine_or_fail, err, escape, out
+
+if TYPE_CHECKING:
+    from ..image.engine import Engine
+
+# Each command imports its report and the engine's image reader inside its function (as cli.py does).
 
 
 def cmd_inspect(args: argparse.Namespace) -> int:
+    from ..image.inventory import save_and
+    from ..reports.inspect import inspect_archive, print_inspection, to_json as inspection_json
     engine = engine_or_fail()
     if not engine.image_exists(args.image):
         raise UsageError(f"image {args.image} is not in the engine")
@@ -46,6 +46,8 @@ def cmd_inspect(args: argparse.Namespace) -> int:
 
 def diff_side(engine: Engine | None, ref: str, m: Manifest | None):
     """An image in the engine, or a lock directory (images/<image>/lock/<variant>) of the manifest."""
+    from ..image.inventory import history, save_and
+    from ..reports.inspect import Side, side_of_image
     path = Path(ref)
     if path.is_dir() and (path / LockFiles.REQUIREMENTS).exists():
         if m is None:
@@ -63,6 +65,7 @@ def diff_side(engine: Engine | None, ref: str, m: Manifest | None):
 
 
 def cmd_diff(args: argparse.Namespace) -> int:
+    from ..reports.inspect import diff, print_diff
     m = manifest_mod.load(args.manifest) if Path(args.manifest).exists() else None
     engine = None if all(Path(r).is_dir() for r in (args.a, args.b)) else engine_or_fail()
     try:
@@ -77,6 +80,7 @@ def cmd_diff(args: argparse.Namespace) -> int:
 
 
 def cmd_audit(args: argparse.Namespace) -> int:
+    from ..reports.audit import audit, print_audit, print_replay
     if not args.dockerfile.is_file():
         raise UsageError(f"{args.dockerfile}: not a file")
     try:
@@ -95,6 +99,7 @@ def cmd_audit(args: argparse.Namespace) -> int:
 
 def replay_audit(args: argparse.Namespace) -> dict:
     """The file's pinned pip installs, in order, as plain pip would run them: hazards and suppressed edges."""
+    from ..adopt import adopt, to_yaml as adopted_yaml
     adopted = adopt(args.dockerfile)
     m = manifest_mod.parse(adopted_yaml(adopted, args.dockerfile), args.dockerfile.with_name("(imported).yaml"))
     plan = plan_variant(m, "main")
@@ -112,6 +117,7 @@ def replay_audit(args: argparse.Namespace) -> dict:
 
 
 def cmd_import(args: argparse.Namespace) -> int:
+    from ..adopt import adopt, to_yaml as adopted_yaml
     if not args.dockerfile.is_file():
         raise UsageError(f"{args.dockerfile}: not a file")
     if args.output.exists() and not args.force:

@@ -191,7 +191,10 @@ def check_local_wheels(plan: Plan, inputs: BuildInputs) -> list[str]:
 
 def assemble_context(plan: Plan, inputs: BuildInputs, context: Path, dockerfile: str = "Dockerfile") -> None:
     shutil.copy2(inputs.image_dir / dockerfile, context / "Dockerfile")
-    shutil.copytree(inputs.lock_dir, context / "lock" / plan.variant.name)
+    for path in LockFiles.of_platform(inputs.lock_dir):  # this platform's lock only
+        target = context / "lock" / plan.variant.name / path.relative_to(inputs.lock_dir)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(path, target)
     payload = context / "smoke_payload.py"
     payload.write_bytes(PAYLOAD.read_bytes())
     payload.chmod(0o644)

@@ -22,6 +22,7 @@ Nothing here touches the network or runs pip at import time.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import logging
@@ -30,12 +31,10 @@ import tempfile
 import threading
 import time
 import zipfile
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import IO, Any, Iterable, Mapping, Sequence
+from typing import IO, TYPE_CHECKING, Any, Iterable, Mapping, Sequence
 from urllib.parse import urljoin, urlsplit
 
-import requests
 from packaging.utils import NormalizedName, canonicalize_name
 from packaging.version import Version
 
@@ -50,9 +49,14 @@ from .errors import (
     PackageNotFound,
     redact,
 )
-from .files import IndexFile, file_or_none, parse_html_page, parse_json_page
-from .metadata import DistMetadata, RangeFile, local_metadata, parse_metadata, read_metadata_from_zip
+from .files import IndexFile, file_or_none, parse_html_page, parse_json_page, parse_version
+from .metadata import DistMetadata, RangeFile, from_parsed, local_metadata, parse_metadata, parsed_fields, \
+    read_metadata_from_zip
+from .parsed import ParsedStore, read_with_stat
 from .target import python_tuple, target_tags
+
+if TYPE_CHECKING:
+    import requests
 
 log = logging.getLogger(__name__)
 
@@ -69,8 +73,69 @@ SPOOL_BYTES = 32 * 1024 * 1024
 RETRY_STATUS = frozenset({429}) | frozenset(range(500, 600))
 # Total seconds a client waits on the network, retries included (report --index-deadline).
 DEFAULT_DEADLINE = 60.0
-# Connection failures worth another attempt.
-_NETWORK_ERRORS = (requests.ConnectionError, requests.Timeout, requests.exceptions.ChunkedEncodingError)
+
+
+def _network_errors() -> tuple[type[Exception], ...]:
+    """Connection failures worth another attempt."""
+    import requests  # requests loads with the first request: an offline run never needs it
+
+    return (requests.ConnectionError, requests.Timeout, requests.exceptions.ChunkedEncodingError)
+
+
+class _Page:
+    """A project's files as its page lists them, grouped by version; a group is built on first use.
+
+    ``versions`` maps each version's text (the first file's) to the text of its first unyanked file's
+    version, or None when every file of it is yanked; ``load_group`` gives one version's files and
+    ``load_all`` every file in page order.
+    """
+
+    def __init__(self, versions: dict[str, str | None], load_group, load_all) -> None:
+        self._versions = versions
+        self._load_group = load_group
+        self._load_all = load_all
+        self._groups: dict[str, list[IndexFile]] = {}
+        self._all: list[IndexFile] | None = None
+
+    @classmethod
+    def of(cls, files: list[IndexFile]) -> "_Page":
+        groups = group_by_version(files)
+        page = cls({text: next((str(f.version) for f in group if not f.is_yanked), None)
+                    for text, group in groups.items()}, groups.__getitem__, lambda: files)
+        page._groups, page._all = groups, files
+        return page
+
+    def versions(self, include_yanked: bool) -> set[Version]:
+        return {parse_version(text if include_yanked else unyanked) for text, unyanked in self._versions.items()
+                if include_yanked or unyanked is not None}
+
+    def files_of(self, want: Version) -> list[IndexFile]:
+        """The files of one version, in page order (equal versions share one group)."""
+        for text in self._versions:
+            if parse_version(text) == want:
+                if text not in self._groups:
+                    self._groups[text] = self._load_group(text)
+                return list(self._groups[text])
+        return []
+
+    def all(self) -> list[IndexFile]:
+        if self._all is None:
+            self._all = self._load_all()
+        return list(self._all)
+
+
+@functools.lru_cache(maxsize=64)
+def _tag_priority(python_version: str, platforms: tuple[str, ...]) -> dict:
+    """Each wheel tag a target supports, by preference (0 is best); asked once per target, not per lookup."""
+    return {tag: i for i, tag in enumerate(target_tags(python_version, platforms))}
+
+
+def group_by_version(files: list[IndexFile]) -> dict[str, list[IndexFile]]:
+    """Files grouped by equal versions, each group keyed by its first file's version text, in page order."""
+    groups: dict[Version, list[IndexFile]] = {}
+    for f in files:
+        groups.setdefault(f.version, []).append(f)
+    return {str(group[0].version): group for group in groups.values()}
 
 
 class IndexClient:
@@ -120,7 +185,8 @@ class IndexClient:
         self.refresh = refresh
         self._failing_since: float | None = None
         self._failed_hosts: set[str] = set()
-        self._pages: dict[str, list[IndexFile]] = {}
+        self._pages: dict[str, _Page] = {}
+        self._parsed = ParsedStore(self.cache_dir)
         self._lock = threading.Lock()
         self._name_locks: dict[str, threading.Lock] = {}
         self.stats = {"page_requests": 0, "metadata_requests": 0, "range_requests": 0, "downloads": 0}
@@ -138,12 +204,14 @@ class IndexClient:
     @property
     def index_url(self) -> str:
         if self._index_url is None:
-            self._index_url = default_index_url().rstrip("/") + "/"
+            self._index_url = default_index_url(self.cache_dir).rstrip("/") + "/"
         return self._index_url
 
     @property
     def session(self) -> requests.Session:
         if self._session is None:
+            import requests  # see _network_errors
+
             self._session = requests.Session()
         return self._session
 
@@ -192,7 +260,7 @@ class IndexClient:
                     timeout=min(self.timeout, remaining),
                     verify=self.verify,
                 )
-            except _NETWORK_ERRORS as exc:
+            except _network_errors() as exc:
                 last = f"{type(exc).__name__}: {exc}"
                 self._failing_since = self._failing_since or started
                 continue
@@ -230,24 +298,71 @@ class IndexClient:
     def _read_page_cache(self, name: str) -> dict[str, Any] | None:
         path = self._page_cache_path(name)
         try:
-            return json.loads(path.read_text())
+            raw, stat = read_with_stat(path)
+            record = json.loads(raw)
         except FileNotFoundError:
             return None
         except (OSError, ValueError) as exc:
             log.warning("ignoring unreadable cache file %s: %s", path, exc)
             return None
+        record["_stat"] = stat  # which file these bytes came from, for the parsed store
+        return record
+
+    def _cached_page(self, cname: str, record: dict[str, Any]) -> _Page:
+        """The page a cache record lists, remembered parsed for the next run."""
+        stat = record.pop("_stat", None)
+        page = _Page.of([f for f in map(file_or_none, record["files"]) if f is not None])
+        if stat is not None:
+            groups = {text: (page._versions[text], [f.to_json() for f in group]) for text, group in page._groups.items()}
+            self._parsed.store_page(self._page_cache_path(cname), stat, float(record.get("fetched", 0)), groups)
+        return page
+
+    def _parsed_page(self, cname: str) -> _Page | None:
+        """The cached page from the parsed store, where it holds the page file as it is now."""
+        path = self._page_cache_path(cname)
+        found = self._parsed.page(path)
+        if found is None:
+            return None
+        fetched, versions = found
+        if not self.offline and (self.max_age is None or time.time() - fetched > self.max_age):
+            return None
+        groups: dict[str, list[IndexFile]] = {}
+
+        def load_group(text: str) -> list[IndexFile]:
+            if text not in groups:
+                entries = self._parsed.page_files(path, text)
+                if entries is None:  # the page file changed since: read it whole
+                    record = self._read_page_cache(cname)
+                    if record is None:
+                        raise CacheMiss(f"the cached index page of package {cname!r} went away ({path})", name=cname)
+                    return self._cached_page(cname, record).files_of(parse_version(text))
+                groups[text] = [IndexFile.from_json(e) for e in entries]
+            return groups[text]
+
+        def load_all() -> list[IndexFile]:
+            record = self._read_page_cache(cname)
+            if record is None:
+                raise CacheMiss(f"the cached index page of package {cname!r} went away ({path})", name=cname)
+            return self._cached_page(cname, record).all()
+
+        return _Page(versions, load_group, load_all)
 
     def files(self, name: str) -> list[IndexFile]:
         """All files of a project (wheels and sdists) as the index lists them."""
+        return self._page(name).all()
+
+    def _page(self, name: str) -> _Page:
         cname = canonicalize_name(name)
         with self._key_lock(f"page:{cname}"):
-            if cname in self._pages:
-                return list(self._pages[cname])
-            files = self._load_page(cname)
-            self._pages[cname] = files
-            return list(files)
+            if cname not in self._pages:
+                self._pages[cname] = self._load_page(cname)
+            return self._pages[cname]
 
-    def _load_page(self, cname: str) -> list[IndexFile]:
+    def _load_page(self, cname: str) -> _Page:
+        if self.offline or (self.max_age is not None and not self.refresh):
+            parsed = self._parsed_page(cname)
+            if parsed is not None:
+                return parsed
         cached = self._read_page_cache(cname)
         url = self._page_url(cname)
         if self.offline:
@@ -257,12 +372,14 @@ class IndexClient:
                     f"({self._page_cache_path(cname)})",
                     name=cname,
                 )
-            return [f for f in map(file_or_none, cached["files"]) if f is not None]
+            return self._cached_page(cname, cached)
         if cached is not None and self.refresh:
             cached = None  # --refresh: an unconditional request, and the page rewritten
         if cached is not None and self.max_age is not None:
             if time.time() - float(cached.get("fetched", 0)) <= self.max_age:
-                return [f for f in map(file_or_none, cached["files"]) if f is not None]
+                return self._cached_page(cname, cached)
+        if cached is not None:
+            cached.pop("_stat", None)
         headers = {"Accept": ACCEPT}
         if cached is not None:
             if cached.get("etag"):
@@ -275,7 +392,7 @@ class IndexClient:
             if resp.status_code == 304 and cached is not None:
                 cached["fetched"] = time.time()
                 atomic_write(self._page_cache_path(cname), json.dumps(cached).encode())
-                return [f for f in map(file_or_none, cached["files"]) if f is not None]
+                return _Page.of([f for f in map(file_or_none, cached["files"]) if f is not None])
             if resp.status_code == 404:
                 raise PackageNotFound(cname, url)
             if resp.status_code != 200:
@@ -310,15 +427,11 @@ class IndexClient:
                 "files": [f.to_json() for f in files],
             }
         atomic_write(self._page_cache_path(cname), json.dumps(record).encode())
-        return files
+        return _Page.of(files)
 
     def versions(self, name: str, *, include_yanked: bool = False) -> list[Version]:
         """Versions of a project, ascending; versions whose files are all yanked are left out."""
-        found: set[Version] = set()
-        for f in self.files(name):
-            if include_yanked or not f.is_yanked:
-                found.add(f.version)
-        return sorted(found)
+        return sorted(self._page(name).versions(include_yanked))
 
     def best_wheel(
         self,
@@ -334,11 +447,11 @@ class IndexClient:
         build numbers.
         """
         want = version if isinstance(version, Version) else Version(str(version))
-        priority = {tag: i for i, tag in enumerate(target_tags(python_version, platforms))}
+        priority = _tag_priority(python_version, tuple(platforms))
         py = ".".join(str(p) for p in python_tuple(python_version))
         best: tuple[tuple, IndexFile] | None = None
-        for f in self.files(name):
-            if not f.is_wheel or f.version != want:
+        for f in self._page(name).files_of(want):
+            if not f.is_wheel:
                 continue
             ranks = [priority[t] for t in f.tags if t in priority]
             if not ranks or not f.requires_python_allows(py):
@@ -370,7 +483,7 @@ class IndexClient:
         """
         cname = canonicalize_name(name)
         want = version if isinstance(version, Version) else Version(str(version))
-        files = [f for f in self.files(cname) if f.version == want]
+        files = self._page(cname).files_of(want)
         wheels = [f for f in files if f.is_wheel]
         if not files:
             raise MetadataUnavailable(f"package {cname!r} has no files for version {want}", name=cname, version=str(want))
@@ -414,6 +527,8 @@ class IndexClient:
             except IndexClientError as exc:
                 return exc
 
+        from concurrent.futures import ThreadPoolExecutor  # noqa: PLC0415 - only batch lookups run threads
+
         with ThreadPoolExecutor(max_workers=max_workers) as pool:
             return dict(zip(pairs, pool.map(one, pairs)))
 
@@ -425,12 +540,21 @@ class IndexClient:
             )
         path = self._meta_cache_path(f)
         with self._key_lock(f"meta:{path.name}"):
+            cached = not (self.refresh and not self.offline)
+            if cached:
+                parsed = self._parsed.metadata(path)
+                if parsed is not None:
+                    meta = from_parsed(parsed, filename=f.filename, url=f.url, sha256=f.sha256, source="cache")
+                    if meta is not None:
+                        return meta
             try:
-                raw = None if (self.refresh and not self.offline) else path.read_bytes()
+                raw, stat = read_with_stat(path) if cached else (None, None)
             except FileNotFoundError:
                 raw = None
             if raw is not None:
-                return parse_metadata(raw, filename=f.filename, url=f.url, sha256=f.sha256, source="cache")
+                meta = parse_metadata(raw, filename=f.filename, url=f.url, sha256=f.sha256, source="cache")
+                self._parsed.store_metadata(path, stat, parsed_fields(meta))
+                return meta
             if self.offline:
                 raise CacheMiss(
                     f"offline: metadata of package {f.name!r} {f.version} ({f.filename}) is not in the cache",
@@ -546,7 +670,7 @@ class IndexClient:
                 digest.update(chunk)
                 size += len(chunk)
                 out.write(chunk)
-        except _NETWORK_ERRORS as exc:
+        except _network_errors() as exc:
             raise IndexUnavailable(f"download of {f.filename}: {redact(f.url)} failed ({exc})",
                                    name=f.name, url=f.url) from None
         if f.sha256 and digest.hexdigest() != f.sha256.lower():

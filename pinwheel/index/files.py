@@ -31,9 +31,19 @@ def file_or_none(data: Mapping[str, Any]) -> "IndexFile | None":
         return None
 
 
-@functools.lru_cache(maxsize=4096)
-def _parse_version(text: str) -> Version:
+@functools.lru_cache(maxsize=1 << 16)
+def parse_version(text: str) -> Version:
+    """A version, parsed once per text (a page lists the same versions many times)."""
     return Version(text)
+
+
+@functools.lru_cache(maxsize=1024)
+def _requires_python(text: str) -> SpecifierSet | None:
+    """A Requires-Python value, parsed once per text (most files of a project share a few); None when invalid."""
+    try:
+        return SpecifierSet(text)
+    except InvalidSpecifier:
+        return None
 
 
 @dataclass(frozen=True)
@@ -77,7 +87,7 @@ class IndexFile:
         if self.filename.endswith(".whl"):
             # A wheel name's second dash-separated field is its version (the name
             # field has no dashes); far cheaper than parsing every tag.
-            return _parse_version(self.filename.split("-", 2)[1])
+            return parse_version(self.filename.split("-", 2)[1])
         return self._parsed[1]
 
     @property
@@ -99,10 +109,8 @@ class IndexFile:
     def requires_python_allows(self, python_version: str) -> bool:
         if not self.requires_python:
             return True
-        try:
-            return SpecifierSet(self.requires_python).contains(python_version, prereleases=True)
-        except InvalidSpecifier:
-            return True
+        spec = _requires_python(self.requires_python)
+        return True if spec is None else spec.contains(python_version, prereleases=True)
 
     def to_json(self) -> dict[str, Any]:
         return {

@@ -7,7 +7,6 @@ wheel's RECORD where that can be read cheaply.
 from __future__ import annotations
 
 import base64
-import email.parser
 import hashlib
 import logging
 import re
@@ -17,7 +16,6 @@ from pathlib import Path
 from typing import Callable, Iterable, Mapping, Sequence
 
 from packaging.markers import default_environment
-from packaging.metadata import Metadata
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.utils import InvalidWheelFilename, NormalizedName, canonicalize_name, parse_wheel_filename
@@ -84,6 +82,11 @@ def parse_metadata(
         text = data.decode("utf-8", errors="surrogateescape")
     else:
         text = data
+    # packaging's metadata module and the email package load only for a document not yet in the parsed store
+    import email.parser  # noqa: PLC0415
+
+    from packaging.metadata import Metadata  # noqa: PLC0415
+
     try:
         meta = Metadata.from_email(text, validate=True)
         return DistMetadata(
@@ -133,6 +136,39 @@ def parse_metadata(
         source=source,
         invalid_requires=tuple(bad),
     )
+
+
+def parsed_fields(meta: DistMetadata) -> dict:
+    """What a METADATA document declares, as JSON text: kept by the parsed store (index.parsed)."""
+    return {
+        "name": meta.name,
+        "version": str(meta.version),
+        "requires_dist": [str(r) for r in meta.requires_dist],
+        "requires_python": str(meta.requires_python) if meta.requires_python is not None else None,
+        "provides_extra": list(meta.provides_extra),
+        "invalid_requires": list(meta.invalid_requires),
+    }
+
+
+def from_parsed(data: dict, *, filename: str | None = None, url: str | None = None, sha256: str | None = None,
+                source: str = "") -> DistMetadata | None:
+    """The DistMetadata that parsed_fields() wrote, or None where it no longer reads back (parse the raw file)."""
+    try:
+        rp = data["requires_python"]
+        return DistMetadata(
+            name=canonicalize_name(data["name"]),
+            version=Version(data["version"]),
+            requires_dist=tuple(Requirement(r) for r in data["requires_dist"]),
+            requires_python=SpecifierSet(rp) if rp is not None else None,
+            provides_extra=tuple(canonicalize_name(e) for e in data["provides_extra"]),
+            filename=filename,
+            url=url,
+            sha256=sha256,
+            source=source,
+            invalid_requires=tuple(data["invalid_requires"]),
+        )
+    except (KeyError, TypeError, InvalidRequirement, InvalidSpecifier, InvalidVersion):
+        return None
 
 
 class RangeFile:

@@ -88,8 +88,13 @@ def target_platforms(platform: str) -> list[str]:
 
     A manylinux target also takes plain ``linux_<arch>`` wheels (local builds).
     """
+    return list(_target_platforms(platform))
+
+
+@functools.lru_cache(maxsize=64)
+def _target_platforms(platform: str) -> tuple[str, ...]:  # asked for on every wheel lookup
     arch = platform.split("_", 3)[-1] if platform.startswith("manylinux_") else ""
-    return expand_platforms([platform]) + ([f"linux_{arch}"] if arch else [])
+    return tuple(expand_platforms([platform]) + ([f"linux_{arch}"] if arch else []))
 
 
 def target_tags(python_version: str | Sequence[int], platforms: Iterable[str]) -> list[Tag]:

@@ -60,7 +60,7 @@ def lock_sha256(directory: Path | str) -> str:
         raise LockError(f"{directory} is not a lock directory")
     # Images are labelled with it (io.pinwheel.lock.sha256).
     h = hashlib.sha256()
-    for path in sorted(p for p in directory.rglob("*") if p.is_file()):
+    for path in LockFiles.of_platform(directory):  # not the other platforms' lock directories inside it
         h.update(path.relative_to(directory).as_posix().encode() + b"\0")
         h.update(hashlib.sha256(path.read_bytes()).digest())
     return h.hexdigest()

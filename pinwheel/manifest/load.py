@@ -257,7 +257,21 @@ def _variants(r: Reader, node: Any) -> dict[str, Variant]:
             if out[variant.base_variant].base_variant is not None:
                 raise r.fail(line, key, f"{variant.base_variant!r} is itself built on another variant; "
                                         "one level is supported")
+            _check_base_platforms(r, node.value[name].value, name, variant, out[variant.base_variant], line)
     return out
+
+
+def _check_base_platforms(r: Reader, m: dict, name: str, variant: Variant, base: Variant, line: int) -> None:
+    """Each platform of a variant built on another variant's image is built FROM that variant's image for
+    the same platform, so the base variant must be built for every one of them."""
+    lacking = [p for p in variant.container_platforms if p not in base.container_platforms]
+    if not lacking:
+        return
+    key, at = (f"variants.{name}.platforms", m["platforms"].line) if variant.platforms else \
+        (f"variants.{name}.base_variant", line)
+    raise r.fail(at, key, f"{', '.join(lacking)}: variant {name} is built there FROM variant {base.name}'s image, "
+                          f"which is built for {', '.join(base.container_platforms)} only; add "
+                          f"{', '.join(lacking)} to variants.{base.name}.platforms, or build {name} without it")
 
 
 def _base(r: Reader, m: dict, key: str, line: int) -> str:

@@ -6,18 +6,22 @@ ever added, never renamed or removed, within one schema version.
 from __future__ import annotations
 
 import dataclasses
+import re
 from collections import defaultdict
+from typing import TYPE_CHECKING
 
 from packaging.requirements import Requirement
-from rich.console import Console
-from rich.markup import escape
-from rich.table import Table
+from packaging.version import InvalidVersion, Version
 
-from ..abi.cache import AbiCache, torch_tied, wheel_abi_of
+from ..abi.cache import AbiCache, built_on_torch, torch_tied, wheel_abi_of
 from ..abi.provenance import provenance_mismatches
+from ..index import IndexClientError, target_tags
 from ..plan import Edge, Hazard, Plan
 from ..resolve import BASE, Resolver, excludes_shared_pin
 from ..workspace import Workspace
+
+if TYPE_CHECKING:
+    from rich.console import Console
 
 SCHEMA = "pinwheel.report/1"
 
@@ -148,7 +152,56 @@ def dropped_requirements(plan: Plan) -> list[dict]:
     return out
 
 
-def summarize(plan: Plan, shared: list[dict], allow_unchecked: bool = False, abi: list[dict] | None = None) -> dict:
+_MACHINE = re.compile(r"(x86_64|aarch64|i686|ppc64le|s390x|armv7l|universal2|arm64|amd64|win32)$")
+
+
+def machine_of(platform_tag: str) -> str:
+    """The machine a wheel's platform tag is for: manylinux_2_28_x86_64 -> x86_64, any -> any."""
+    m = _MACHINE.search(platform_tag)
+    return m.group(1) if m else platform_tag
+
+
+def missing_on_platform(plan: Plan, source) -> list[dict]:
+    """Index packages of the image with no file the target can install, while the index has that version
+    for other platforms: missing on this platform (linux/arm64), its own finding and a conflict (its
+    build stops there), not a lookup that failed. A package whose files cannot be read is left to the
+    lookups that say so. Only packages whose metadata the resolver could not read are looked up (a
+    missing one is among them), so a clean report asks the index nothing more."""
+    tags = frozenset(target_tags(plan.target.python, plan.target.platforms()))
+    unread = {e.parent for e in plan.edges if e.verdict == "unchecked"} | {u.package for u in plan.unjudged}
+    out = []
+    for inst in plan.installed:
+        if inst.source not in ("index", "fallback") or inst.name not in unread:
+            continue
+        try:
+            want = Version(inst.version)
+            files = [f for f in source.files(inst.name) if f.version == want]
+        except (IndexClientError, InvalidVersion, OSError):
+            continue
+        if not files or any(not f.is_wheel or f.tags & tags for f in files):
+            continue  # nothing published at all (said elsewhere), or something this platform installs
+        machines = sorted({machine_of(t.platform) for f in files for t in f.tags})
+        out.append({"package": inst.name, "version": inst.version, "step": inst.step,
+                    "platform": plan.container_platform, "target": plan.target.platform,
+                    "python": plan.target.python, "wheels_for": machines,
+                    "wheels": sorted(f.filename for f in files)})
+    return out
+
+
+def missing_why(d: dict) -> str:
+    """What the index has instead: wheels for other machines, or for this one but another Python or libc."""
+    if machine_of(d["target"]) in d["wheels_for"]:
+        return f"its {machine_of(d['target'])} wheels are for another Python or a newer libc"
+    return f"the index has wheels for {', '.join(d['wheels_for'])} only"
+
+
+def missing_text(d: dict) -> str:
+    return (f"{d['package']} {d['version']} is missing on {d['platform']}: no wheel for Python {d['python']} on "
+            f"{d['target']} ({missing_why(d)})")
+
+
+def summarize(plan: Plan, shared: list[dict], allow_unchecked: bool = False, abi: list[dict] | None = None,
+              missing: list[dict] | None = None) -> dict:
     """Counts and the verdict. Unchecked is never clean: it is its own verdict unless allowed."""
     count = defaultdict(int)
     for e in plan.edges:
@@ -157,13 +210,17 @@ def summarize(plan: Plan, shared: list[dict], allow_unchecked: bool = False, abi
     stale = plan.lock_state is not None and plan.lock_state.status == "stale"
     dropped = dropped_requirements(plan)
     dropped_unmet = sum(1 for d in dropped if not d["allowed"])
+    absent = {d["package"] for d in missing or ()}
     conflicts = (count["violated"] + len(plan.hazards) + len(shared_broken) + len(plan.clashes) + int(stale)
-                 + int(inventory_problem(plan)) + dropped_unmet)
-    abi_unknown = sum(1 for row in abi or () if row["abi_class"] == "unknown")
+                 + int(inventory_problem(plan)) + dropped_unmet + len(absent))
+    # A package missing on the platform has no metadata there: that is its finding, not a failed lookup.
+    abi_unknown = sum(1 for row in abi or () if row["abi_class"] == "unknown" and row["name"] not in absent)
     # A failed lookup already behind an unchecked edge is counted once.
-    unchecked_parents = {e.parent for e in plan.edges if e.verdict == "unchecked"}
-    lookups = len({u.package for u in plan.unjudged} - unchecked_parents)
-    unchecked = count["unchecked"] + lookups + abi_unknown
+    unchecked_edges = [e for e in plan.edges if e.verdict == "unchecked" and e.parent not in absent]
+    unchecked_parents = {e.parent for e in unchecked_edges}
+    lookups = len({u.package for u in plan.unjudged} - unchecked_parents - absent)
+    unchecked = len(unchecked_edges) + lookups + abi_unknown
+    count["unchecked"] = len(unchecked_edges)
     if conflicts:
         verdict = "conflicts"
     elif unchecked and not allow_unchecked:
@@ -173,11 +230,12 @@ def summarize(plan: Plan, shared: list[dict], allow_unchecked: bool = False, abi
     return {
         "edges": {k: count[k] for k in ("satisfied", "violated", "suppressed", "unchecked", "extra-only", "marker-excluded",
                                         "base-broken", "overridden")},
+        "missing_on_platform": len(absent),  # their unchecked edges are counted here, not under edges
         "hazards": len(plan.hazards),
         "hazards_removed_by_lock": len(plan.unlocked_hazards) if plan.locked else 0,
         "shared_pins_broken": len(shared_broken),
         "clashes": len(plan.clashes),
-        "unjudged": len(plan.unjudged),
+        "unjudged": len([u for u in plan.unjudged if u.package not in absent]),
         "abi_unknown": abi_unknown,
         "lock": plan.lock_state.status if plan.lock_state else None,
         "inventory": plan.inventory_state.status if plan.inventory_state else None,
@@ -194,11 +252,12 @@ def summarize(plan: Plan, shared: list[dict], allow_unchecked: bool = False, abi
     }
 
 
-def to_json(plan: Plan, abi: list[dict] | None = None, allow_unchecked: bool = False) -> dict:
+def to_json(plan: Plan, abi: list[dict] | None = None, allow_unchecked: bool = False,
+            missing: list[dict] | None = None) -> dict:
     shared = shared_pin_findings(plan)
     req_by = required_by(plan)
     moved = moved_pins(plan)
-    summary = summarize(plan, shared, allow_unchecked, abi)
+    summary = summarize(plan, shared, allow_unchecked, abi, missing)
     return {
         "schema": SCHEMA,
         "image": plan.image,
@@ -207,6 +266,7 @@ def to_json(plan: Plan, abi: list[dict] | None = None, allow_unchecked: bool = F
         "locked": plan.locked,
         "lock": dataclasses.asdict(plan.lock_state) if plan.lock_state else None,
         "target": dataclasses.asdict(plan.target),
+        "platform": plan.container_platform,
         "packages": [
             {**dataclasses.asdict(i), "extras": list(i.extras), "required_by": req_by.get(i.name, []),
              "moved": moved.get(i.name)}
@@ -224,8 +284,9 @@ def to_json(plan: Plan, abi: list[dict] | None = None, allow_unchecked: bool = F
         "clashes": [{**dataclasses.asdict(c), "wanted": list(c.wanted), "reasons": list(c.reasons)}
                     for c in plan.clashes],
         "unjudged": [dataclasses.asdict(u) for u in plan.unjudged],
+        "missing_on_platform": list(missing or ()),
         "torch_abi": abi or [],
-        "next_steps": next_steps(plan, shared, summary, abi),
+        "next_steps": next_steps(plan, shared, summary, abi, missing),
         "summary": summary,
     }
 
@@ -242,9 +303,13 @@ def replaced_pins(plan: Plan) -> dict[str, dict]:
             for h in plan.replacements}
 
 
-def next_steps(plan: Plan, shared: list[dict], summary: dict, abi: list[dict] | None = None) -> list[str]:
+def next_steps(plan: Plan, shared: list[dict], summary: dict, abi: list[dict] | None = None,
+               missing: list[dict] | None = None) -> list[str]:
     """What to do about each finding, in the order the report lists them."""
     steps = []
+    for d in missing or ():
+        steps.append(f"{missing_text(d)}: pin a version of {d['package']} that has a {d['platform']} wheel, gate "
+                     f"it off there (a gate on arch), or take {d['platform']} out of the variant's platforms")
     if inventory_problem(plan):
         assert plan.inventory_state is not None
         steps.append(f"the base inventory of {plan.variant.name} is {plan.inventory_state.status} "
@@ -287,8 +352,9 @@ def next_steps(plan: Plan, shared: list[dict], summary: dict, abi: list[dict] | 
             steps.append(f"shared pin {sp['name']}=={sp['version']} is broken ({'; '.join(sp['broken_because'])}): "
                          f"move the pin, or choose releases whose requirements admit it")
     if summary["unchecked"]:
-        names = sorted({e.parent for e in plan.edges if e.verdict == "unchecked"} | {u.package for u in plan.unjudged}
-                       | {row["name"] for row in abi or () if row["abi_class"] == "unknown"})
+        names = sorted(({e.parent for e in plan.edges if e.verdict == "unchecked"} | {u.package for u in plan.unjudged}
+                        | {row["name"] for row in abi or () if row["abi_class"] == "unknown"})
+                       - {d["package"] for d in missing or ()})
         steps.append(f"{summary['unchecked']} requirement(s) could not be judged ({', '.join(names)}): check the "
                      f"index and the network, run again (--refresh re-reads the index), or pass --allow-unchecked "
                      f"to accept them knowingly")
@@ -317,7 +383,7 @@ def torch_abi(plan: Plan, source, client, workspace: Workspace, offline: bool) -
     locals_by_name = {p.name: p for p in plan.packages() if p.local}
     cache, resolver, notes = AbiCache(workspace, client, offline), Resolver(source, workspace.wheels_dir), []
     rows = []
-    for inst in torch_tied(by_name, lambda i: torch_reqs.get(i.name, [])):
+    for inst in torch_tied(by_name, lambda i: torch_reqs.get(i.name, []), built_on_torch(plan)):
         w, filename, how, built = wheel_abi_of(inst, locals_by_name.get(inst.name), plan, source, resolver, cache, notes)
         rows.append({
             "name": inst.name, "version": inst.version, "source": inst.source, "wheel": filename,
@@ -335,7 +401,8 @@ ABI_MEANING = {
     "unstable": "imports torch's C++ ABI (c10/at/torch symbols): rebuild for every torch bump",
     "stable": "LibTorch stable ABI only (aoti_torch_*): forward compatible from the torch it was built for",
     "none": "no torch linkage",
-    "unknown": "not classified (offline without a cached wheel, or no wheel for the target)",
+    "unknown": "not classified (offline without a cached wheel, no wheel for the target, or built from source in "
+               "the build: `build.py inspect` classifies the built image's)",
 }
 
 
@@ -353,8 +420,12 @@ def _evaluated_as(plan: Plan) -> str:
 
 
 def print_report(plan: Plan, console: Console, verbose: bool = False, abi: list[dict] | None = None,
-                 allow_unchecked: bool = False) -> dict:
-    data = to_json(plan, abi, allow_unchecked)
+                 allow_unchecked: bool = False, missing: list[dict] | None = None) -> dict:
+    from rich.markup import escape  # rich loads for the table view only; `--json` never needs it
+    from rich.table import Table
+
+    data = to_json(plan, abi, allow_unchecked, missing)
+    absent = {d["package"] for d in data["missing_on_platform"]}
     c = console
     if inventory_problem(plan):
         assert plan.inventory_state is not None
@@ -365,7 +436,8 @@ def print_report(plan: Plan, console: Console, verbose: bool = False, abi: list[
         c.print(f"[red bold]lock of {escape(plan.variant.name)} is stale:[/red bold] {escape(plan.lock_state.detail)}; "
                 f"not using it. Run `make lock`.")
     c.print(f"[bold]{escape(plan.image)}:{escape(plan.variant.name)}[/bold]  target: Python {plan.target.python}, "
-            f"{plan.target.platform}, CUDA {plan.target.cuda}  ({_evaluated_as(plan)})")
+            f"{plan.target.platform}" + (f" ({plan.container_platform})" if plan.variant.platforms else "")
+            + f", CUDA {plan.target.cuda}  ({_evaluated_as(plan)})")
 
     problems = defaultdict(list)
     for e in plan.edges:
@@ -388,7 +460,9 @@ def print_report(plan: Plan, console: Console, verbose: bool = False, abi: list[
         # wrap at spaces; a token too long for its cell ends in an ellipsis, never silently cut
         table.add_column(col, overflow="ellipsis")
     for i in plan.installed:
-        if problems[i.name]:
+        if i.name in absent:
+            verdict = f"[red]missing on {escape(plan.container_platform)}[/red]"
+        elif problems[i.name]:
             verdict = "[red]" + escape("; ".join(f"{e.verdict}: {e.requirement} ({e.detail})" for e in problems[i.name])) + "[/red]"
         elif i.name in moved:
             m = moved[i.name]
@@ -464,9 +538,17 @@ def print_report(plan: Plan, console: Console, verbose: bool = False, abi: list[
             for r in cl.reasons:
                 c.print(f"    {escape(r)}")
 
-    if plan.unjudged:
+    if data["missing_on_platform"]:
+        c.print(f"\n[bold]Missing on {escape(plan.container_platform)}[/bold] (no file this platform can install; "
+                f"the build stops there)")
+        for d in data["missing_on_platform"]:
+            c.print(f"  [red]{escape(missing_text(d))}[/red]")
+            c.print(f"    the index has: {escape(', '.join(d['wheels']))}")
+
+    unjudged = [u for u in plan.unjudged if u.package not in absent]
+    if unjudged:
         c.print("\n[bold]Could not judge[/bold] (never counted as clean)")
-        for u in plan.unjudged:
+        for u in unjudged:
             c.print(f"  [yellow]{escape(u.package)}[/yellow]: {escape(u.reason)}")
 
     c.print("\n[bold]Shared pins[/bold]")
@@ -516,6 +598,7 @@ def print_report(plan: Plan, console: Console, verbose: bool = False, abi: list[
             f"{e['unchecked']} unchecked, {e['extra-only']} extra-only, {e['marker-excluded']} marker-excluded{on_base}; "
             f"{s['hazards']} order hazards; {s['shared_pins_broken']} shared pins broken; {s['clashes']} clashes; "
             f"{s['unjudged']} lookups failed"
+            + (f"; {s['missing_on_platform']} missing on {plan.container_platform}" if s["missing_on_platform"] else "")
             + (f"; {s['dropped_unmet']} dropped requirement(s) unmet" if s["dropped_unmet"] else "")
             + (f"; {s['dropped_allowed']} allowed unmet" if s["dropped_allowed"] else ""))
     if s["verdict"] == "conflicts":

@@ -18,7 +18,6 @@ from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
 from ..distributions import Distribution, Inventory, InventoryError
-from ..image.inventory import check_inventory, load_inventory
 from ..index.metadata import DistMetadata
 from ..plan import LockState, Plan
 from ..workspace import Workspace
@@ -47,6 +46,8 @@ def with_inventory(plan: Plan, root: Path | str, engine=None) -> Plan:
     """
     if not reads_base(plan):
         return plan
+    from ..image.inventory import check_inventory, load_inventory  # the image reader, only for a base that has one
+
     path = Workspace(Path(root), plan.image).inventory_file(plan.variant.name)
     try:
         status, detail = check_inventory(path, plan.variant.base, engine)

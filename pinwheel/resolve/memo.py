@@ -71,8 +71,14 @@ _RESOLVED = {"installed": Installed, "edges": Edge, "hazards": Hazard, "unlocked
              "replacements": Hazard, "removals": Removal, "clashes": Clash, "unjudged": Unjudged}
 
 
+def _fields(x) -> dict:
+    """A resolved record's fields: each is a string, a number, None or a tuple of strings (what asdict gives,
+    without its deep copy of every value)."""
+    return {f.name: getattr(x, f.name) for f in dataclasses.fields(x)}
+
+
 def _resolved_json(plan: Plan) -> dict:
-    return {"locked": plan.locked, **{f: [dataclasses.asdict(x) for x in getattr(plan, f)] for f in _RESOLVED}}
+    return {"locked": plan.locked, **{f: [_fields(x) for x in getattr(plan, f)] for f in _RESOLVED}}
 
 
 def _resolved_from_json(plan: Plan, data: dict) -> Plan:

@@ -19,6 +19,7 @@ package marked `override` contradicts on purpose is `overridden`.
 from __future__ import annotations
 
 import dataclasses
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable
@@ -26,7 +27,7 @@ from typing import Iterable
 from packaging.requirements import Requirement
 from packaging.specifiers import SpecifierSet
 from packaging.utils import canonicalize_name
-from packaging.version import Version
+from packaging.version import InvalidVersion, Version
 
 from ..index.sources import MetadataSource
 from ..plan import Clash, Edge, Hazard, Installed, Plan, PlannedPackage, Removal, Step, Unjudged
@@ -50,20 +51,48 @@ class Applies:
 
 def classify_requirements(meta, target_env: dict[str, str], requested: Iterable[str]) -> list[Applies]:
     requested = {canonicalize_name(e) for e in requested}
+    return [Applies(req, extra, extra is None and not excluded or extra in requested, excluded)
+            for req, extra, excluded in marker_effects(meta, target_env)]
+
+
+def marker_effects(meta, target_env: dict[str, str]) -> list[tuple[Requirement, str | None, bool]]:
+    """(requirement, the extra that turns it on, marker-excluded) for each Requires-Dist line, for the target:
+    a base requirement has neither an extra nor an exclusion. Independent of the extras an image requests."""
     out = []
     for req in meta.requires_dist:
-        if req.marker is None:
-            out.append(Applies(req, None, True, False))
-            continue
-        if req.marker.evaluate({**target_env, "extra": ""}):
-            out.append(Applies(req, None, True, False))
-            continue
-        extra = next((e for e in meta.provides_extra if req.marker.evaluate({**target_env, "extra": e})), None)
-        if extra is not None:
-            out.append(Applies(req, extra, extra in requested, False))
+        if req.marker is None or req.marker.evaluate({**target_env, "extra": ""}):
+            out.append((req, None, False))
         else:
-            out.append(Applies(req, None, False, True))
+            extra = next((e for e in _extras_to_try(str(req.marker), meta.provides_extra)
+                          if req.marker.evaluate({**target_env, "extra": e})), None)
+            out.append((req, extra, extra is None))
     return out
+
+
+_EXTRA_TEST = re.compile(r'\bextra (==|!=) "([^"]*)"')
+_EXTRA_NAME = re.compile(r"^[a-z0-9]+(?:-[a-z0-9]+)*$")
+
+
+def _extras_to_try(marker: str, provides_extra: Iterable[str]) -> list[str]:
+    """The extras that can turn on a marker that is false without one, in Provides-Extra order.
+
+    Where a marker compares `extra` only by == or != with extra names (as its text shows them), an extra it
+    does not name evaluates exactly as no extra did, so only those it names are tried; a marker that never
+    names `extra` is false for all of them. Anything else (another operator, a name that reads as a version,
+    whose comparison packaging makes by version) tries every extra."""
+    names = {m.group(2) for m in _EXTRA_TEST.finditer(marker)}
+    if "extra" in _EXTRA_TEST.sub("", marker) or not all(_EXTRA_NAME.match(n) and not _reads_as_version(n)
+                                                         for n in names):
+        return list(provides_extra)
+    return [e for e in provides_extra if e in names]
+
+
+def _reads_as_version(text: str) -> bool:
+    try:
+        Version(text)
+    except InvalidVersion:
+        return False
+    return True
 
 
 def requirement_text(req: Requirement) -> str:
@@ -124,6 +153,7 @@ class Resolver:
         self.removals: list[Removal] = []  # as locked
         self.pip_removals: list[Removal] = []  # as plain pip would
         self._meta: dict[tuple[str, str], object] = {}
+        self._effects: dict[int, tuple[object, dict[str, str], list]] = {}  # id(meta) -> (meta, env, effects)
         self.failures: list[Unjudged] = []  # lookups that failed where a verdict does not already say so
 
     # --------------------------------------------------------- metadata
@@ -137,6 +167,17 @@ class Resolver:
                 self._meta[key] = exc
         value = self._meta[key]
         return None if isinstance(value, Exception) else value
+
+    def classify(self, meta, target_env: dict[str, str], requested: Iterable[str]) -> list[Applies]:
+        """classify_requirements, with each metadata's markers evaluated once per Resolver (they are asked for
+        again by every view and every candidate)."""
+        entry = self._effects.get(id(meta))
+        if entry is None or entry[0] is not meta or entry[1] != target_env:
+            entry = (meta, dict(target_env), marker_effects(meta, target_env))
+            self._effects[id(meta)] = entry
+        wanted = {canonicalize_name(e) for e in requested}
+        return [Applies(req, extra, extra is None and not excluded or extra in wanted, excluded)
+                for req, extra, excluded in entry[2]]
 
     def meta_error(self, name: str, version: str) -> str | None:
         value = self._meta.get((canonicalize_name(name), version))
@@ -174,7 +215,9 @@ class Resolver:
                 continue
             out.append((p, "index", None))
         for d in kind_of(step).effect(step).direct:  # a git commit, a release asset: --no-deps, metadata as read
-            self._meta[(d.name, d.version)] = d.metadata if d.metadata is not None else LookupError(d.unread)
+            if (d.name, d.version) not in self._meta:
+                meta, unread = (d.metadata, d.unread) if d.read is None else d.read(self.source)
+                self._meta[(d.name, d.version)] = meta if meta is not None else LookupError(unread)
             extras = f"[{','.join(d.extras)}]" if d.extras else ""
             out.append((PlannedPackage(d.name, f"{d.name}{extras}=={d.version}", d.version, True, d.why, None, None,
                                        None, True), d.source, None))
@@ -248,7 +291,7 @@ class Resolver:
                     unjudged.append(Unjudged(name, f"requirements of {name} {version} unreadable, so what plain pip "
                                                    f"would install with it is unknown: {self.meta_error(name, version)}"))
                     continue
-                for a in classify_requirements(meta, env, extras):
+                for a in self.classify(meta, env, extras):
                     if a.active:
                         queue.append((a.requirement, f"{name} {version}"))
             for name, inst in chosen.items():
@@ -304,7 +347,7 @@ class Resolver:
         if meta is None:
             return []
         out = []
-        for a in classify_requirements(meta, plan.target.marker_environment(), ()):
+        for a in self.classify(meta, plan.target.marker_environment(), ()):
             dep = canonicalize_name(a.requirement.name)
             if a.active and dep in pins and not a.requirement.specifier.contains(pins[dep], prereleases=True):
                 out.append((dep, a.requirement))
@@ -336,7 +379,7 @@ class Resolver:
             clash = any(
                 canonicalize_name(a.requirement.name) in pins
                 and not a.requirement.specifier.contains(pins[canonicalize_name(a.requirement.name)], prereleases=True)
-                for a in classify_requirements(meta, env, ()) if a.active
+                for a in self.classify(meta, env, ()) if a.active
             )
             if not clash:
                 return str(v)
@@ -384,7 +427,7 @@ class Resolver:
                 edges.append(Edge(inst.name, inst.version, "*", "*", "unchecked", None,
                                   f"metadata unknown: {self.meta_error(inst.name, inst.version) or 'not read'}"))
                 continue
-            for a in classify_requirements(meta, env, inst.extras):
+            for a in self.classify(meta, env, inst.extras):
                 dep = canonicalize_name(a.requirement.name)
                 have = installed.get(dep)
                 found = have.version if have else None

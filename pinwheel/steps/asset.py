@@ -205,6 +205,10 @@ class Assets(StepKind):
                                                                            f"(line {seen[spec.package]}) and "
                                                                            "downloaded here; keep one source")
 
+    def provides(self, step: Step) -> tuple[str, ...]:
+        assert isinstance(step.spec, AssetStep)
+        return (step.spec.package,)
+
     def effect(self, step: Step) -> Effect:
         """Its package, --no-deps, with requirements unchecked (read from the wheel only in the build)."""
         spec = step.spec

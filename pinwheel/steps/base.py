@@ -14,7 +14,7 @@ registry. The pipeline asks the kind of each step, never the step's type:
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar, Mapping, Protocol, Sequence
 
 from ..manifest.model import StepSpec
@@ -38,6 +38,9 @@ class DirectInstall:
     why: str | None = None
     metadata: Any = None  # its METADATA (index.metadata.DistMetadata), or None
     unread: str = ""  # why there is no metadata: the unchecked verdict's detail
+    # Reads the metadata on the host when the resolver asks (a source's PKG-INFO or pyproject.toml):
+    # read(source) -> (DistMetadata or None, why not). None: ``metadata`` and ``unread`` are all there is.
+    read: Any = field(default=None, compare=False)
 
 
 @dataclass(frozen=True)
@@ -123,6 +126,11 @@ class StepKind:
     def packages(self, spec: StepSpec, gate_on: Mapping[str, bool], active: bool) -> tuple[PlannedPackage, ...]:
         """The Python distributions the step names in the Plan (Step.packages); none by default."""
         return ()
+
+    def provides(self, step: Step) -> tuple[str, ...]:
+        """The distributions the step installs, active or not (a later build's `needs` finds its layer by
+        them): the packages it names by default."""
+        return tuple(p.name for p in step.packages)
 
     def effect(self, step: Step) -> Effect:
         """What the step installs, removes or replaces in the Python environment; nothing by default."""

@@ -10,19 +10,25 @@ The building block of kind `git`:
   MAX_JOBS or TORCH_CUDA_ARCH_LIST), `builder` (the image the builder stage
   starts from, when the base has no git; default: the variant's base) and
   `editable` with `checkout` (the source tree stays in the image at that path,
-  installed `-e`). A distribution is built by one git step in the manifest;
+  installed `-e`), `needs` (with isolation false: the installed packages the
+  build compiles against, each installed by an earlier step). A distribution
+  is built by one git step in the manifest;
 - plan: it names no index distribution (Step.packages is empty);
 - effect: it installs its package --no-deps (Effect.direct, source `git`).
-  The host does not fetch the commit, so its requirements are unchecked, never
-  clean;
+  When the resolver asks, the host fetches the commit and reads its static
+  requirements (source_meta.py); dynamic ones are unchecked, never clean;
 - lock: no slice and no lock entry: the commit is in the manifest, which the
   image's identity hashes, and is never resolved again at build time;
 - partial: templates/steps/git.j2. A builder stage `git-<step>` fetches exactly
   that commit (`git init`, `git fetch --depth 1 <url> <rev>`, `git checkout
   FETCH_HEAD`), fails naming the expected and found commit unless `git
   rev-parse HEAD` is the rev, and builds a wheel (`pip wheel --no-deps`); the
-  image installs that wheel `--no-deps` from a bind mount of the stage. An
-  editable step copies the checkout to its path and installs it `-e`;
+  image installs that wheel `--no-deps` from a bind mount of the stage. With
+  `needs` the stage only fetches; a stage `build-<step>` builds the wheel
+  from the image as it is after the last step installing them (render cuts
+  the image stage there), so its cache key is that layer, the commit and the
+  settings. An editable step copies the checkout to its path and installs it
+  `-e`;
 - invariant: after the last step, the package is installed at its version, or
   the build fails naming the package, the commit, the expected and the found
   version.
@@ -39,6 +45,7 @@ from ..manifest.model import StepSpec, pinned_version
 from ..manifest.reader import StepReading
 from ..manifest.source import show
 from .base import DirectInstall, Effect, KindView, StepKind
+from .source_meta import git_metadata, read_or_reason
 
 if TYPE_CHECKING:
     from ..plan import Step
@@ -73,6 +80,7 @@ class GitStep:
     checkout: str | None
     line: int
     env: tuple[tuple[str, str], ...] = ()  # build settings exported for the build (MAX_JOBS, TORCH_CUDA_ARCH_LIST)
+    needs: tuple[str, ...] = ()  # installed packages the build compiles against: it starts from their layer
 
 
 def rev_problem(rev: str) -> str | None:
@@ -87,7 +95,7 @@ def rev_problem(rev: str) -> str | None:
             "Pin the commit it points to now (`git ls-remote <url> <rev>` prints it)")
 
 
-def _env(r, node: Any, key: str) -> tuple[tuple[str, str], ...]:
+def read_env(r, node: Any, key: str) -> tuple[tuple[str, str], ...]:
     """The build's environment variables, in the manifest's order: NAME: "value" (values are strings)."""
     m = r.mapping(node, key, set(node.value) if isinstance(getattr(node, "value", None), dict) else set())
     out = []
@@ -97,6 +105,38 @@ def _env(r, node: Any, key: str) -> tuple[tuple[str, str], ...]:
                                                          "and '_'")
         out.append((name, r.string(value, f"{key}.{name}")))
     return tuple(out)
+
+
+def read_needs(reading: StepReading, m: dict, key: str, isolation: bool) -> tuple[str, ...]:
+    """`needs`: the installed packages a build without isolation compiles against (torch), each installed by
+    an earlier step; the builder stage starts from the image as it is after the last of those steps."""
+    r = reading.reader
+    if isolation:
+        raise r.fail(m["needs"].line, f"{key}.needs", "only with isolation: false (an isolated build sees none of "
+                                                     "the image's packages)")
+    # Python distributions earlier steps install (apt's claims are Debian packages, remove's are taken out)
+    earlier = {name for kind in ("wheels", "git", "asset", "sdist") for name in reading.claims.get(kind, {})}
+    out = []
+    for j, item in enumerate(r.sequence(m["needs"], f"{key}.needs", 1)):
+        name = canonicalize_name(r.string(item, f"{key}.needs[{j}]"))
+        if name not in earlier:
+            raise r.fail(item.line, f"{key}.needs[{j}]", f"{name} is installed by no earlier step; a build that "
+                                                         "needs it must come after the step that installs it")
+        if name in out:
+            raise r.fail(item.line, f"{key}.needs[{j}]", f"{name} is listed twice")
+        out.append(name)
+    return tuple(out)
+
+
+def build_point(step: Step, steps: Sequence[Step]) -> Step | None:
+    """The last earlier step that installs a package the step's build needs: its builder stage starts from the
+    image as it is after that step. None: the build needs nothing installed."""
+    needs = set(getattr(step.spec, "needs", ()) or ())
+    if not needs:
+        return None
+    from .registry import kind_of  # the registry imports every kind module, this one included
+    providers = [s for s in steps if s.index < step.index and needs & set(kind_of(s).provides(s))]
+    return providers[-1] if providers else None
 
 
 @dataclass(frozen=True)
@@ -113,6 +153,16 @@ class GitView(KindView):
     @property
     def stage_from(self) -> str:
         return self.spec.builder or "${BASE}"
+
+    @property
+    def build_stage(self) -> str:
+        """The stage that builds the wheel against the image's own packages (a step with `needs`)."""
+        return f"build-{self.step.name}"
+
+    @property
+    def built_from(self) -> str:
+        """Where the image takes the wheel from: the build stage, else the fetching stage."""
+        return self.build_stage if self.spec.needs else self.stage
 
     @property
     def source_dir(self) -> str:
@@ -167,7 +217,7 @@ class Git(StepKind):
     def read(self, node: Any, key: str, reading: StepReading) -> GitStep:
         r = reading.reader
         own = {"name", "why", "gate", "package", "url", "rev", "subdirectory", "isolation", "builder", "editable",
-               "checkout", "env"}
+               "checkout", "env", "needs"}
         m = r.mapping(node, key, own | reading.common_keys, {"name", "why", "package", "url", "rev"}).value
         name = reading.name(m["name"], f"{key}.name")
         gate = r.gate(m.get("gate"), f"{key}.gate", reading.gates)
@@ -199,7 +249,11 @@ class Git(StepKind):
                                                                     "keeps no checkout)")
         if editable and checkout is None:
             raise r.fail(node.line, f"{key}.checkout", "an editable install needs the path its checkout lives at")
-        env = _env(r, m["env"], f"{key}.env") if "env" in m else ()
+        env = read_env(r, m["env"], f"{key}.env") if "env" in m else ()
+        needs = read_needs(reading, m, key, isolation) if "needs" in m else ()
+        if needs and editable:
+            raise r.fail(m["needs"].line, f"{key}.needs", "an editable install builds in the image itself, which "
+                                                         "already holds every earlier step")
         claimed: dict[str, int] = reading.claimed(self.name)  # package -> the line that builds it
         if package in claimed:
             raise r.fail(m["package"].line, f"{key}.package",
@@ -207,7 +261,7 @@ class Git(StepKind):
         claimed[package] = node.line
         return GitStep(name, r.string(m["why"], f"{key}.why"), gate, package, pinned_version(req) or "",
                        tuple(sorted(req.extras)), url, rev, subdirectory, isolation, builder, editable, checkout,
-                       node.line, env)
+                       node.line, env, needs)
 
     def check(self, entries: Sequence[tuple[str, StepSpec]], reading: StepReading) -> None:
         """A package built from git is neither a shared pin nor in a wheel set: the index would offer another build."""
@@ -224,15 +278,24 @@ class Git(StepKind):
                                           f"{spec.package} is a shared pin (line {pins[spec.package].line}) and built "
                                           "from git here; keep one source")
 
+    def provides(self, step: Step) -> tuple[str, ...]:
+        assert isinstance(step.spec, GitStep)
+        return (step.spec.package,)
+
     def effect(self, step: Step) -> Effect:
-        """Its package, --no-deps, with requirements unchecked (the host does not fetch the commit)."""
+        """Its package, --no-deps; its requirements read on the host from the commit's PKG-INFO or
+        pyproject.toml where they are static, else unchecked (the build's `pip check` judges the wheel)."""
         spec = step.spec
         assert isinstance(spec, GitStep)
         if not step.active:
             return Effect()
-        return Effect(direct=(DirectInstall(
-            spec.package, spec.version, "git", spec.extras, step.why, None,
-            f"built from commit {spec.rev} of {spec.url} in the build; its requirements are not read on the host"),))
+
+        def read(source):
+            meta, why = read_or_reason(lambda: git_metadata(spec.url, spec.rev, spec.subdirectory, spec.package,
+                                                            spec.version))
+            return meta, (f"built from commit {spec.rev} of {spec.url} in the build; its requirements are not "
+                          f"read on the host: {why}")
+        return Effect(direct=(DirectInstall(spec.package, spec.version, "git", spec.extras, step.why, read=read),))
 
     def invariant(self, step: Step) -> tuple[GitStep, ...]:
         """After the last step, its package must be installed at its version."""

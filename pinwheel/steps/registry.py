@@ -15,6 +15,7 @@ _MODULES = (
     "git",  # one distribution built from a git repository at a full commit id
     "asset",  # one wheel downloaded from a URL, pinned by sha256 (per architecture if need be)
     "patch",  # patches applied to an installed package at an exact version, every hunk
+    "sdist",  # one index sdist, pinned by sha256, built into a wheel in a builder stage
 )
 
 

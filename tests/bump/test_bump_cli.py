@@ -10,7 +10,7 @@ import pytest
 from pinwheel.cli import main
 
 TOP_KEYS = {"schema", "image", "variant", "target", "installed_from", "lock_dir", "bumps", "packages", "abi",
-            "requirements", "moves", "shared_pins", "notes", "summary", "timing"}
+            "requirements", "moves", "shared_pins", "notes", "summary", "timing", "platform", "missing_on_platform"}
 PACKAGE_KEYS = {"name", "today", "after", "source", "verdict", "to", "reasons", "fix", "pinned_by_manifest", "no_deps"}
 FIX_KEYS = {"action", "package", "version", "text", "newest", "checked", "complete", "also_needs"}
 ABI_KEYS = {"name", "version", "filename", "source", "abi_class", "declared_torch", "local_label", "built_against",
@@ -19,7 +19,7 @@ REQ_KEYS = {"parent", "parent_version", "requirement", "name", "extra", "enforce
 MOVE_KEYS = {"name", "today", "after", "kind", "required_by", "newest_acceptable", "conflict", "fix"}
 SHARED_KEYS = {"requirement", "name", "version", "status", "violations", "fixes"}
 SUMMARY_KEYS = {"ok", "unchecked", "add", "upgrade", "downgrade", "rebuild", "blocked", "blocked_shared_pins", "moves",
-                "exit_code"}
+                "missing_on_platform", "exit_code"}
 
 
 def bump_json(world, capsys, *args, manifest=None) -> tuple[int, dict]:

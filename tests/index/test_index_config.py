@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import socket
 
@@ -105,3 +106,30 @@ def test_errors_do_not_show_passwords(tmp_path):
     with pytest.raises(IndexUnavailable) as err:
         c.files("pkg")
     assert "hunter2" not in str(err.value) and "user:****@127.0.0.1" in str(err.value)
+
+
+def test_pips_answer_is_remembered_until_what_pip_read_changes(pip_env, tmp_path):
+    conf = tmp_path / "pip.conf"
+    conf.write_text("[global]\nindex-url = http://127.0.0.1:1/first/simple\n")
+    pip_env.setenv("PIP_CONFIG_FILE", str(conf))
+    memo_dir = tmp_path / "cache"
+    assert default_index_url(memo_dir) == "http://127.0.0.1:1/first/simple"
+    memo = memo_dir / config.PIP_ANSWERS
+    stored = json.loads(memo.read_text())
+    assert str(conf) in stored["answers"]["files"]  # pip's own list of the files it considered
+    # a fresh process reads the remembered answer, not pip (shown by an answer pip never gave)
+    stored["answers"]["config"]["global.index-url"] = "http://127.0.0.1:1/remembered/simple"
+    memo.write_text(json.dumps(stored))
+    config._pip_config.cache_clear()
+    assert default_index_url(memo_dir) == "http://127.0.0.1:1/remembered/simple"
+    # a changed configuration file is read by pip again
+    conf.write_text("[global]\nindex-url = http://127.0.0.1:1/second/simple/\n")
+    config._pip_config.cache_clear()
+    assert default_index_url(memo_dir) == "http://127.0.0.1:1/second/simple/"
+    # and so is a changed environment
+    other = tmp_path / "other.conf"
+    other.write_text("[install]\nindex-url = http://127.0.0.1:1/third/simple\n")
+    pip_env.setenv("PIP_CONFIG_FILE", str(other))
+    config._pip_config.cache_clear()
+    assert default_index_url(memo_dir) == "http://127.0.0.1:1/third/simple"
+    assert default_index_url() == "http://127.0.0.1:1/third/simple"  # without a memo: pip, as before

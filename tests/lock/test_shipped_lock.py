@@ -11,12 +11,13 @@ import pytest
 
 from pinwheel import cli, manifest
 from pinwheel.lock import check_lock, lock_installs, lock_sha256, locked_versions, read_lock
-from pinwheel.plan import plan_variant
+from pinwheel.plan import plan_platforms, plan_variant
 from pinwheel.render import StepView
 
 ROOT = Path(__file__).resolve().parents[2]
 MANIFEST = ROOT / "wheels_manifest.yaml"
 CU130 = ROOT / "images" / "train" / "lock" / "cu130"
+CU130_ARM64 = CU130 / "arm64"
 
 
 def slice_of(lock, name: str):
@@ -103,7 +104,7 @@ def test_what_the_lock_installs_step_by_step(tmp_path):
 
 
 def test_no_index_url_or_machine_path():
-    for f in CU130.iterdir():
+    for f in (p for p in CU130.rglob("*") if p.is_file()):
         text = f.read_text()
         assert not re.search(r"https?://", text), f.name
         assert not re.search(r"--(extra-)?index-url|--find-links", text), f.name
@@ -112,13 +113,16 @@ def test_no_index_url_or_machine_path():
 
 def recipe_sha256(directory: Path) -> str:
     """lock_sha256's documented recipe, written out again: for each file under the
-    directory in order of its relative POSIX path, the path, a NUL byte, and the raw
+    directory (but not under another platform's amd64/ or arm64/ in it) in order of its relative POSIX path, the path, a NUL byte, and the raw
     SHA-256 of its bytes; the hex SHA-256 of all that."""
     files = []
     for dirpath, _, names in os.walk(directory):
         for name in names:
             path = Path(dirpath) / name
-            files.append((path.relative_to(directory).as_posix(), path.read_bytes()))
+            rel = path.relative_to(directory)
+            if rel.parts[0] in ("amd64", "arm64"):  # another platform's lock, inside the variant's own
+                continue
+            files.append((rel.as_posix(), path.read_bytes()))
     stream = b"".join(rel.encode() + b"\0" + hashlib.sha256(data).digest() for rel, data in sorted(files))
     return hashlib.sha256(stream).hexdigest()
 
@@ -173,3 +177,52 @@ def test_lock_sha256_of_the_shipped_lock_follows_the_recipe():
     digest = lock_sha256(CU130)
     assert re.fullmatch(r"[0-9a-f]{64}", digest)
     assert digest == recipe_sha256(CU130)
+
+
+def test_the_other_platforms_lock_is_not_part_of_the_amd64_digest(tmp_path):
+    """The arm64 lock sits inside cu130/, but re-locking it leaves the amd64 image's digest (its tags) alone."""
+    import shutil
+    copy = tmp_path / "cu130"
+    shutil.copytree(CU130, copy)
+    assert lock_sha256(copy) == lock_sha256(CU130) == recipe_sha256(CU130)
+    (copy / "arm64" / "requirements.txt").write_text("changed\n")
+    (copy / "arm64" / "extra.txt").write_text("new\n")
+    assert lock_sha256(copy) == lock_sha256(CU130)
+    assert lock_sha256(copy / "arm64") != lock_sha256(CU130_ARM64)
+    (copy / "01-torch.txt").write_text("changed\n")
+    assert lock_sha256(copy) != lock_sha256(CU130)
+
+
+def test_cu130_is_locked_for_both_platforms():
+    m = manifest.load(MANIFEST)
+    assert m.variant("cu130").container_platforms == ("linux/amd64", "linux/arm64")
+    plans = plan_platforms(m, "cu130")
+    assert [check_lock(p, ROOT).status for p in plans] == ["ok", "ok"]
+    amd, arm = read_lock(CU130), read_lock(CU130_ARM64)
+    assert "manylinux_2_36_aarch64" in (CU130_ARM64 / "requirements.txt").read_text().splitlines()[0]
+    assert arm.versions == amd.versions  # the same set on both, each with its own files
+    assert [s.file for s in arm.slices] == [s.file for s in amd.slices]
+    assert json.loads((CU130_ARM64 / "expect.json").read_text())["pins"] == \
+        json.loads((CU130 / "expect.json").read_text())["pins"]
+
+
+# compiled wheels for both architectures and no sdist on the index: the two locks hash disjoint files
+COMPILED = ("torch", "cuda-bindings", "nvidia-cudnn-frontend", "nvidia-cutlass-dsl-libs-cu13", "sgl-flash-mla",
+            "nvidia-nccl-cu13", "triton")
+# compiled wheels and an sdist: the sdist (either platform may build it) is the one file both locks name
+WITH_SDIST = ("apache-tvm-ffi", "torch-c-dlpack-ext")
+
+
+def test_no_x86_wheel_in_the_arm64_hashes():
+    """Without the network: a compiled package shares no file between the two locks (the amd64 lock
+    names only x86_64 wheels, the arm64 lock only aarch64 ones); tests/lock/test_platforms_network.py
+    checks each arm64 hash's file name on the index."""
+    amd, arm = read_lock(CU130), read_lock(CU130_ARM64)
+    for name in COMPILED:
+        assert arm.packages[name].hashes and amd.packages[name].hashes, name
+        assert not set(arm.packages[name].hashes) & set(amd.packages[name].hashes), name
+    for name in WITH_SDIST:
+        assert len(set(arm.packages[name].hashes) & set(amd.packages[name].hashes)) == 1, name
+        assert len(arm.packages[name].hashes) > 1 and len(amd.packages[name].hashes) > 1, name
+    # a pure-Python package (flashinfer) has the same one wheel on both
+    assert arm.packages["flashinfer-python"].hashes == amd.packages["flashinfer-python"].hashes

@@ -138,16 +138,18 @@ def test_shellcheck_every_run_script_with_git_steps(tmp_path):
         assert proc.returncode == 0, f"{script}\n{proc.stdout}"
 
 
-def test_a_git_step_installs_its_package_unchecked_and_has_no_lock_part(tmp_path):
+def test_a_git_step_installs_its_package_unchecked_when_the_commit_cannot_be_read_and_has_no_lock_part(tmp_path):
     m = load(tmp_path)
     plan = plan_variant(m, "cu130")
     bridge = plan.steps[1]
     assert (bridge.kind, bridge.packages) == ("git", ())
     assert isinstance(bridge.spec, GitStep) and bridge.spec.extras == ("fast",)
     effect = kind_of(bridge).effect(bridge)
-    assert effect.direct == (DirectInstall("pw-bridge", "0.3.0", "git", ("fast",), "its fix is on no release yet",
-                                           None, effect.direct[0].unread),)
-    assert REV in effect.direct[0].unread
+    assert effect.direct == (DirectInstall("pw-bridge", "0.3.0", "git", ("fast",), "its fix is on no release yet"),)
+    # the host reads the commit's requirements when the resolver asks; this URL answers nothing, so they stay
+    # unchecked, with why
+    meta, unread = effect.direct[0].read(None)
+    assert meta is None and f"built from commit {REV}" in unread and "cannot fetch" in unread, unread
     step_units, fallbacks = units(plan)
     assert [u.step.name for u in step_units] == ["core"] and not fallbacks
     inputs = lock_inputs(plan)

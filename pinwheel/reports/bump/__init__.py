@@ -36,8 +36,8 @@ The rooms, in the order a comparison runs through them:
 - ``printing``: the report as rich tables;
 - ``versions``: small version and specifier helpers.
 """
-from .judge import PAGE_MAX_AGE, bump
+from .judge import PAGE_MAX_AGE, bump, bump_platforms
 from .model import BumpInputError, BumpReport, parse_bumps
 from .printing import print_bump
 
-__all__ = ["PAGE_MAX_AGE", "BumpInputError", "BumpReport", "bump", "parse_bumps", "print_bump"]
+__all__ = ["PAGE_MAX_AGE", "BumpInputError", "BumpReport", "bump", "bump_platforms", "parse_bumps", "print_bump"]

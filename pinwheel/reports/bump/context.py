@@ -21,19 +21,23 @@ class Comparison:
     """Today's Plan of one variant, the bumps asked for, and where metadata and wheels come from."""
 
     def __init__(self, manifest: Manifest, variant: str, bumps: list[Requirement], client: IndexClient,
-                 *, offline: bool = False, fix_lookups: int = FIX_LOOKUPS, list_all: bool = False):
+                 *, offline: bool = False, fix_lookups: int = FIX_LOOKUPS, list_all: bool = False,
+                 platform: str | None = None):
         self.m = manifest
         self.workspace = Workspace.of(manifest)
         self.root = self.workspace.root
         self.offline = offline
         self.fix_lookups = fix_lookups
         self.list_all = list_all
-        # on a base's environment, today's image starts from the base's committed inventory (step 0)
-        self.plan = with_inventory(plan_variant(manifest, variant), self.root)
+        # on a base's environment, today's image starts from the base's committed inventory (step 0);
+        # platform: one of the variant's container platforms (None: its own), judged with that target
+        self.plan = with_inventory(plan_variant(manifest, variant, platform=platform), self.root)
         self.env = self.plan.target.marker_environment()
         self.bumps = {canonicalize_name(r.name): r for r in bumps}
         self.new = {n: list(r.specifier)[0].version for n, r in self.bumps.items()}
         self.notes: list[str] = []
+        # bumped packages whose new version has no file this platform installs: name -> the finding
+        self.missing: dict[str, dict] = {}
         self.source = metadata_source(self.plan, client)
         base = base_installed(self.plan)
         if base:  # the base's own packages: their metadata is the inventory's

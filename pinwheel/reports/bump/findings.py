@@ -6,7 +6,7 @@ import re
 
 from packaging.utils import canonicalize_name
 
-from ...abi.cache import torch_tied, wheel_abi_of
+from ...abi.cache import built_on_torch, torch_tied, wheel_abi_of
 from ...abi.elf import WheelAbi
 from ...abi.provenance import parse_local_label, provenance_mismatches
 from ...plan import Edge, Installed, Plan, PlannedPackage
@@ -26,7 +26,7 @@ def requirement_diffs(c: Comparison, before: dict[str, Installed], after: dict[s
     out = dict(moves)
     for name in c.new:
         old, new = before.get(name), after[name]
-        if old is None:
+        if old is None or name in c.missing:  # missing on this platform: its requirements are unknown here
             continue
         old_reqs = {canonicalize_name(r.name): r for r in c.requirements(c.plan, dataclasses.replace(old, no_deps=False))}
         new_reqs = {canonicalize_name(r.name): r for r in c.requirements(after_plan, dataclasses.replace(new, no_deps=False))}
@@ -159,12 +159,27 @@ def abi_findings(c: Comparison, after: dict[str, Installed], after_plan: Plan) -
     if new_torch is None:
         return []
     locals_by_name = {p.name: p for p in c.plan.packages() if p.local}
-    tied = torch_tied(after, lambda i: c.requirements(after_plan, i, include_suppressed=True))
-    return [_abi_one(c, inst, locals_by_name.get(inst.name), new_torch, after_plan) for inst in tied]
+    built = built_on_torch(c.plan)
+    tied = torch_tied(after, lambda i: c.requirements(after_plan, i, include_suppressed=True), built)
+    return [_abi_one(c, inst, locals_by_name.get(inst.name), new_torch, after_plan, inst.name in built)
+            for inst in tied]
 
 
-def _abi_one(c: Comparison, inst: Installed, planned: PlannedPackage | None, new_torch: str, plan: Plan) -> AbiFinding:
+def _abi_one(c: Comparison, inst: Installed, planned: PlannedPackage | None, new_torch: str, plan: Plan,
+             on_torch: bool = False) -> AbiFinding:
     w, filename, how, built = wheel_abi_of(inst, planned, plan, c.source, c.resolver, c.abi_cache, c.notes)
+    if how == "source-build":
+        if on_torch:  # compiled in the build against the image's torch: a new torch needs a new build
+            return AbiFinding(inst.name, inst.version, None, inst.source, "unknown", _declared(c, inst, plan), None,
+                              None, [], None, [], "rebuild",
+                              f"built from source ({inst.source} step {inst.step}) without isolation against the "
+                              f"image's torch, which it compiles against: rebuild it against torch {new_torch}. Its "
+                              "builder stage starts from the layer that installs torch, so the bumped image's build "
+                              "rebuilds it; `build.py inspect` classifies the built image's shared objects", how)
+        return AbiFinding(inst.name, inst.version, None, inst.source, "unknown", _declared(c, inst, plan), None,
+                          None, [], None, [], "unchecked",
+                          f"built from source ({inst.source} step {inst.step}) in the build: no wheel of it on the "
+                          "host to classify; `build.py inspect` classifies the built image's shared objects", how)
     if how == "pure-python":
         return AbiFinding(inst.name, inst.version, filename, inst.source, "none", _declared(c, inst, plan), None,
                           None, [], None, [], "ok", "pure Python wheel: nothing compiled", how)

@@ -16,11 +16,12 @@ from packaging.specifiers import SpecifierSet
 from packaging.utils import canonicalize_name
 from packaging.version import Version
 
-from ...index import IndexClientError, PackageNotFound
+from ...index import IndexClientError, PackageNotFound, target_tags
 from ...lock import LockError, check_lock, lock_installs
 from ...plan import Installed, Plan, PlannedPackage
 from ...resolve import ResolveError, requirement_text
 from ...workspace import LockFiles
+from ..report import machine_of
 from .context import Comparison
 from .fixes import blocker_fix
 from .model import BumpInputError, Move
@@ -60,8 +61,26 @@ def validate(c: Comparison) -> None:
             raise BumpInputError(f"{name} {version} is not on the index{hint}")
         f = client.best_wheel(name, want, c.plan.target.python, c.plan.target.platforms())
         if f is None:
-            raise BumpInputError(f"{name} {version} has no wheel for Python {c.plan.target.python} on "
-                                 f"{c.plan.target.platform} (variant {c.plan.variant.name})")
+            gap = missing_here(c, client, name, want)
+            if gap is None:
+                raise BumpInputError(f"{name} {version} has no wheel for Python {c.plan.target.python} on "
+                                     f"{c.plan.target.platform} (variant {c.plan.variant.name})")
+            c.missing[name] = gap
+
+
+def missing_here(c: Comparison, client, name: str, version: Version) -> dict | None:
+    """The finding for a bumped version with no file this platform installs while the index has wheels of
+    it for others (linux/arm64 missing, x86_64 there); None when it has no wheel at all (bad input)."""
+    plan = c.plan
+    tags = frozenset(target_tags(plan.target.python, plan.target.platforms()))
+    files = [f for f in client.files(name) if f.version == version]
+    wheels = [f for f in files if f.is_wheel]
+    if not wheels or any(not f.is_wheel or f.tags & tags for f in files):
+        return None
+    return {"package": name, "version": str(version), "platform": plan.container_platform,
+            "target": plan.target.platform, "python": plan.target.python,
+            "wheels_for": sorted({machine_of(t.platform) for f in wheels for t in f.tags}),
+            "wheels": sorted(f.filename for f in wheels)}
 
 
 # ------------------------------------------------------------ today
@@ -69,7 +88,7 @@ def validate(c: Comparison) -> None:
 
 def today(c: Comparison) -> tuple[dict[str, Installed], str, Path | None]:
     """(today's image, how it was had, the lock directory when it came from the lock)."""
-    lock_dir = c.workspace.lock_dir(c.plan.variant.name)
+    lock_dir = c.workspace.plan_lock_dir(c.plan)  # the platform's own lock
     locked = read_locked(c, lock_dir)
     try:
         if locked is not None:
@@ -113,7 +132,7 @@ def read_locked(c: Comparison, lock_dir: Path) -> dict[str, dict[str, str]] | No
 
 def local_notes(c: Comparison) -> None:
     for p in c.plan.packages():
-        if not p.local or c.resolver.local_wheel(p) is not None:
+        if not p.local or c.resolver.local_wheel(p, c.plan) is not None:  # this platform's wheels only
             continue
         what = {"fallback": f"the image installs its fallback {p.fallback.pinned if p.fallback else '?'}",
                 "skip": "it is not in the image (policy skip)",
@@ -156,6 +175,8 @@ def apply(c: Comparison, before: dict[str, Installed], after_plan: Plan) -> tupl
         extras = tuple(sorted(set(cur.extras if cur else ()) | {canonicalize_name(e) for e in req.extras}))
         after[name] = Installed(name, version, cur.step if cur else "(bump)", "index",
                                 cur.no_deps if cur else False, extras, cur.why if cur else None)
+        if name in c.missing:  # nothing of it to read on this platform: its finding says so
+            continue
         if c.meta(after_plan, name, version) is None:
             err = c.resolver.meta_error(name, version)
             raise BumpInputError(f"cannot read the metadata of {name} {version}: {err}")

@@ -11,6 +11,7 @@ from typing import Iterable
 
 from ...index import IndexClient
 from ...manifest import Manifest
+from ..report import missing_text
 from .context import FIX_LOOKUPS, Comparison
 from .findings import abi_findings, requirement_diffs, requirement_findings, shared_pin_findings
 from .fixes import pin_fix
@@ -23,14 +24,30 @@ PAGE_MAX_AGE = 3600.0
 
 
 def bump(manifest: Manifest, variant: str, requirements: Iterable[str], client: IndexClient, *,
-         offline: bool = False, fix_lookups: int = FIX_LOOKUPS, list_all: bool = False) -> BumpReport:
-    """Compare today's image of ``variant`` with the image after bumping ``requirements`` (name==version)."""
+         offline: bool = False, fix_lookups: int = FIX_LOOKUPS, list_all: bool = False,
+         platform: str | None = None) -> BumpReport:
+    """Compare today's image of ``variant`` with the image after bumping ``requirements`` (name==version),
+    for one of its container platforms (None: its own platform)."""
     reqs = parse_bumps(requirements)
     v = manifest.variant(variant)
     if v.torch_index_env and not v.torch_index_url():
         raise BumpInputError(f"{v.torch_index_unset()}: set it, or pick another variant")
-    c = Comparison(manifest, variant, reqs, client, offline=offline, fix_lookups=fix_lookups, list_all=list_all)
+    if platform is not None and platform not in v.container_platforms:
+        raise BumpInputError(f"--platform {platform}: variant {variant} is built for "
+                             f"{', '.join(v.container_platforms)} (its platforms: key)")
+    c = Comparison(manifest, variant, reqs, client, offline=offline, fix_lookups=fix_lookups, list_all=list_all,
+                   platform=platform)
     return _Judging(c).build()
+
+
+def bump_platforms(manifest: Manifest, variant: str, requirements: Iterable[str], client: IndexClient, *,
+                   platform: str | None = None, **options) -> list[BumpReport]:
+    """One comparison per platform: ``platform``'s, else each one the variant lists (its own first)."""
+    v = manifest.variant(variant)
+    order = [platform] if platform else [v.default_platform] + [p for p in v.container_platforms
+                                                                if p != v.default_platform]
+    requirements = list(requirements)
+    return [bump(manifest, variant, requirements, client, platform=p, **options) for p in order]
 
 
 class _Judging:
@@ -99,12 +116,20 @@ class _Judging:
     # ------------------------------------------------------------ findings, in the order they are judged
 
     def judge_bumps(self) -> list[dict]:
-        """The bumped packages themselves."""
+        """The bumped packages themselves; one missing on this platform is blocked, naming the platform."""
         out = []
         for name, version in self.c.new.items():
             b = self.before.get(name)
             out.append({"name": name, "from": b.version if b else None, "to": version, "in_image": b is not None})
             self.judge(name, "ok", f"bumped {b.version} → {version}" if b else f"not in today's image: added at {version}")
+            gap = self.c.missing.get(name)
+            if gap is not None:
+                where = gap["platform"]
+                self.judge(name, "blocked", f"{missing_text(gap)}; its requirements were not read there",
+                           Fix("keep", name, b.version if b else None,
+                               (f"keep {name} at {b.version}" if b else f"leave {name} out")
+                               + f" until {version} has a {where} wheel, or take {where} out of the "
+                               f"variant's platforms"))
             if b is not None and b.no_deps:
                 self.judge(name, "ok", "installed with --no-deps: its requirements are not enforced (see suppressed)")
         return out
@@ -205,7 +230,7 @@ class _Judging:
             c.notes.append(f"{len(pre_existing)} requirement(s) violated today and unchanged by the bump "
                            f"(pinwheel report lists them): " + ", ".join(f"{e.parent} {e.requirement}"
                                                                          for e in pre_existing[:5]))
-        unknown = sorted({e.parent for e in self.after_edges if e.verdict == "unchecked"})
+        unknown = sorted({e.parent for e in self.after_edges if e.verdict == "unchecked"} - set(c.missing))
         if unknown:
             c.notes.append(f"metadata not available for {', '.join(unknown)}: their requirements were not checked")
         if c.plan.variant.torch_index_env:
@@ -222,6 +247,7 @@ class _Judging:
         summary = {v: counts.get(v, 0) for v in VERDICTS}
         summary["blocked_shared_pins"] = sum(1 for s in shared if s.status == "unsatisfiable")
         summary["moves"] = sum(1 for m in moves if m.kind in ("upgrade", "downgrade", "add"))
+        summary["missing_on_platform"] = len(c.missing)
         summary["exit_code"] = 1 if summary["blocked"] else 0
         timing = {"seconds": round(seconds, 3), "index": c.source.stats(), "abi_cache": dict(c.abi_cache.stats)}
         plan = c.plan
@@ -231,4 +257,5 @@ class _Judging:
             installed_from=self.installed_from,
             lock_dir=str(self.lock_dir.relative_to(c.root)) if self.lock_dir else None,
             bumps=bumps, packages=packages, abi=abi, requirements=requirements, moves=moves,
-            shared_pins=shared, notes=c.notes, summary=summary, timing=timing)
+            shared_pins=shared, notes=c.notes, summary=summary, timing=timing,
+            platform=plan.container_platform, missing_on_platform=list(c.missing.values()))

@@ -158,6 +158,9 @@ class BumpReport:
     notes: list[str]
     summary: dict
     timing: dict
+    platform: str = ""  # the container platform judged (linux/arm64)
+    # bumped versions with no file this platform installs (a finding each, and the row blocked)
+    missing_on_platform: list[dict] = field(default_factory=list)
 
     @property
     def blocked(self) -> bool:

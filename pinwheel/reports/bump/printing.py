@@ -148,6 +148,10 @@ def print_bump(report: BumpReport, console: Console, show_all: bool = False) -> 
         for fx in sp.fixes:
             c.print(f"    fix: {escape(fx)}")
 
+    for gap in report.missing_on_platform:
+        c.print(f"[bold red]missing on {escape(gap['platform'])}:[/bold red] {escape(gap['package'])} "
+                f"{escape(gap['version'])} has no wheel for Python {escape(gap['python'])} on {escape(gap['target'])}; "
+                f"the index has: {escape(', '.join(gap['wheels']))}")
     for n in report.notes:
         c.print(f"[dim]note: {escape(n)}[/dim]")
     s = report.summary

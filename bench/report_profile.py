@@ -1,0 +1,153 @@
+#!/usr/bin/env python3
+"""Where `report --offline --json` spends its time, with the answer memo dropped: CPU milliseconds per phase.
+
+Each run is a fresh interpreter (so imports are counted as a command pays them), with Python's bytecode
+cache on; the table gives the median of --runs. The phases nest as the evaluation does: index pages and
+METADATA are read inside the plain-pip replay and the judging, and are counted once, in their own rows.
+
+    .venv/bin/python bench/report_profile.py [--runs 5] [--variant cu130] [--imports]
+
+--imports adds the imports by package (`python -X importtime`, self times summed per top-level package;
+importtime's own overhead inflates them, so read them as shares).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import statistics
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+ONE_RUN = r"""
+import dataclasses, json, sys, time
+T = time.process_time
+start = T()
+import pinwheel.cli  # noqa: F401  (what the command imports before it reads anything)
+from pinwheel.abi import cache as _abi  # noqa: F401
+from pinwheel.reports.report import to_json, torch_abi
+imports = T() - start
+from pinwheel import manifest
+from pinwheel.commands.common import index_client, lock_state
+from pinwheel.index.client import IndexClient
+from pinwheel.lock import lock_installs
+from pinwheel.plan import plan_variant
+from pinwheel.resolve import resolve, with_inventory
+from pinwheel.resolve.resolver import Resolver
+from pinwheel.workspace import Workspace
+
+spent, inside = {}, []
+def timed(cls, name, key, reads=False):
+    inner = getattr(cls, name)
+    def wrapper(*args, **kwargs):
+        began = T()
+        if not reads:
+            inside.append(key)
+        try:
+            return inner(*args, **kwargs)
+        finally:
+            took = T() - began
+            if reads:  # a read is counted in its own row, and taken out of the phase that asked for it
+                asker = "read in " + (inside[-1] if inside else "other")
+                spent[asker] = spent.get(asker, 0.0) + took
+            else:
+                inside.pop()
+            spent[key] = spent.get(key, 0.0) + took
+    setattr(cls, name, wrapper)
+timed(IndexClient, "_load_page", "pages", reads=True)
+timed(IndexClient, "metadata_for", "metadata", reads=True)
+timed(Resolver, "as_pip_would", "replay")
+timed(Resolver, "judge", "judge")
+timed(Resolver, "as_locked", "locked")
+
+class Args:
+    offline, refresh, index_url, index_deadline = True, False, None, None
+
+began = T()
+m = manifest.load(sys.argv[1])
+plan = plan_variant(m, sys.argv[2])
+ws = Workspace.of(m)
+plan = with_inventory(plan, m.path.parent, None)
+state = lock_state(plan, m.path.parent)
+locked = lock_installs(plan, ws.plan_lock_dir(plan), ws.wheels_dir) if state.status == "ok" else None
+plan = dataclasses.replace(plan, lock_state=state)
+planned = T() - began
+began = T(); client = index_client(Args(), m, plan); client.index_url; configured = T() - began
+began = T(); resolved = resolve(plan, client, ws.wheels_dir, locked); resolving = T() - began
+began = T(); abi = torch_abi(resolved, client, getattr(client, "default", client), ws, True); abi_s = T() - began
+began = T(); json.dumps(to_json(resolved, abi), indent=2); view = T() - began
+def own(key):
+    return spent.get(key, 0.0) - spent.get("read in " + key, 0.0)
+print(json.dumps({
+    "imports": imports,
+    "manifest, Plan, lock check and read": planned,
+    "pip's configuration (index URL)": configured,
+    "index pages (cache reads)": spent.get("pages", 0.0),
+    "METADATA (cache reads, parsing)": spent.get("metadata", 0.0),
+    "plain-pip replay": own("replay"),
+    "the image as locked": own("locked"),
+    "judging every edge": own("judge"),
+    "torch ABI (classification cache)": abi_s - spent.get("read in other", 0.0),
+    "JSON view": view,
+    "total": T() - start,
+}))
+"""
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--runs", type=int, default=5)
+    ap.add_argument("--variant", default="cu130")
+    ap.add_argument("--imports", action="store_true", help="also the imports by package")
+    args = ap.parse_args()
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+    env["PYTHONPATH"] = os.pathsep.join([str(ROOT), env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
+    cmd = [sys.executable, "-c", ONE_RUN, str(ROOT / "wheels_manifest.yaml"), args.variant]
+    subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True)  # warm-up: bytecode, parsed cache
+    runs = []
+    for _ in range(args.runs):
+        proc = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True)
+        if proc.returncode:
+            raise SystemExit(proc.stderr[-2000:])
+        runs.append(json.loads(proc.stdout.splitlines()[-1]))
+    total = statistics.median(r["total"] for r in runs)
+    print(f"| phase | CPU ms (median of {args.runs}) | share |")
+    print("|---|---|---|")
+    for phase in runs[0]:
+        ms = statistics.median(r[phase] for r in runs)
+        print(f"| {phase} | {ms * 1000:.0f} | {ms / total:.0%} |")
+    if args.imports:
+        print_imports(args, env)
+    return 0
+
+
+def print_imports(args: argparse.Namespace, env: dict[str, str]) -> None:
+    cmd = [sys.executable, "-X", "importtime", str(ROOT / "build.py"), "--manifest", str(ROOT / "wheels_manifest.yaml"),
+           "report", "--variant", args.variant, "--platform", "linux/amd64", "--offline", "--json"]
+    runs = []
+    for _ in range(args.runs):
+        proc = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True)
+        by_package: dict[str, int] = {}
+        for line in proc.stderr.splitlines():
+            m = re.match(r"import time:\s+(\d+) \|\s+\d+ \| \s*(\S+)", line)
+            if m:
+                top = m.group(2).split(".")[0]
+                group = "standard library" if top.lstrip("_") in sys.stdlib_module_names or top in (
+                    "encodings", "site", "zipimport") else top
+                by_package[group] = by_package.get(group, 0) + int(m.group(1))
+        runs.append(by_package)
+    groups = sorted({g for r in runs for g in r}, key=lambda g: -statistics.median(r.get(g, 0) for r in runs))
+    print(f"\n| package | import self time, ms (median of {args.runs}, under -X importtime) |")
+    print("|---|---|")
+    for g in groups:
+        ms = statistics.median(r.get(g, 0) for r in runs) / 1000
+        if ms >= 1:
+            print(f"| {g} | {ms:.0f} |")
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,112 @@
+"""The parsed store (index/parsed.py): cached pages and METADATA kept parsed in one sqlite database, answering
+exactly as the raw cache files do, and only for the raw file it was parsed from."""
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+from pathlib import Path
+
+import pytest
+from packaging.version import Version
+
+from pinwheel.index import CacheMiss, IndexClient
+from pinwheel.index.parsed import DATABASE
+
+TARGET = ("3.11", ["manylinux_2_28_x86_64"])
+
+
+def client(url: str, cache: Path, **kw) -> IndexClient:
+    return IndexClient(url, cache_dir=cache, retries=0, backoff=0, timeout=5, **kw)
+
+
+def answers(c: IndexClient) -> dict:
+    """Everything the resolver asks of a cached project, as comparable values."""
+    return {
+        "files": [f.to_json() for f in c.files("pkg")],
+        "versions": c.versions("pkg"),
+        "with_yanked": c.versions("pkg", include_yanked=True),
+        "best": {v: getattr(c.best_wheel("pkg", v, *TARGET), "filename", None) for v in ("1.0", "1.1", "2.0")},
+        "metadata": [c.metadata("pkg", v, *TARGET) for v in ("1.0", "2.0")],
+        "requires": [[str(r) for r in c.metadata("pkg", v, *TARGET).requires_dist] for v in ("1.0", "2.0")],
+    }
+
+
+@pytest.fixture
+def cached(local_index, tmp_path):
+    """A project with wheels for two platforms, a yanked release, extras and markers, read once online."""
+    local_index.add("pkg", "1.0", requires=["dep>=1", 'win-only; sys_platform == "win32"'],
+                    extras={"fast": ["speedup>=2"], "cuda": ["cu-lib==13.0; platform_machine == 'x86_64'"]})
+    local_index.add("pkg", "1.0", tags="cp311-cp311-manylinux_2_17_x86_64")
+    local_index.add("pkg", "1.1", yanked="broken")
+    local_index.add("pkg", "2.0", requires=["dep>=2"], requires_python=">=3.10")
+    url = local_index.serve()
+    cache = tmp_path / "cache"
+    online = client(url, cache)
+    for v in ("1.0", "2.0"):
+        online.metadata("pkg", v, *TARGET)
+    local_index.close()  # from here on nothing answers
+    return url, cache
+
+
+def test_the_store_answers_as_the_raw_files_do(cached):
+    url, cache = cached
+    from_raw = answers(client(url, cache, offline=True))  # parses the raw files and fills the store
+    assert (cache / DATABASE).is_file()
+    from_store = answers(client(url, cache, offline=True))
+    assert from_store == from_raw
+    assert from_raw["versions"] == [Version("1.0"), Version("2.0")]  # the yanked 1.1 only with include_yanked
+    assert from_raw["with_yanked"] == [Version("1.0"), Version("1.1"), Version("2.0")]
+    assert from_raw["best"]["1.0"] == "pkg-1.0-cp311-cp311-manylinux_2_17_x86_64.whl"
+    (cache / DATABASE).unlink()
+    assert answers(client(url, cache, offline=True)) == from_raw
+
+
+def test_a_row_serves_only_the_raw_file_it_was_parsed_from(cached):
+    url, cache = cached
+    c = client(url, cache, offline=True)
+    meta = c.metadata("pkg", "2.0", *TARGET)
+    assert [str(r) for r in meta.requires_dist] == ["dep>=2"]
+    raw = next((cache / "metadata").rglob(f"{meta.sha256}.METADATA"))
+    db = sqlite3.connect(cache / DATABASE)
+    (stored,) = db.execute("SELECT parsed FROM metadata WHERE path LIKE ?", (f"%{meta.sha256}.METADATA",)).fetchone()
+    forged = {**json.loads(stored), "requires_dist": ["forged>=9"]}
+    with db:
+        db.execute("UPDATE metadata SET parsed = ? WHERE path LIKE ?", (json.dumps(forged), f"%{meta.sha256}%"))
+    # the store answers for the unchanged raw file (this is what makes it fast) ...
+    assert [str(r) for r in client(url, cache, offline=True).metadata("pkg", "2.0").requires_dist] == ["forged>=9"]
+    # ... and never once the raw file is replaced, whatever its bytes
+    replacement = raw.with_name(raw.name + ".new")
+    replacement.write_bytes(raw.read_bytes())
+    os.replace(replacement, raw)
+    os.utime(raw, ns=(raw.stat().st_atime_ns, raw.stat().st_mtime_ns + 1_000_000))
+    assert [str(r) for r in client(url, cache, offline=True).metadata("pkg", "2.0").requires_dist] == ["dep>=2"]
+
+
+def test_a_refreshed_page_is_read_again(local_index, tmp_path):
+    local_index.add("pkg", "1.0")
+    url = local_index.serve()
+    cache = tmp_path / "cache"
+    client(url, cache).versions("pkg")
+    assert client(url, cache, offline=True).versions("pkg") == [Version("1.0")]  # now held parsed
+    local_index.add("pkg", "1.1")
+    assert client(url, cache, refresh=True).versions("pkg") == [Version("1.0"), Version("1.1")]  # page rewritten
+    assert client(url, cache, offline=True).versions("pkg") == [Version("1.0"), Version("1.1")]
+    assert client(url, cache, max_age=3600).versions("pkg") == [Version("1.0"), Version("1.1")]
+
+
+def test_the_store_is_never_the_only_copy(cached):
+    url, cache = cached
+    c = client(url, cache, offline=True)
+    c.versions("pkg")
+    page = next((cache / "pages").rglob("pkg.json"))
+    page.unlink()
+    with pytest.raises(CacheMiss, match="'pkg'"):
+        client(url, cache, offline=True).versions("pkg")
+
+
+def test_an_unreadable_store_reads_the_raw_files(cached):
+    url, cache = cached
+    expected = answers(client(url, cache, offline=True))
+    (cache / DATABASE).write_bytes(b"not a database" * 100)
+    assert answers(client(url, cache, offline=True)) == expected

@@ -1,0 +1,63 @@
+"""A variant built FROM another variant's image (base_variant), for linux/arm64, on the real engine.
+
+The pipeline test image (`cu130`) and a variant on top of it (`top`) both list linux/amd64 and
+linux/arm64. `build --variant top --platform linux/arm64` builds cu130's arm64 image first, through
+QEMU, and top's arm64 image FROM it: both are arm64, and top's base is that image.
+"""
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from pinwheel.image.engine import Engine
+
+from pipeline_support import Project
+
+OWN = "    platform: manylinux_2_36_x86_64\n"
+BOTH = "    platforms: [linux/amd64, linux/arm64]\n"
+ROOT = Path(__file__).resolve().parents[2]
+TOP = """\
+  top:
+    cuda: "13.0"
+    torch: "2.13.0"
+    python: "3.11"
+    platform: manylinux_2_36_x86_64
+    platforms: [linux/amd64, linux/arm64]
+    base_variant: cu130
+    tag: "top-pipe-{date}"
+
+wheel_sets:
+"""
+
+
+@pytest.fixture(scope="module")
+def project(project_factory, engine: Engine) -> Project:
+    entry = Path("/proc/sys/fs/binfmt_misc/qemu-aarch64")
+    if not (entry.exists() and "F" in entry.read_text()):
+        proc = subprocess.run([str(ROOT / "scripts" / "qemu-up")], capture_output=True, text=True)
+        if proc.returncode != 0:
+            pytest.skip(f"no QEMU for arm64 here: {proc.stderr.strip()[-300:]}")
+    p = project_factory("basevar")
+    text = p.manifest.read_text()
+    assert OWN in text and "\nwheel_sets:\n" in text
+    p.manifest.write_text(text.replace(OWN, OWN + BOTH, 1).replace("\nwheel_sets:\n", "\n" + TOP, 1))
+    p.cli("render", check=True)
+    p.cli("lock", "--engine", "uv", check=True)
+    return p
+
+
+def test_top_arm64_is_built_from_the_arm64_image_of_its_base_variant(project: Project, engine: Engine):
+    built = json.loads(project.cli("build", "--variant", "top", "--platform", "linux/arm64", "--quiet", "--json",
+                                   check=True).stdout)
+    tags = built["tags"]
+    assert all(t.split(":", 1)[1].startswith("top-") and t.endswith("-arm64") for t in tags), tags
+    assert engine.platform(tags[0]) == "linux/arm64"
+    base = built["labels"]["org.opencontainers.image.base.name"]
+    assert base.split(":", 1)[1].startswith("cu130-") and base.endswith("-arm64")  # cu130's immutable arm64 tag
+    assert engine.platform(base) == "linux/arm64"  # the base variant's image for the same platform
+    assert engine.labels(base)["io.pinwheel.variant"] == "cu130"
+    got = engine.run(tags[0], ["-m"], entrypoint="uname")
+    assert got.stdout.strip() == "aarch64", got
