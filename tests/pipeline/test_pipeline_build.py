@@ -258,7 +258,8 @@ def test_smoke_then_publish_and_republish(project: Project, registry: str):
     first = project.cli("publish", "--variant", "cu130", "--registry", registry, *allow)
     assert first.returncode == 0, first.output[-3000:]
     names = sorted(t.split(":", 1)[1] for t in tags)
-    assert registry_tags(registry, project.repository) == names
+    sbom = f"{tags[1].split(':', 1)[1]}.sbom"  # the SBOM, pushed beside the image
+    assert registry_tags(registry, project.repository) == sorted(names + [sbom])
     digests = {n: manifest_digest(registry, project.repository, n) for n in names}
     assert all(d and d.startswith("sha256:") for d in digests.values())
     assert len(set(digests.values())) == 1, "both tags name one image"
@@ -267,7 +268,7 @@ def test_smoke_then_publish_and_republish(project: Project, registry: str):
 
     again = project.cli("publish", "--variant", "cu130", "--registry", registry, *allow)
     assert again.returncode == 0, again.output[-3000:]
-    assert registry_tags(registry, project.repository) == names
+    assert registry_tags(registry, project.repository) == sorted(names + [sbom])
     assert {n: manifest_digest(registry, project.repository, n) for n in names} == digests
 
 
