@@ -15,7 +15,7 @@ PLATFORMS ?=
 comma := ,
 platform_list = $(subst $(comma), ,$(PLATFORMS))
 
-.PHONY: help deps engine qemu registry tools render check-render report lock image smoke publish bump base e2e test bench clean
+.PHONY: help deps engine engine2 qemu registry tools render check-render report lock image smoke publish bump base e2e test bench bench-cache clean
 
 help:
 	@echo "make image CUDA=13     build the CUDA 13 image (installs the engine if needed)"
@@ -37,6 +37,10 @@ deps: $(VENV)/.deps
 engine:
 	scripts/engine-up
 
+# a second, independent engine on this machine: the remote build node of the remote-builder and cache tests
+engine2: engine
+	scripts/engine2-up >/dev/null
+
 # linux/arm64 builds on an x86_64 host: qemu-aarch64 registered with binfmt_misc
 qemu:
 	scripts/qemu-up
@@ -53,8 +57,11 @@ render: deps
 check-render: deps
 	$(PY) build.py render --check
 
+# report and bump judge each of the variant's platforms; PLATFORMS naming one judges that one
+one_platform = $(if $(filter 1,$(words $(platform_list))), --platform $(PLATFORMS),)
+
 report: deps
-	$(PY) build.py report --cuda $(CUDA)
+	$(PY) build.py report --cuda $(CUDA)$(one_platform)
 
 lock: deps
 	$(if $(PLATFORMS),$(foreach p,$(platform_list),$(PY) build.py lock --cuda $(CUDA) --platform $(p) $(if $(ENGINE),--engine $(ENGINE),) && ) true,$(PY) build.py lock --cuda $(CUDA) $(if $(ENGINE),--engine $(ENGINE),))
@@ -72,16 +79,20 @@ publish: deps engine registry
 	$(PY) build.py publish --cuda $(CUDA) $(PUBLISH_ARGS)
 
 bump: deps
-	$(PY) build.py bump $(if $(TORCH),torch==$(TORCH),$(PKG)) --cuda $(CUDA)
+	$(PY) build.py bump $(if $(TORCH),torch==$(TORCH),$(PKG)) --cuda $(CUDA)$(one_platform)
 
 e2e: deps engine registry tools
 	$(PY) -m pytest -m e2e tests/e2e $(PYTEST_ARGS)
 
-test: deps engine qemu registry tools
+test: deps engine engine2 qemu registry tools
 	$(PY) -m pytest $(PYTEST_ARGS)
 
 bench: deps engine
 	$(PY) bench/run.py
+
+# the layer cache across engines; empties the second engine's store (it is the bench's own)
+bench-cache: deps engine engine2 registry
+	$(PY) bench/cache_bench.py --json bench/results/cache_bench.json
 
 clean:
 	rm -rf $(VENV) .pytest_cache

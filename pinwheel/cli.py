@@ -14,13 +14,13 @@ import json
 import platform as host_platform
 import sys
 from pathlib import Path
-from typing import Sequence
+from typing import TYPE_CHECKING, Sequence
 
 from . import manifest as manifest_mod
 from .commands.common import (
-    EXIT_BAD_INPUT, EXIT_OK, EXIT_PROBLEM, EXIT_UNCHECKED, UsageError, add_deadline_arg, add_platform_arg,
-    add_variant_args, engine_or_fail, err, escape, index_client, inventory_engine, lock_state, out, plans_for,
-    require_fresh_inventory, require_fresh_lock, select_plan, select_platform_plans, select_variant,
+    DEFAULT_REGISTRY, EXIT_BAD_INPUT, EXIT_OK, EXIT_PROBLEM, EXIT_UNCHECKED, UsageError, add_deadline_arg,
+    add_engine_args, add_platform_arg, add_variant_args, engine_or_fail, err, escape, index_client, inventory_engine,
+    lock_state, out, plans_for, require_fresh_inventory, require_fresh_lock, select_plan, select_platform_plans, select_variant,
 )
 from .commands.forensics import add_forensics_parsers
 from .index.target import container_arch
@@ -30,6 +30,9 @@ from .manifest import Manifest, ManifestError
 from .plan import LockState, Plan, plan_platforms, plan_variant
 from .resolve import ResolveError, memoized, resolve_memoized, wheels_state, with_inventory
 from .workspace import LockFiles, Workspace
+
+if TYPE_CHECKING:
+    from .image.build import BuildCache
 
 # Each command imports what only it needs inside its function: rich, requests, jinja2, the engine adapter
 # and the ELF reader cost tens of milliseconds each, and `--help` or `report --json` needs none of them.
@@ -153,7 +156,7 @@ def cmd_base(args: argparse.Namespace) -> int:
     plan = plan_variant(m, select_variant(m, args))
     if args.action == "inventory":
         return base_inventory(plan, ws, args.check)
-    ensure_variant_base(plan, ws, engine_or_fail())
+    ensure_variant_base(plan, ws, engine_or_fail(args))
     out().print(f"base image {plan.variant.base} is ready")
     return EXIT_OK
 
@@ -173,7 +176,7 @@ def base_inventory(plan: Plan, ws: Workspace, check: bool) -> int:
         err().print(f"[red]{plan.variant.name}: inventory {status}: {escape(detail)}; run "
                     f"`build.py base inventory --variant {plan.variant.name}`[/red]")
         return EXIT_PROBLEM
-    engine = engine_or_fail()
+    engine = engine_or_fail(args)
     ensure_variant_base(plan, ws, engine)
     try:
         inv = read_image(engine, plan.variant.base, scratch=ws.cache_root if ws.cache_root.is_dir() else None)
@@ -196,9 +199,10 @@ def base_variant_plan(m: Manifest, plan: Plan) -> Plan:
     return plan_variant(m, plan.variant.base_variant, platform=plan.container_platform)
 
 
-def build_variant(m: Manifest, plan: Plan, engine, target: str, quiet: bool):
+def build_variant(m: Manifest, plan: Plan, engine, target: str, quiet: bool, cache: BuildCache | None = None):
     """The built image, or None when the build failed (its log tail already printed). A variant built on
-    another variant's image (base_variant) builds that one first, for the same platform, and starts FROM it."""
+    another variant's image (base_variant) builds that one first, for the same platform, and starts FROM it.
+    ``cache``: the layer cache refs of this variant's build (--cache-from/--cache-to)."""
     from .image.build import BuildError, build_image
     from .image.engine import BuildFailed
     base_image = None
@@ -213,7 +217,7 @@ def build_variant(m: Manifest, plan: Plan, engine, target: str, quiet: bool):
         ensure_variant_base(plan, Workspace.of(m), engine)
     try:
         return build_image(plans_for(m, None), plan, m.path.parent, engine, target=target, progress=not quiet,
-                           base_image=base_image)
+                           base_image=base_image, cache=cache)
     except BuildError as exc:
         raise UsageError(str(exc)) from None
     except BuildFailed as exc:
@@ -222,7 +226,7 @@ def build_variant(m: Manifest, plan: Plan, engine, target: str, quiet: bool):
 
 
 def cmd_build(args: argparse.Namespace) -> int:
-    from .image.build import BuildError, BuildInputs, check_local_wheels
+    from .image.build import BuildCache, BuildError, BuildInputs, cache_ref, check_local_wheels
     m = manifest_mod.load(args.manifest)
     plan = select_plan(m, args)
     require_fresh_lock(plan, m.path.parent)
@@ -231,9 +235,15 @@ def cmd_build(args: argparse.Namespace) -> int:
             err().print(f"[yellow]warning:[/yellow] {escape(warning)}")
     except BuildError as exc:
         raise UsageError(str(exc)) from None
-    built = build_variant(m, plan, engine_or_fail(), args.target, args.quiet)
+    cache = BuildCache(tuple(r or cache_ref(plan, args.registry) for r in args.cache_from),
+                       None if args.cache_to is None else args.cache_to or cache_ref(plan, args.registry))
+    engine = engine_or_fail(args)
+    built = build_variant(m, plan, engine, args.target, args.quiet, cache)
     if built is None:
         return EXIT_PROBLEM
+    for export in built.cache_exports:
+        err().print(f"cache: {export.kind} cache of {escape(engine.describe())} written to {escape(export.ref)}"
+                    + (f" (the image, {export.digest})" if export.digest else ""))
     if args.json:
         sys.stdout.write(json.dumps({"image_id": built.image_id, "tags": list(built.tags), "labels": built.labels}, indent=2) + "\n")
     else:
@@ -246,7 +256,7 @@ def cmd_build(args: argparse.Namespace) -> int:
 def cmd_smoke(args: argparse.Namespace) -> int:
     from .image.smoke import record, run_smoke
     m = manifest_mod.load(args.manifest)
-    engine = engine_or_fail()
+    engine = engine_or_fail(args)
     image = args.image or args.image_opt
     if not image:
         plan = select_plan(m, args)
@@ -295,7 +305,7 @@ def cmd_publish(args: argparse.Namespace) -> int:
     ws = Workspace.of(m)
     if args.digest:
         return promote_digest(args, m, plan, ws)
-    engine = engine_or_fail()
+    engine = engine_or_fail(args)
     tags_of = {p.container_platform: list(args.tag) or list(variant_tags(m, p, engine)) for p in plans}
     if args.candidate:
         return push_candidates(engine, tags_of, args.registry, ws, bool(args.tag))
@@ -542,9 +552,13 @@ def build_parser() -> argparse.ArgumentParser:
             "3 could not judge (index unreachable or not cached; never reported as clean)."
         ),
         formatter_class=argparse.RawDescriptionHelpFormatter,
+        # no abbreviations here: argparse matches every argument against these options first, so `lock
+        # --engine uv` would be an ambiguous --engine-host/--engine-context before `lock` saw it
+        allow_abbrev=False,
     )
     p.add_argument("--manifest", type=Path, default=Path("wheels_manifest.yaml"),
                    help="the manifest (default: ./wheels_manifest.yaml)")
+    add_engine_args(p)
     sub = p.add_subparsers(dest="command", metavar="COMMAND", required=True)
 
     r = sub.add_parser("render", help="render the Dockerfile from the manifest",
@@ -584,6 +598,15 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument("--target", default="image", help="Dockerfile target (image or smoke)")
     b.add_argument("--quiet", action="store_true", help="do not stream the build log")
     b.add_argument("--json", action="store_true", help="print image id, tags and labels as JSON")
+    b.add_argument("--cache-from", action="append", nargs="?", const="", default=[], metavar="REF",
+                   help="read the layer cache from REF (a registry cache or an image with inline cache); "
+                        "bare: the variant's cache ref in --registry (REGISTRY/REPOSITORY:cache-VARIANT). "
+                        "Repeatable")
+    b.add_argument("--cache-to", nargs="?", const="", default=None, metavar="REF",
+                   help="write the layer cache to REF: a registry cache (mode=max) where the builder can, else "
+                        "the inline cache with the image pushed to REF; bare: the variant's cache ref")
+    b.add_argument("--registry", default=DEFAULT_REGISTRY,
+                   help=f"the publish registry, home of the default cache refs (default: {DEFAULT_REGISTRY})")
     b.set_defaults(func=cmd_build)
 
     ba = sub.add_parser("base", help="the variant's base image: create a bootstrap base, or read its inventory",
@@ -599,7 +622,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     sm = sub.add_parser("smoke", help="run the smoke checks in a built image",
                         description="Run the smoke payload in the image: static (pins, --no-deps drops, pip check) "
-                                    "everywhere; imports and the DSA forward where a GPU is present, else SKIPPED. "
+                                    "everywhere; the manifest's driver and GPU checks (the shipped image's: the DSA forward) "
+                                    "where a GPU is present, else SKIPPED. "
                                     "The result is recorded per image id for `publish`.")
     add_variant_args(sm)
     add_platform_arg(sm)
@@ -619,7 +643,7 @@ def build_parser() -> argparse.ArgumentParser:
                                     "(io.pinwheel.smoke.allowed-skipped, io.pinwheel.smoke.skip-reason). "
                                     "Re-running pushes the same digests again.")
     add_variant_args(pb)
-    pb.add_argument("--registry", default="127.0.0.1:5000", help="registry host[:port] (default: 127.0.0.1:5000)")
+    pb.add_argument("--registry", default=DEFAULT_REGISTRY, help=f"registry host[:port] (default: {DEFAULT_REGISTRY})")
     pb.add_argument("--tag", action="append", default=[], help="a local tag to publish (repeatable)")
     pb.add_argument("--allow-floating-base", action="store_true",
                     help="publish although the variant's base is not pinned by digest")
@@ -691,6 +715,7 @@ def _global_options_after_subcommand(parser: argparse.ArgumentParser) -> None:
         for sub in set(action.choices.values()):
             sub.add_argument("--manifest", type=Path, default=argparse.SUPPRESS,
                              help="the manifest (default: ./wheels_manifest.yaml)")
+            add_engine_args(sub, default=argparse.SUPPRESS)
 
 
 def _printable_everywhere() -> None:

@@ -31,12 +31,20 @@ static  any host. Every pin in expect.json is installed at exactly that
         distribution, the module and the error's last line. Distributions
         expect.json lists under "import_skip" (manifest `needs: driver`) are
         skipped with their reason, and left to the import level.
-import  needs an NVIDIA driver. ``torch``, ``from cudnn import DSA`` (and the
-        two DSA wrappers it is used for), ``import flashinfer``,
-        ``import flash_mla``; each with its version and import time.
-gpu     needs a Hopper (SM90) or Blackwell (SM100) GPU. One DeepSeek sparse
-        attention forward: lightning indexer -> top-k -> sparse MLA, each stage
-        checked against a float32 PyTorch reference and timed against it.
+import  needs an NVIDIA driver. What the manifest declares, nothing else: the top-level
+        modules of each import_skip distribution (manifest `needs: driver`), and each
+        package's verify check with needs: driver (its imports, then its snippet).
+gpu     needs a GPU. Each package's verify check with needs: gpu. A snippet runs in
+        its own process; a named check (`check: NAME`, see NAMED_CHECKS) runs once
+        however many packages declare it, and its verdict stands for each of them.
+        dsa-forward (declared by the shipped image on nvidia-cudnn-frontend and
+        FlashMLA): torch, ``from cudnn import DSA`` with both wrappers and flash_mla
+        are imported, then on a Hopper (SM90) or Blackwell (SM100) GPU one DeepSeek
+        sparse attention forward runs: lightning indexer -> top-k -> sparse MLA, each
+        stage checked against a float32 PyTorch reference and timed against it.
+
+Results per package are under "packages" in the JSON: the stages that checked it,
+by outcome. A level with nothing declared for it is SKIPPED with that reason.
 
 Without a driver or a suitable GPU the levels above static are SKIPPED, never
 passed. Exit status: 0 when no requested level failed (skips allowed unless
@@ -72,6 +80,15 @@ SCHEMA = 1
 LEVELS = ("static", "import", "gpu")
 GPU_STAGES = ("indexer", "topk", "mla")
 CORRUPT_ENV = "PINWHEEL_SMOKE_CORRUPT"
+# Checks this payload provides, which a manifest names (`verify: {check: NAME}`) on the packages they
+# exercise. The manifest loader reads this table, so a name it accepts is one the payload runs.
+NAMED_CHECKS = {
+    "dsa-forward": {
+        "needs": "gpu",
+        "about": "one DeepSeek sparse attention forward on an SM90/SM100 GPU: cudnn.DSA lightning indexer, "
+                 "cudnn.DSA top-k, FlashMLA sparse MLA, each against a float32 PyTorch reference",
+    },
+}
 ASSUME_DRIVER_ENV = "PINWHEEL_SMOKE_ASSUME_DRIVER"
 
 # ---------------------------------------------------------------------------
@@ -325,15 +342,24 @@ def load_expect(path: str) -> dict:
     if not isinstance(import_skip, dict) or not all(isinstance(k, str) and isinstance(v, str)
                                                     for k, v in import_skip.items()):
         raise UsageError(f"{path}: 'import_skip' must be an object of name -> reason")
-    verify = data.get("verify", {})  # package -> {import: [module], python: snippet|null, needs: cpu|driver|gpu}
+    # package -> {import: [module], python: snippet|null, check: NAMED_CHECKS key (optional), needs: cpu|driver|gpu}
+    verify = data.get("verify", {})
     if not isinstance(verify, dict) or not all(
         isinstance(k, str) and isinstance(v, dict) and v.get("needs") in ("cpu", "driver", "gpu")
         and isinstance(v.get("import", []), list) and all(isinstance(m, str) for m in v.get("import", []))
-        and isinstance(v.get("python"), (str, type(None)))
+        and isinstance(v.get("python"), (str, type(None))) and isinstance(v.get("check"), (str, type(None)))
         for k, v in verify.items()
     ):
         raise UsageError(f"{path}: 'verify' must be an object of name -> {{import: [module], python: snippet, "
-                         "needs: cpu|driver|gpu}")
+                         "check: name, needs: cpu|driver|gpu}")
+    for pkg, v in verify.items():
+        check = v.get("check")
+        if check is not None and check not in NAMED_CHECKS:
+            raise UsageError(f"{path}: verify.{pkg}.check: {check!r} is not a check this payload provides "
+                             f"({', '.join(sorted(NAMED_CHECKS))})")
+        if check is not None and v["needs"] != NAMED_CHECKS[check]["needs"]:
+            raise UsageError(f"{path}: verify.{pkg}: check {check} needs {NAMED_CHECKS[check]['needs']}, "
+                             f"not {v['needs']}")
     return {"pins": pins, "suppressed": suppressed, "base_unchanged": base_unchanged, "dropped": dropped,
             "import_skip": import_skip, "verify": verify, **lists}
 
@@ -645,17 +671,43 @@ _WHERE = {"cpu": "the build's invariant", "driver": "the smoke's import level (n
           "gpu": "the smoke's gpu level (needs a GPU)"}
 
 
-def run_verify(expect: dict, level: str, needs: str) -> list:
-    """Each package's own check (manifest `verify:`) that needs `needs`, run in its own process: its
-    imports, then its snippet, which must exit 0. A package that is not installed is SKIPPED."""
+def run_verify(expect: dict, level: str, needs: str, named=None) -> list:
+    """Each package's own check (manifest `verify:`) that needs `needs`. A snippet check runs in its own
+    process: its imports, then its snippet, which must exit 0. A named check (`check: NAME`, one of
+    NAMED_CHECKS) is run once by `named(NAME)` however many packages declare it, and its verdict stands
+    for each of them; its own stages are listed too, marked `in_check`. A package that is not installed
+    is SKIPPED, and so is every package whose named check did not get to its point."""
     dists = installed_distributions()
     stages = []
+    ran: dict = {}  # check name -> (its stages, why it was skipped or None)
     for pkg, v in sorted(expect["verify"].items()):
         if v["needs"] != needs:
             continue
         name = f"verify:{pkg}"
         if not dists.get(normalize(pkg)):
-            stages.append(_stage(level, name, "skipped", reason=f"{pkg} is not installed"))
+            stages.append(_stage(level, name, "skipped", package=pkg, needs=needs,
+                                 **({"check": v["check"]} if v.get("check") else {}),
+                                 reason=f"{pkg} is not installed"))
+            continue
+        if v.get("check"):
+            check = v["check"]
+            if check not in ran:
+                sub, skip_reason = named(check)
+                for st in sub:
+                    st["in_check"] = check
+                stages.extend(sub)
+                ran[check] = (sub, skip_reason)
+            sub, skip_reason = ran[check]
+            fields = {"package": pkg, "needs": needs, "check": check,
+                      "stages": [f"{st['level']}/{st['name']}" for st in sub]}
+            if any(st["status"] == "failed" for st in sub):
+                stages.append(_stage(level, name, "failed", error=f"{pkg}: check {check}: " + "; ".join(
+                    st.get("error") or st.get("message") or "failed" for st in sub if st["status"] == "failed"),
+                    **fields))
+            elif skip_reason:
+                stages.append(_stage(level, name, "skipped", reason=f"check {check}: {skip_reason}", **fields))
+            else:
+                stages.append(_stage(level, name, "passed", **fields))
             continue
         code = ("import os, site\nfor _d in filter(None, os.environ.get('PINWHEEL_IMPORT_SITES', '').split(os.pathsep)):"
                 "\n    site.addsitedir(_d)\n"
@@ -669,7 +721,7 @@ def run_verify(expect: dict, level: str, needs: str) -> list:
             rc, tail = proc.returncode, (proc.stderr.strip().splitlines() or [""])[-1]
         except subprocess.TimeoutExpired:
             rc, tail = None, f"timed out after {VERIFY_TIMEOUT_S} s"
-        fields = {"needs": needs, "imports": v.get("import", []), "python": v.get("python"),
+        fields = {"package": pkg, "needs": needs, "imports": v.get("import", []), "python": v.get("python"),
                   "seconds": round(time.perf_counter() - t0, 2)}
         if rc == 0:
             stages.append(_stage(level, name, "passed", **fields))
@@ -680,7 +732,9 @@ def run_verify(expect: dict, level: str, needs: str) -> list:
 
 
 def skipped_verify(expect: dict, level: str, needs: tuple, reason: str) -> list:
-    return [_stage(level, f"verify:{pkg}", "skipped", needs=v["needs"], reason=f"{reason}; runs in {_WHERE[v['needs']]}")
+    return [_stage(level, f"verify:{pkg}", "skipped", package=pkg, needs=v["needs"],
+                   **({"check": v["check"]} if v.get("check") else {}),
+                   reason=f"{reason}; runs in {_WHERE[v['needs']]}")
             for pkg, v in sorted(expect["verify"].items()) if v["needs"] in needs]
 
 
@@ -821,12 +875,6 @@ def _import_cudnn_dsa():
     }
 
 
-def _import_flashinfer():
-    import flashinfer
-
-    return {"version": getattr(flashinfer, "__version__", None) or _dist_version("flashinfer-python")}
-
-
 def _import_flash_mla():
     import flash_mla
 
@@ -845,23 +893,58 @@ def _import_flash_mla():
     }
 
 
-def run_import(expect: dict | None = None) -> list:
-    stages = [
-        _timed_import("import", "torch", _import_torch),
-        _timed_import("import", "cudnn.DSA", _import_cudnn_dsa),
-        _timed_import("import", "flashinfer", _import_flashinfer),
-        _timed_import("import", "flash_mla", _import_flash_mla),
-    ]
-    # the modules the build skipped (manifest `needs: driver`), each imported here, where the driver is
-    done = {s["name"] for s in stages}
-    skip = {normalize(k) for k in (expect or {}).get("import_skip", {})}
+def run_driver_imports(expect: dict) -> list:
+    """The import level's own part: the top-level modules of every distribution expect.json's
+    import_skip names (manifest `needs: driver`), each imported here, where the driver is. One that is
+    not installed (a local wheel whose fallback was installed instead) is SKIPPED."""
+    skip = {normalize(k): k for k in expect["import_skip"]}
+    found: dict = {}
     for dist in importlib.metadata.distributions():
-        if dist.metadata["Name"] and normalize(dist.metadata["Name"]) in skip:
-            for mod in top_level_modules(dist):
-                if mod not in done:
-                    done.add(mod)
-                    stages.append(_timed_import("import", mod, lambda m=mod: (importlib.import_module(m), {})[1]))
+        name = dist.metadata["Name"]
+        if name and normalize(name) in skip:
+            found.setdefault(normalize(name), dist)
+    stages = []
+    for key, pkg in sorted(skip.items()):
+        dist = found.get(key)
+        if dist is None:
+            stages.append(_stage("import", pkg, "skipped", package=pkg, reason=f"{pkg} is not installed"))
+            continue
+        for mod in top_level_modules(dist):
+            rec = _timed_import("import", mod, lambda m=mod: (importlib.import_module(m), {})[1])
+            rec.update(package=pkg, version=dist.version)
+            stages.append(rec)
     return stages
+
+
+def run_dsa_forward(args, corrupt, doc) -> tuple:
+    """The named check `dsa-forward`: (stages, why it was skipped or None). Its imports first (a missing
+    or broken module is a failure, named), then the device (no CUDA device, or one that is neither SM90
+    nor SM100, is a skip), then the forward."""
+    stages = [
+        _timed_import("gpu", "torch", _import_torch),
+        _timed_import("gpu", "cudnn.DSA", _import_cudnn_dsa),
+        _timed_import("gpu", "flash_mla", _import_flash_mla),
+    ]
+    if any(st["status"] == "failed" for st in stages):
+        return stages + [_stage("gpu", "dsa-forward", "skipped", reason="not run: an import failed")], None
+    import torch
+
+    reason = None
+    if not torch.cuda.is_available():
+        reason = "torch sees no CUDA device"
+    else:
+        doc["device"] = device_info(torch)  # named in the record even where the forward does not run
+        cap = torch.cuda.get_device_capability()
+        if cap[0] not in (9, 10):
+            reason = f"the DSA kernels are built for SM90 and SM100; this GPU is sm_{cap[0]}{cap[1]}"
+    if reason:
+        return stages + [_stage("gpu", "dsa-forward", "skipped", reason=reason)], reason
+    forward, _ = run_gpu(args, corrupt)
+    return stages + forward, None
+
+
+# NAMED_CHECKS' runners: (args, corrupt, doc) -> (stages, why it was skipped or None)
+CHECK_RUNNERS = {"dsa-forward": run_dsa_forward}
 
 
 # ---------------------------------------------------------------------------
@@ -979,6 +1062,21 @@ def mla_reference(torch, q, kv, indices, sm_scale: float, d_v: int, with_bound: 
     return out
 
 
+def device_info(torch) -> dict:
+    """The CUDA device the gpu level runs on, as the result document records it."""
+    dev = torch.device(_DEVICE)
+    cap = torch.cuda.get_device_capability()
+    props = torch.cuda.get_device_properties(dev)
+    return {
+        "name": torch.cuda.get_device_name(dev),
+        "capability": f"{cap[0]}.{cap[1]}",
+        "multiprocessors": props.multi_processor_count,
+        "memory_gib": round(props.total_memory / 2 ** 30, 1),
+        "torch": torch.__version__,
+        "torch_cuda": torch.version.cuda,
+    }
+
+
 def run_gpu(args, corrupt) -> tuple:
     """Returns (stages, device_info)."""
     import torch
@@ -991,22 +1089,13 @@ def run_gpu(args, corrupt) -> tuple:
     import flash_mla
 
     dev = torch.device(_DEVICE)
-    cap = torch.cuda.get_device_capability()
-    props = torch.cuda.get_device_properties(dev)
     shape = dict(GPU_SHAPE)
     shape["seq_q"] = args.seq_q
     shape["topk"] = args.topk
     B, S, H, D = shape["batch"], shape["seq_q"], shape["index_heads"], shape["index_dim"]
     ratio, topk = shape["ratio"], shape["topk"]
     T = S // ratio
-    device = {
-        "name": torch.cuda.get_device_name(dev),
-        "capability": f"{cap[0]}.{cap[1]}",
-        "multiprocessors": props.multi_processor_count,
-        "memory_gib": round(props.total_memory / 2 ** 30, 1),
-        "torch": torch.__version__,
-        "torch_cuda": torch.version.cuda,
-    }
+    device = device_info(torch)
     warm, reps = args.warmup, args.reps
     stages = []
 
@@ -1180,12 +1269,32 @@ def run_gpu(args, corrupt) -> tuple:
 # driver of the levels
 
 def _level_status(stages: list) -> str:
-    sts = [s["status"] for s in stages]
+    """failed, skipped (nothing ran) or passed. A named check's own stages (in_check) are judged through
+    its verify stage: its imports passing never make a level whose forward was skipped pass."""
+    sts = [s["status"] for s in stages if "in_check" not in s]
     if any(s == "failed" for s in sts):
         return "failed"
-    if sts and all(s == "skipped" for s in sts):
+    if all(s == "skipped" for s in sts):  # nothing judged, or every one skipped
         return "skipped"
     return "passed"
+
+
+def package_results(stages: list) -> dict:
+    """Per package: the stages that checked it (its verify stages, its modules' imports) by outcome.
+    status: failed if any failed; skipped if none ran; partial if some passed and some were SKIPPED;
+    passed only if every one passed."""
+    out: dict = {}
+    for st in stages:
+        pkg = st.get("package")
+        if pkg is None or "in_check" in st:
+            continue
+        entry = out.setdefault(pkg, {"passed": [], "failed": [], "skipped": []})
+        if st["status"] in entry:
+            entry[st["status"]].append(f"{st['level']}/{st['name']}")
+    for entry in out.values():
+        entry["status"] = ("failed" if entry["failed"] else "skipped" if not entry["passed"]
+                           else "partial" if entry["skipped"] else "passed")
+    return dict(sorted(out.items()))
 
 
 def collect_versions(expect: dict) -> dict:
@@ -1330,7 +1439,9 @@ def run(args, corrupt) -> dict:
 
     def record(level, stages, reason=None):
         doc["stages"].extend(stages)
-        entry = {"status": _level_status(stages) if stages else "skipped"}
+        entry = {"status": _level_status(stages)}
+        if entry["status"] == "skipped" and not reason:
+            reason = "; ".join(dict.fromkeys(s.get("reason", "") for s in stages if "in_check" not in s))
         if reason:
             entry["reason"] = reason
         doc["levels"][level] = entry
@@ -1350,32 +1461,24 @@ def run(args, corrupt) -> dict:
             record("import", [_stage("import", "imports", "skipped", reason=reason)]
                    + skipped_verify(expect, "import", ("driver",), reason), reason)
             if "gpu" in requested:
-                record("gpu", [_stage("gpu", "dsa-forward", "skipped", reason=reason)]
+                record("gpu", [_stage("gpu", "checks", "skipped", reason=reason)]
                        + skipped_verify(expect, "gpu", ("gpu",), reason), reason)
         else:
-            imp = record("import", run_import(expect) + run_verify(expect, "import", "driver"))
+            imports = run_driver_imports(expect) + run_verify(expect, "import", "driver")
+            imp = record("import", imports, None if imports else
+                         "nothing to import: expect.json names no `needs: driver` package and no driver check")
             if "gpu" in requested:
-                reason = None
-                if imp != "passed":
+                if not any(v["needs"] == "gpu" for v in expect["verify"].values()):
+                    record("gpu", [], "nothing to run: expect.json declares no gpu check (manifest `verify:` "
+                                      "with needs: gpu)")
+                elif imp == "failed":
                     reason = "the import level failed"
+                    record("gpu", skipped_verify(expect, "gpu", ("gpu",), reason), reason)
                 else:
-                    import torch
+                    record("gpu", run_verify(expect, "gpu", "gpu",
+                                             lambda name: CHECK_RUNNERS[name](args, corrupt, doc)))
 
-                    if not torch.cuda.is_available():
-                        reason = "torch sees no CUDA device"
-                    else:
-                        cap = torch.cuda.get_device_capability()
-                        if cap[0] not in (9, 10):
-                            reason = (f"the DSA kernels are built for SM90 and SM100; this GPU is "
-                                      f"sm_{cap[0]}{cap[1]}")
-                if reason:
-                    record("gpu", [_stage("gpu", "dsa-forward", "skipped", reason=reason)]
-                           + skipped_verify(expect, "gpu", ("gpu",), reason), reason)
-                else:
-                    stages, device = run_gpu(args, corrupt)
-                    doc["device"] = device
-                    record("gpu", stages + run_verify(expect, "gpu", "gpu"))
-
+    doc["packages"] = package_results(doc["stages"])
     doc["versions"] = collect_versions(expect)
     doc["seconds"] = round(time.perf_counter() - t0, 2)
     failed = [lv for lv in requested if doc["levels"][lv]["status"] == "failed"]
@@ -1429,6 +1532,11 @@ def summary(doc: dict) -> str:
             text = "base: already broken: " + "; ".join(s["accepted_baseline"])
         elif s["status"] == "skipped":
             text = s.get("reason", "")
+        elif s.get("check") and s["status"] == "passed":
+            text = f"check {s['check']} passed ({', '.join(s['stages'])})"
+        elif s["name"].startswith("verify:") and s["status"] == "passed":
+            text = ((f"imported {', '.join(s['imports'])}; " if s.get("imports") else "")
+                    + ("snippet exited 0 " if s.get("python") else "") + f"({s.get('seconds', 0):.2f} s)")
         elif "error" in s:
             text = s["error"]
         elif "message" in s:
@@ -1438,6 +1546,10 @@ def summary(doc: dict) -> str:
         else:
             text = f"{s.get('version') or ''} ({s.get('seconds', 0):.2f} s)".strip()
         lines.append(f"[{tag:>7}] {name}: {text}")
+    for pkg, entry in doc.get("packages", {}).items():
+        parts = [f"{len(entry[k])} {k}" for k in ("passed", "failed", "skipped") if entry[k]]
+        lines.append(f"package {pkg}: {entry['status'].upper()} ({', '.join(parts)})"
+                     + (f"; SKIPPED: {', '.join(entry['skipped'])}" if entry["skipped"] else ""))
     if doc.get("skipped_levels"):
         lines.append(
             f"!!! SKIPPED: level(s) {', '.join(doc['skipped_levels'])} did not run. A skip is NOT a pass"

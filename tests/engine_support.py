@@ -17,3 +17,19 @@ def engine_unavailable(reason: str) -> None:
     if os.environ.get("CI"):
         pytest.fail(f"these tests need a working engine and registry in CI: {reason}", pytrace=False)
     pytest.skip(f"SKIPPED (no engine): {reason}")
+
+
+def second_engine():
+    """The second engine (scripts/engine2-up starts it when none answers): an Engine on its socket."""
+    import subprocess
+
+    from pinwheel.image.engine import Engine
+
+    proc = subprocess.run([str(REPO_ROOT / "scripts" / "engine2-up")], capture_output=True, text=True)
+    if proc.returncode != 0:
+        engine_unavailable(f"scripts/engine2-up failed (exit {proc.returncode}): {proc.stderr.strip()[-500:]}")
+    engine = Engine(host=proc.stdout.strip().splitlines()[-1])
+    reason = engine.unavailable_reason()
+    if reason:
+        engine_unavailable(f"the second engine at {engine.host} does not answer: {reason}")
+    return engine

@@ -3,6 +3,7 @@ client, and the checks that run before anything reads a lock or an inventory."""
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from pathlib import Path
 
@@ -161,12 +162,40 @@ def require_fresh_lock(plan: Plan, root: Path) -> None:
 
 
 
-def engine_or_fail():
+BUILDER_ENV = "PINWHEEL_BUILDER"
+# Where images are published unless --registry says otherwise; the default cache refs live there too.
+DEFAULT_REGISTRY = "127.0.0.1:5000"
+ENGINE_HOST_ENV = "PINWHEEL_ENGINE_HOST"
+
+
+def add_engine_args(p: argparse.ArgumentParser, default=None) -> None:
+    """Where engine commands run: a buildx builder, a remote engine or a docker context."""
+    p.add_argument("--builder", metavar="NAME", default=default,
+                   help=f"build on this buildx builder (default: ${BUILDER_ENV}, else the engine's own)")
+    p.add_argument("--engine-host", metavar="URL", default=default,
+                   help=f"the engine to use: unix:///path.sock, tcp://host:2376, ssh://user@host "
+                        f"(default: ${ENGINE_HOST_ENV}, else the docker CLI's own: DOCKER_HOST or its context)")
+    p.add_argument("--engine-context", metavar="NAME", default=default,
+                   help="the docker context to use instead of --engine-host")
+
+
+def engine_for(args: argparse.Namespace | None):
+    """The engine the command's --builder/--engine-host/--engine-context (or their variables) name."""
+    builder = getattr(args, "builder", None) or os.environ.get(BUILDER_ENV) or None
+    host = getattr(args, "engine_host", None) or os.environ.get(ENGINE_HOST_ENV) or None
+    context = getattr(args, "engine_context", None)
+    if host and context:
+        raise UsageError("--engine-host and --engine-context name two engines; give one")
     from ..image.engine import Engine  # see inventory_engine
-    engine = Engine()
+    return Engine(host=host, context=context, builder=builder)
+
+
+def engine_or_fail(args: argparse.Namespace | None = None):
+    engine = engine_for(args)
     reason = engine.unavailable_reason()
     if reason:
-        raise UsageError(f"no Docker engine with buildx: {reason}. Run `scripts/engine-up` (or `make engine`).")
+        raise UsageError(f"no Docker engine with buildx ({engine.describe()}): {reason}. "
+                         f"Run `scripts/engine-up` (or `make engine`).")
     return engine
 
 

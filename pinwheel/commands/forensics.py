@@ -29,7 +29,7 @@ if TYPE_CHECKING:
 def cmd_inspect(args: argparse.Namespace) -> int:
     from ..image.inventory import save_and
     from ..reports.inspect import inspect_archive, print_inspection, to_json as inspection_json
-    engine = engine_or_fail()
+    engine = engine_or_fail(args)
     if not engine.image_exists(args.image):
         raise UsageError(f"image {args.image} is not in the engine")
     try:
@@ -67,7 +67,7 @@ def diff_side(engine: Engine | None, ref: str, m: Manifest | None):
 def cmd_diff(args: argparse.Namespace) -> int:
     from ..reports.inspect import diff, print_diff
     m = manifest_mod.load(args.manifest) if Path(args.manifest).exists() else None
-    engine = None if all(Path(r).is_dir() for r in (args.a, args.b)) else engine_or_fail()
+    engine = None if all(Path(r).is_dir() for r in (args.a, args.b)) else engine_or_fail(args)
     try:
         data = diff(diff_side(engine, args.a, m), diff_side(engine, args.b, m))
     except InventoryError as exc:
@@ -137,7 +137,37 @@ def cmd_import(args: argparse.Namespace) -> int:
 
 
 
+def cmd_layers(args: argparse.Namespace) -> int:
+    """Two builds of the same inputs, layer by layer, on one engine or two."""
+    from ..reports.layers import compare_layers, format_comparison
+    engine_a = engine_or_fail(args)
+    engine_b = engine_a if not (args.b_engine_host or args.b_engine_context) else engine_or_fail(
+        argparse.Namespace(engine_host=args.b_engine_host, engine_context=args.b_engine_context))
+    for engine, ref in ((engine_a, args.a), (engine_b, args.b)):
+        if not engine.image_exists(ref):
+            raise UsageError(f"{ref} is not an image in {engine.describe()}")
+    cmp = compare_layers(engine_a, args.a, engine_b, args.b)
+    if args.json:
+        sys.stdout.write(json.dumps(cmp.to_json(), indent=2) + "\n")
+    else:
+        for line in format_comparison(cmp):
+            out().print(escape(line))
+    return EXIT_OK if cmp.same else EXIT_PROBLEM
+
+
 def add_forensics_parsers(sub) -> None:
+    ly = sub.add_parser("layers", help="are two builds the same bytes? layer digests compared, and what differs",
+                        description="Compare image A (in the engine) with image B (in the same engine, or in the one "
+                                    "--b-engine-host names) layer by layer: same diff id, or which entries differ "
+                                    "and how (mtime only, content, metadata, on one side only). Exit 0 when every "
+                                    "layer is the same, 1 otherwise. JSON schema pinwheel.layers/1.")
+    ly.add_argument("a")
+    ly.add_argument("b")
+    ly.add_argument("--b-engine-host", metavar="URL", help="the engine that holds B (default: A's)")
+    ly.add_argument("--b-engine-context", metavar="NAME", help="the docker context that holds B")
+    ly.add_argument("--json", action="store_true")
+    ly.set_defaults(func=cmd_layers)
+
     ins = sub.add_parser(
         "inspect", help="what any local image holds, layer by layer (without running it)",
         description=("Read an image's layers through the engine and list, per layer, the Python distributions it\n"

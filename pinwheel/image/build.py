@@ -25,7 +25,7 @@ from .labels import CONTENT_TAG, OCI_BASE_DIGEST, OCI_SOURCE
 from .assets import AssetError, asset_labels, stage_assets
 from .patches import PatchError, patch_labels, stage_patches
 from .base import platform_base
-from .engine import Engine
+from .engine import CacheExport, Engine
 from ..index import ca_bundle, default_index_url, pip_setting
 from ..lock import lock_sha256, locked_versions
 from ..plan import Plan
@@ -58,11 +58,26 @@ class BuildInputs:
 
 
 @dataclass(frozen=True)
+class BuildCache:
+    """The layer cache of one build: refs to read it from, and the ref to write it to (None: not written)."""
+
+    from_refs: tuple[str, ...] = ()
+    to_ref: str | None = None
+
+
+@dataclass(frozen=True)
 class BuiltImage:
     image_id: str
     tags: tuple[str, ...]
     labels: dict[str, str]
     variant: str
+    cache_exports: tuple[CacheExport, ...] = ()
+
+
+def cache_ref(plan: Plan, registry: str) -> str:
+    """The variant's cache ref in ``registry``: one per variant and platform, beside its images."""
+    arch = f"-{plan.platform_arch}" if plan.platform_arch else ""
+    return f"{registry}/{plan.repository}:cache-{plan.variant.name}{arch}"
 
 
 def tags_for(plan: Plan, inputs_sha256: str, today: dt.date | None = None) -> tuple[str, str]:
@@ -260,9 +275,21 @@ def base_reference(plan: Plan, base_image: str | None) -> str:
     return base_image or platform_base(plan.variant.base, plan.platform_arch)  # a bootstrap base per arch
 
 
+def _cache_options(cache: BuildCache | None, on_export) -> dict:
+    """Engine.build's cache arguments, only those a build uses."""
+    options: dict = {}
+    if cache and cache.from_refs:
+        options["cache_from"] = cache.from_refs
+    if cache and cache.to_ref:
+        options.update(cache_to=cache.to_ref, on_cache_export=on_export)
+    return options
+
+
 def build_image(plans: list[Plan], plan: Plan, root: Path, engine: Engine, target: str = "image",
-                progress: bool = True, extra_tags: tuple[str, ...] = (), base_image: str | None = None) -> BuiltImage:
-    """Build one variant. base_image: the image a base_variant variant starts FROM (the BASE build arg)."""
+                progress: bool = True, extra_tags: tuple[str, ...] = (), base_image: str | None = None,
+                cache: BuildCache | None = None) -> BuiltImage:
+    """Build one variant. base_image: the image a base_variant variant starts FROM (the BASE build arg);
+    cache: where its layer cache is read from and written to."""
     inputs = BuildInputs.for_plan(plan, root)
     base = base_reference(plan, base_image)
     check_inputs(plans, plan, inputs)
@@ -285,6 +312,7 @@ def build_image(plans: list[Plan], plan: Plan, root: Path, engine: Engine, targe
     labels.update(write_sbom(plan, root, identity, immutable, created))
     labels.update(asset_labels(plan))  # each release asset's URL and sha256
     labels.update(patch_labels(plan))  # each patch's target and sha256
+    exports: list[CacheExport] = []
     with tempfile.TemporaryDirectory(prefix="pinwheel-context-") as ctx, \
             tempfile.TemporaryDirectory(prefix="pinwheel-secrets-") as sec:
         context = Path(ctx)
@@ -300,5 +328,6 @@ def build_image(plans: list[Plan], plan: Plan, root: Path, engine: Engine, targe
             build_args={"BASE": base, **plan.build_args}, secrets=secrets,
             target=target, progress=progress,
             platform=plan.container_platform if plan.variant.platforms else None,
+            **_cache_options(cache, exports.append),
         )
-    return BuiltImage(image_id, tags + extra_tags, labels, plan.variant.name)
+    return BuiltImage(image_id, tags + extra_tags, labels, plan.variant.name, tuple(exports))

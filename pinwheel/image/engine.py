@@ -6,6 +6,15 @@ place the CLI reports a push's bytes, and reads the pushed manifest back with
 `docker manifest inspect`. Nothing happens at import time; python-on-whales
 itself is imported on first use, so render and resolve code and their tests
 never need it.
+
+Where it builds is this adapter's business only: ``host`` (``--engine-host``,
+a remote or second engine), ``context`` (a docker context) and ``builder``
+(any buildx builder, ``--builder``) go on every CLI call it makes. So does
+the layer cache: ``cache_to`` is the registry cache (``type=registry,
+mode=max``) where the builder can export one, and on a builder that cannot
+(the docker driver of an engine with the classic image store, such as
+Docker 20.10's BuildKit v0.8) the inline cache, with the image itself pushed
+to the cache ref; ``cache_from`` reads either kind.
 """
 
 from __future__ import annotations
@@ -33,6 +42,7 @@ if TYPE_CHECKING:  # pragma: no cover
 
 __all__ = [
     "BuildFailed",
+    "CacheExport",
     "Engine",
     "EngineError",
     "Mount",
@@ -128,17 +138,53 @@ class PushResult:
         return sum(layer.size or 0 for layer in self.layers if not layer.transferred)
 
 
+@dataclass(frozen=True)
+class CacheExport:
+    """How a build's layer cache left for ``ref``: ``registry`` (a cache manifest, every stage, mode=max)
+    or ``inline`` (the cache keys in the image's config, final stage only; the image pushed to ``ref``)."""
+
+    ref: str
+    kind: str  # registry | inline
+    digest: str | None = None  # the pushed image's digest (inline)
+
+
+# Builder drivers whose BuildKit exports a registry cache. The docker driver does only where the engine
+# keeps images in containerd (its "driver-type: io.containerd.snapshotter.v1").
+_REGISTRY_CACHE_DRIVERS = frozenset({"docker-container", "remote", "kubernetes"})
+
+
 class Engine:
     """A Docker engine reached through the docker CLI and buildx.
 
     ``client_call`` is the command that runs the CLI (default ``["docker"]``,
-    taken from PATH when used).
+    taken from PATH when used). ``host`` (``unix:///run/x.sock``,
+    ``tcp://h:2376``, ``ssh://u@h``) or ``context`` (a docker context name)
+    selects the engine; ``builder`` a buildx builder (None: the engine's own,
+    the docker driver). Images load into the selected engine's store.
     """
 
-    def __init__(self, client_call: Sequence[str] = ("docker",), log_tail_lines: int = 80) -> None:
-        self._client_call = list(client_call)
+    def __init__(self, client_call: Sequence[str] = ("docker",), log_tail_lines: int = 80, *,
+                 host: str | None = None, context: str | None = None, builder: str | None = None) -> None:
+        if host and context:
+            raise EngineError("give an engine host or a docker context, not both")
+        if builder and not host and not context and _is_docker_context(client_call, builder):
+            # A docker-driver builder is a docker context; buildx refuses it as --builder and asks for
+            # --context, which also loads the result into that context's engine.
+            context, builder = builder, None
+        self._client_call = [*client_call, *(["--host", host] if host else []),
+                             *(["--context", context] if context else [])]
         self._log_tail_lines = log_tail_lines
         self._client: DockerClient | None = None
+        self.host = host
+        self.context = context
+        self.builder = builder
+        self._driver: str | None = None
+
+    def describe(self) -> str:
+        """Where builds run, in words: ``builder B on engine H`` (``the local engine`` by default)."""
+        where = f"engine {self.host}" if self.host else f"docker context {self.context}" if self.context \
+            else "the local engine"
+        return f"builder {self.builder} on {where}" if self.builder else where
 
     # -- plumbing ---------------------------------------------------------
     @property
@@ -167,7 +213,37 @@ class Engine:
             self.docker.buildx.version()
         except self._errors() as exc:
             return f"the buildx plugin does not work ({_last_line(exc)}); run scripts/engine-up"
+        if self.builder:
+            try:
+                self.docker.buildx.inspect(self.builder)
+            except self._errors() as exc:
+                return f"no buildx builder {self.builder!r} ({_last_line(exc)}); see `docker buildx ls`"
         return None
+
+    def builder_driver(self) -> str:
+        """The buildx driver of the builder builds use: docker, docker-container, remote, kubernetes."""
+        if self._driver is None:
+            self._driver = str(self.docker.buildx.inspect(self.builder).driver or "docker")
+        return self._driver
+
+    def cache_kind(self) -> str:
+        """``registry`` where the builder exports a registry cache, else ``inline``.
+
+        The docker driver exports only the inline cache, unless the engine
+        keeps its images in containerd (Docker 24 and later, with the
+        containerd image store turned on).
+        """
+        driver = self.builder_driver()
+        if driver in _REGISTRY_CACHE_DRIVERS:
+            return "registry"
+        if driver == "docker" and self._containerd_store():
+            return "registry"
+        return "inline"
+
+    def _containerd_store(self) -> bool:
+        info = self.docker.system.info()
+        status = [tuple(pair) for pair in (getattr(info, "driver_status", None) or []) if len(pair) == 2]
+        return ("driver-type", "io.containerd.snapshotter.v1") in status
 
     def available(self) -> bool:
         """True when a daemon answers and buildx works."""
@@ -186,8 +262,22 @@ class Engine:
         progress: bool = False,
         cache: bool = True,
         platform: str | None = None,
+        cache_from: Sequence[str] = (),
+        cache_to: str | None = None,
+        on_cache_export: Callable[[CacheExport], None] | None = None,
+        on_log: Callable[[str], None] | None = None,
+        push: bool = False,
     ) -> str:
-        """Build with buildx into the local image store; return the image id.
+        """Build with buildx into the engine's image store; return the image id.
+
+        ``cache_from`` are cache refs to read (a registry cache manifest or an
+        image with inline cache, either works); ``cache_to`` the ref this
+        build's cache goes to, as :meth:`cache_kind` says: a registry cache
+        (mode=max), or the inline cache with the built image pushed to that
+        ref. ``on_cache_export`` is told where it went; ``on_log`` sees each
+        line of the plain build log. ``push`` pushes the result to its tags'
+        registry instead of loading it into the engine's store (then cached
+        layers a registry already holds need not be downloaded).
 
         ``platform`` (linux/arm64) builds for that container platform; one that
         is not the host's runs its RUN steps through QEMU (scripts/qemu-up).
@@ -205,6 +295,12 @@ class Engine:
         for sid, src in (secrets or {}).items():
             if not Path(src).is_file():
                 raise BuildFailed(f"secret {sid!r}: {src} is not a file", "")
+        cache_kind = self.cache_kind() if cache_to else None
+        cache_export: dict[str, str] | None = None
+        if cache_to and cache_kind == "registry":
+            cache_export = {"type": "registry", "ref": cache_to, "mode": "max"}
+        elif cache_to:
+            cache_export = {"type": "inline"}
         tail: collections.deque[str] = collections.deque(maxlen=self._log_tail_lines)
         with tempfile.TemporaryDirectory(prefix="pinwheel-build-") as tmp:
             metadata = Path(tmp) / "metadata.json"
@@ -218,14 +314,20 @@ class Engine:
                     secrets=secret_specs,
                     target=target,
                     platforms=[platform] if platform else None,
-                    load=True,
+                    builder=self.builder,
+                    load=not push,
+                    push=push,
                     cache=cache,
+                    cache_from=[{"type": "registry", "ref": ref} for ref in cache_from] or None,
+                    cache_to=cache_export,
                     progress="plain",
                     metadata_file=metadata,
                     stream_logs=True,
                 )
                 for line in cast("Iterator[str]", lines):
                     tail.append(line.rstrip("\n"))
+                    if on_log is not None:
+                        on_log(line)
                     if progress:
                         sys.stderr.write(line)
                         sys.stderr.flush()
@@ -236,10 +338,21 @@ class Engine:
             except (FileNotFoundError, PermissionError, ClientNotFoundError) as exc:
                 raise BuildFailed(f"cannot run the docker CLI: {exc}", "") from None
             image_id = _image_id_from_metadata(metadata)
+        if image_id is None and push:
+            raise BuildFailed("build pushed but reported no image id", "\n".join(tail))
         if image_id is None:
             if not tags:
                 raise BuildFailed("build finished but reported no image id", "\n".join(tail))
             image_id = self.image_id(tags[0])
+        if cache_to:
+            export = CacheExport(cache_to, "registry")
+            if cache_kind == "inline" and push:
+                raise BuildFailed("an inline cache needs the image in the engine's store: build with load", "")
+            if cache_kind == "inline":  # the cache travels in the image's config: push the image as the cache ref
+                self.tag(image_id, cache_to)
+                export = CacheExport(cache_to, "inline", self.push(cache_to).digest)
+            if on_cache_export is not None:
+                on_cache_export(export)
         return image_id
 
     # -- images ----------------------------------------------------------------
@@ -621,6 +734,14 @@ def _repository(ref: str) -> str:
     if ":" in last:
         name = name[: len(name) - len(last)] + last.split(":", 1)[0]
     return name
+
+
+def _is_docker_context(client_call: Sequence[str], name: str) -> bool:
+    try:
+        proc = subprocess.run([*client_call, "context", "inspect", name], capture_output=True, text=True, timeout=30)
+    except (OSError, subprocess.SubprocessError):
+        return False
+    return proc.returncode == 0
 
 
 def _last_line(exc: BaseException) -> str:

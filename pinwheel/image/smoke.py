@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 import shutil
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..workspace import InImage
@@ -24,6 +24,8 @@ class SmokeResult:
     levels: dict[str, str]  # level -> passed | failed | skipped
     document: dict
     output: str
+    # package -> passed | failed | skipped | partial: the manifest's checks of it that this smoke ran
+    packages: dict[str, str] = field(default_factory=dict)
 
 
 def host_has_gpu() -> bool:
@@ -49,8 +51,9 @@ def run_smoke(engine: Engine, image: str, gpus: bool | None = None, level: str =
     except json.JSONDecodeError:
         document = {}
     levels = {name: str(v.get("status")) for name, v in document.get("levels", {}).items()}
+    packages = {name: str(v.get("status")) for name, v in document.get("packages", {}).items()}
     ok = result.returncode == 0 and bool(document.get("ok"))
-    return SmokeResult(engine.image_id(image), ok, levels, document, summary + result.stderr)
+    return SmokeResult(engine.image_id(image), ok, levels, document, summary + result.stderr, packages)
 
 
 def _result_path(results_dir: Path, image_id: str) -> Path:
@@ -62,7 +65,7 @@ def record(result: SmokeResult, results_dir: Path) -> Path:
     path = _result_path(results_dir, result.image_id)
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps({"image_id": result.image_id, "ok": result.ok, "levels": result.levels,
-                                "document": result.document}, indent=2) + "\n")
+                                "packages": result.packages, "document": result.document}, indent=2) + "\n")
     return path
 
 

@@ -308,11 +308,11 @@ class IndexClient:
         record["_stat"] = stat  # which file these bytes came from, for the parsed store
         return record
 
-    def _cached_page(self, cname: str, record: dict[str, Any]) -> _Page:
+    def _cached_page(self, cname: str, record: dict[str, Any], remember: bool = True) -> _Page:
         """The page a cache record lists, remembered parsed for the next run."""
         stat = record.pop("_stat", None)
         page = _Page.of([f for f in map(file_or_none, record["files"]) if f is not None])
-        if stat is not None:
+        if stat is not None and remember:
             groups = {text: (page._versions[text], [f.to_json() for f in group]) for text, group in page._groups.items()}
             self._parsed.store_page(self._page_cache_path(cname), stat, float(record.get("fetched", 0)), groups)
         return page
@@ -326,24 +326,21 @@ class IndexClient:
         fetched, versions = found
         if not self.offline and (self.max_age is None or time.time() - fetched > self.max_age):
             return None
-        groups: dict[str, list[IndexFile]] = {}
 
-        def load_group(text: str) -> list[IndexFile]:
-            if text not in groups:
-                entries = self._parsed.page_files(path, text)
-                if entries is None:  # the page file changed since: read it whole
-                    record = self._read_page_cache(cname)
-                    if record is None:
-                        raise CacheMiss(f"the cached index page of package {cname!r} went away ({path})", name=cname)
-                    return self._cached_page(cname, record).files_of(parse_version(text))
-                groups[text] = [IndexFile.from_json(e) for e in entries]
-            return groups[text]
+        def load_group(text: str) -> list[IndexFile]:  # once per version: the _Page keeps what it gives
+            entries = self._parsed.page_files(path, text)
+            if entries is not None:
+                return [IndexFile.from_json(e) for e in entries]
+            record = self._read_page_cache(cname)  # the page file changed since: read it whole
+            if record is None:
+                raise CacheMiss(f"the cached index page of package {cname!r} went away ({path})", name=cname)
+            return self._cached_page(cname, record).files_of(parse_version(text))
 
         def load_all() -> list[IndexFile]:
             record = self._read_page_cache(cname)
             if record is None:
                 raise CacheMiss(f"the cached index page of package {cname!r} went away ({path})", name=cname)
-            return self._cached_page(cname, record).all()
+            return self._cached_page(cname, record, remember=False).all()  # to list every file; rows kept
 
         return _Page(versions, load_group, load_all)
 

@@ -85,7 +85,8 @@ def _package_layout(p: PlannedPackage) -> dict:
         # what expect.json lets the image leave unmet, with its why (absent otherwise, so older digests hold)
         **({"allow_missing": sorted([a.name, a.why] for a in p.allow_missing)} if getattr(p, "allow_missing", ()) else {}),
         **({"needs": [p.needs, p.needs_why]} if getattr(p, "needs", None) else {}),  # expect.json import_skip
-        **({"verify": {"import": list(v.imports), "python": v.python, "needs": v.needs}}
+        **({"verify": {"import": list(v.imports), "python": v.python, "needs": v.needs,
+                       **({"check": v.check} if v.check else {})}}
            if (v := getattr(p, "verify", None)) else {}),  # expect.json verify
     }
 

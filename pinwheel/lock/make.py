@@ -504,8 +504,9 @@ def _expect(plan: Plan, by_unit: Mapping[str, list[LockedPackage]], fallbacks: S
 
     ``verify``: ``{name: {import: [module], python: snippet|null, needs:
     cpu|driver|gpu}}``, each package's own check from the manifest: cpu ones
-    run in the build's invariant, driver and gpu ones in the smoke. Absent
-    when no package declares one.
+    run in the build's invariant, driver and gpu ones in the smoke; ``check``
+    (only when set) names a check the payload provides. Absent when no
+    package declares one.
 
     On a base that already holds a Python environment, also (only then, so a
     venv variant's file is unchanged):
@@ -553,7 +554,8 @@ def _expect(plan: Plan, by_unit: Mapping[str, list[LockedPackage]], fallbacks: S
                    for q in ((p, p.fallback) if getattr(p, "fallback", None) else (p,)) if getattr(q, "needs", None)}
     if import_skip:
         out["import_skip"] = dict(sorted(import_skip.items()))
-    verify = {q.name: {"import": list(q.verify.imports), "python": q.verify.python, "needs": q.verify.needs}
+    verify = {q.name: {"import": list(q.verify.imports), "python": q.verify.python, "needs": q.verify.needs,
+                       **({"check": q.verify.check} if q.verify.check else {})}
               for p in plan.packages() for q in ((p, p.fallback) if getattr(p, "fallback", None) else (p,))
               if getattr(q, "verify", None)}
     if verify:
@@ -584,6 +586,10 @@ def _write_dir(out_dir: Path, files: Mapping[str, str]) -> None:
             os.replace(out_dir, old)
         os.replace(stage, out_dir)
         if old is not None:
+            # the other platforms' locks live in subdirectories (lock/<variant>/<arch>/): not ours to drop
+            for sub in old.iterdir():
+                if sub.is_dir() and not (out_dir / sub.name).exists():
+                    os.replace(sub, out_dir / sub.name)
             shutil.rmtree(old, ignore_errors=True)
     except BaseException:
         shutil.rmtree(stage, ignore_errors=True)

@@ -161,13 +161,27 @@ def machine_of(platform_tag: str) -> str:
     return m.group(1) if m else platform_tag
 
 
+def platform_gap(plan: Plan, package: str, files: list, step: str | None = None) -> dict | None:
+    """The missing-on-platform finding for ``files`` (one package's index files: one version's, or every
+    release), or None: where none is a wheel, or any is one the target installs (or an sdist it can build)."""
+    tags = frozenset(target_tags(plan.target.python, plan.target.platforms()))
+    wheels = [f for f in files if f.is_wheel]
+    if not wheels or any(not f.is_wheel or f.tags & tags for f in files):
+        return None
+    newest = max(f.version for f in wheels)
+    last = [f for f in wheels if f.version == newest]
+    return {"package": package, "version": str(newest), "step": step, "platform": plan.container_platform,
+            "target": plan.target.platform, "python": plan.target.python,
+            "wheels_for": sorted({machine_of(t.platform) for f in last for t in f.tags}),
+            "wheels": sorted(f.filename for f in last)}
+
+
 def missing_on_platform(plan: Plan, source) -> list[dict]:
     """Index packages of the image with no file the target can install, while the index has that version
     for other platforms: missing on this platform (linux/arm64), its own finding and a conflict (its
     build stops there), not a lookup that failed. A package whose files cannot be read is left to the
     lookups that say so. Only packages whose metadata the resolver could not read are looked up (a
     missing one is among them), so a clean report asks the index nothing more."""
-    tags = frozenset(target_tags(plan.target.python, plan.target.platforms()))
     unread = {e.parent for e in plan.edges if e.verdict == "unchecked"} | {u.package for u in plan.unjudged}
     out = []
     for inst in plan.installed:
@@ -175,17 +189,28 @@ def missing_on_platform(plan: Plan, source) -> list[dict]:
             continue
         try:
             want = Version(inst.version)
-            files = [f for f in source.files(inst.name) if f.version == want]
+            gap = platform_gap(plan, inst.name, [f for f in source.files(inst.name) if f.version == want], inst.step)
         except (IndexClientError, InvalidVersion, OSError):
             continue
-        if not files or any(not f.is_wheel or f.tags & tags for f in files):
-            continue  # nothing published at all (said elsewhere), or something this platform installs
-        machines = sorted({machine_of(t.platform) for f in files for t in f.tags})
-        out.append({"package": inst.name, "version": inst.version, "step": inst.step,
-                    "platform": plan.container_platform, "target": plan.target.platform,
-                    "python": plan.target.python, "wheels_for": machines,
-                    "wheels": sorted(f.filename for f in files)})
+        if gap is not None:
+            out.append(gap)
+    # A dependency no release of which this platform installs is a clash (pip would stop there); when the
+    # index has its wheels for other platforms only, that is what the clash is: named here, counted once.
+    for clash in plan.clashes:
+        if clash.package in {d["package"] for d in out}:
+            continue
+        try:
+            gap = platform_gap(plan, clash.package, source.files(clash.package), clash.step)
+        except (IndexClientError, OSError):
+            continue
+        if gap is not None:
+            out.append(gap)
     return out
+
+
+def unmet_by_absence(e: Edge, absent: set[str]) -> bool:
+    """A requirement unmet only because its package is missing on the platform (said by that finding)."""
+    return e.verdict == "violated" and e.found is None and e.name in absent
 
 
 def missing_why(d: dict) -> str:
@@ -211,7 +236,10 @@ def summarize(plan: Plan, shared: list[dict], allow_unchecked: bool = False, abi
     dropped = dropped_requirements(plan)
     dropped_unmet = sum(1 for d in dropped if not d["allowed"])
     absent = {d["package"] for d in missing or ()}
-    conflicts = (count["violated"] + len(plan.hazards) + len(shared_broken) + len(plan.clashes) + int(stale)
+    # A missing package's clash, and the requirements on it left unmet, are its finding: counted once.
+    clashes = [c for c in plan.clashes if c.package not in absent]
+    count["violated"] = sum(1 for e in plan.edges if e.verdict == "violated" and not unmet_by_absence(e, absent))
+    conflicts = (count["violated"] + len(plan.hazards) + len(shared_broken) + len(clashes) + int(stale)
                  + int(inventory_problem(plan)) + dropped_unmet + len(absent))
     # A package missing on the platform has no metadata there: that is its finding, not a failed lookup.
     abi_unknown = sum(1 for row in abi or () if row["abi_class"] == "unknown" and row["name"] not in absent)
@@ -234,7 +262,7 @@ def summarize(plan: Plan, shared: list[dict], allow_unchecked: bool = False, abi
         "hazards": len(plan.hazards),
         "hazards_removed_by_lock": len(plan.unlocked_hazards) if plan.locked else 0,
         "shared_pins_broken": len(shared_broken),
-        "clashes": len(plan.clashes),
+        "clashes": len(clashes),
         "unjudged": len([u for u in plan.unjudged if u.package not in absent]),
         "abi_unknown": abi_unknown,
         "lock": plan.lock_state.status if plan.lock_state else None,
@@ -319,10 +347,15 @@ def next_steps(plan: Plan, shared: list[dict], summary: dict, abi: list[dict] | 
         steps.append(f"the lock of {plan.variant.name} is stale ({plan.lock_state.detail}): "
                      f"run `make lock` (build.py lock --variant {plan.variant.name}) and commit it")
     for c in plan.clashes:
+        if c.package in {d["package"] for d in missing or ()}:
+            continue  # said above: missing on the platform
         steps.append(f"wheel set {c.step}: make {c.package} satisfiable: " + "; ".join(c.wanted)
                      + (f" cannot all hold ({'; '.join(c.reasons)})" if c.reasons else " cannot all hold")
                      + "; change one of these pins, or move the package that asks for it to its own wheel set")
+    absent = {d["package"] for d in missing or ()}
     for e in plan.edges:
+        if unmet_by_absence(e, absent):
+            continue
         if e.verdict == "violated" and e.parent in base_names(plan):
             steps.append(f"the base's {e.parent} {e.parent_version} requires {e.requirement}, but {e.detail}: keep "
                          f"{e.name} at a version it accepts, or mark the package that replaces it `override: true` "
@@ -528,9 +561,10 @@ def print_report(plan: Plan, console: Console, verbose: bool = False, abi: list[
             else:
                 c.print(f"  [red]{escape(dropped_text(d))}[/red]")
 
-    if plan.clashes:
+    clashes = [cl for cl in plan.clashes if cl.package not in absent]  # a missing one is listed as missing
+    if clashes:
         c.print("\n[bold]Clashes[/bold] (no release satisfies everything a wheel set asks; plain pip stops at the first)")
-        for cl in plan.clashes:
+        for cl in clashes:
             kept = f"; judged with {cl.kept} in its place" if cl.kept else ""
             c.print(f"  [red]{escape(cl.package)} in wheel set {escape(cl.step)}[/red]{escape(kept)}")
             for w in cl.wanted:

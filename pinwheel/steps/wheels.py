@@ -27,6 +27,7 @@ from packaging.utils import canonicalize_name
 
 from ..manifest.model import Gate, StepSpec, pinned_version
 from ..manifest.reader import Reader, StepReading
+from ..smoke_payload import NAMED_CHECKS
 from ..workspace import LockFiles
 from .base import Effect, StepKind
 
@@ -79,6 +80,7 @@ class Verify:
     python: str | None
     needs: str  # cpu: the build's invariant; driver: the smoke's import level; gpu: its gpu level
     line: int
+    check: str | None = None  # a check the smoke payload provides (NAMED_CHECKS), run once for all who name it
 
 
 @dataclass(frozen=True)
@@ -173,7 +175,7 @@ def _package(r: Reader, node: Any, key: str, gates: dict[str, Gate], allow_local
 
 
 def _verify(r: Reader, node: Any, key: str) -> Verify:
-    m = r.mapping(node, key, {"import", "python", "needs"}).value
+    m = r.mapping(node, key, {"import", "python", "check", "needs"}).value
     imports = tuple(r.string(x, f"{key}.import[{i}]", _MODULE, "module name (dotted)")
                     for i, x in enumerate(r.sequence(m["import"], f"{key}.import", 1))) if "import" in m else ()
     python = None
@@ -188,12 +190,25 @@ def _verify(r: Reader, node: Any, key: str) -> Verify:
         except SyntaxError as exc:
             raise r.fail(m["python"].line, f"{key}.python", f"not valid Python: {exc.msg} (line {exc.lineno})") from None
         python = value
-    if not imports and python is None:
-        raise r.fail(node.line, key, "say what to check: import (a list of modules) and/or python (a snippet)")
-    needs = r.string(m["needs"], f"{key}.needs") if "needs" in m else "cpu"
+    check = None
+    if "check" in m:
+        check = r.string(m["check"], f"{key}.check")
+        if check not in NAMED_CHECKS:
+            raise r.fail(m["check"].line, f"{key}.check", f"{check!r} is not a check the smoke payload provides "
+                                                          f"(one of: {', '.join(sorted(NAMED_CHECKS))})")
+        if imports or python is not None:
+            raise r.fail(m["check"].line, f"{key}.check", "a named check stands alone: its own imports are part "
+                                                          "of it (drop import and python here)")
+    if not imports and python is None and check is None:
+        raise r.fail(node.line, key, "say what to check: import (a list of modules) and/or python (a snippet), "
+                                     "or check (a check the smoke payload provides)")
+    default = NAMED_CHECKS[check]["needs"] if check else "cpu"
+    needs = r.string(m["needs"], f"{key}.needs") if "needs" in m else default
     if needs not in VERIFY_NEEDS:
         raise r.fail(m["needs"].line, f"{key}.needs", f"{needs!r} is not one of: {', '.join(VERIFY_NEEDS)}")
-    return Verify(imports, python, needs, node.line)
+    if check and needs != default:
+        raise r.fail(m["needs"].line, f"{key}.needs", f"check {check} needs {default}, not {needs}")
+    return Verify(imports, python, needs, node.line, check)
 
 
 def _allow_missing(r: Reader, node: Any, key: str) -> tuple[AllowMissing, ...]:

@@ -21,7 +21,6 @@ import hashlib
 import http.server
 import json
 import os
-import re
 import shutil
 import socket
 import subprocess

@@ -110,3 +110,17 @@ def test_an_unreadable_store_reads_the_raw_files(cached):
     expected = answers(client(url, cache, offline=True))
     (cache / DATABASE).write_bytes(b"not a database" * 100)
     assert answers(client(url, cache, offline=True)) == expected
+
+
+def test_a_page_replaced_while_a_run_reads_it_is_read_whole(local_index, tmp_path):
+    local_index.add("pkg", "1.0")
+    url = local_index.serve()
+    cache = tmp_path / "cache"
+    client(url, cache).versions("pkg")
+    client(url, cache, offline=True).versions("pkg")  # the store now holds the page
+    reader = client(url, cache, offline=True)
+    assert reader.versions("pkg") == [Version("1.0")]  # from the store's rows; no version's files read yet
+    local_index.add("pkg", "1.0", tags="cp311-cp311-manylinux_2_17_x86_64")
+    client(url, cache, refresh=True).versions("pkg")  # another run rewrites the page file meanwhile
+    best = reader.best_wheel("pkg", "1.0", *TARGET)
+    assert best is not None and best.filename == "pkg-1.0-cp311-cp311-manylinux_2_17_x86_64.whl"

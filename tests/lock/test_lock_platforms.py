@@ -122,6 +122,18 @@ def test_lock_one_platform_and_staleness(project, capsys):
     assert run(project, "lock", "--platform", "linux/s390x", "--check") == 2
 
 
+def test_locking_the_own_platform_keeps_the_other_platforms_locks(project, capsys):
+    """lock/<variant>/ holds the other platforms' lock dirs: re-locking amd64 alone must not drop arm64's."""
+    assert run(project, "lock", "--engine", "uv") == 0
+    arm = project / "images/demo/lock/cu130/arm64"
+    before = {p.name: p.read_bytes() for p in arm.iterdir()}
+    assert run(project, "lock", "--engine", "uv", "--platform", "linux/amd64") == 0
+    assert {p.name: p.read_bytes() for p in arm.iterdir()} == before
+    capsys.readouterr()
+    assert run(project, "lock", "--check") == 0
+    assert not [p for p in (project / "images/demo/lock").iterdir() if p.name.startswith(".")]
+
+
 def test_a_variant_without_platforms_keeps_every_file(project, wheels):
     """Today's single-platform variant: one lock in lock/<variant>/, every file of a version hashed."""
     write_manifest(project, platforms="")

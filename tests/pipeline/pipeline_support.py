@@ -247,6 +247,9 @@ wheel_sets:
     packages:
       - requirement: "pw-core==1.0.0"
         why: "the shared pin"
+        verify:  # the smoke's import level: on a host without a driver (even with the payload's hook) it fails
+          python: "import ctypes; ctypes.CDLL('libcuda.so.1')"
+          needs: driver
 
   - name: top
     why: "a package with a transitive dependency"

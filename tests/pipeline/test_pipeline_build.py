@@ -288,9 +288,12 @@ def test_publish_refused_without_a_passing_smoke(project_factory, registry: str,
     assert "not published" in refused.stderr and "no smoke result" in refused.stderr
     assert registry_tags(registry, project.repository) is None
 
-    # smoke failed: the payload's import level, forced to run without a driver, cannot import torch
+    # smoke failed: the payload's import level, forced to run without a driver, runs pw-core's declared
+    # driver check, which cannot load libcuda.so.1
     failed = run_smoke(engine, tag, gpus=False, level="import", env={"PINWHEEL_SMOKE_ASSUME_DRIVER": "1"})
     assert not failed.ok and failed.levels.get("import") == "failed", failed.output[-2000:]
+    assert "pw-core: verify (exit 1): OSError: libcuda.so.1" in failed.output, failed.output[-2000:]
+    assert failed.packages == {"pw-core": "failed"}  # per package, as the payload's JSON has it
     record(failed, Workspace(project.root, "").smoke_results)
     refused = publish()
     assert refused.returncode == 1, refused.output[-3000:]

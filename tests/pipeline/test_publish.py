@@ -168,7 +168,7 @@ def test_a_failed_smoke_pushes_nothing(project: Project, built: dict, registry: 
     from pinwheel.image.smoke import run_smoke
 
     target, ns = namespace(registry)
-    # the import level, forced to run without a driver, cannot import torch
+    # the import level, forced to run without a driver, runs pw-core's driver check: no libcuda.so.1
     failed = run_smoke(engine, built["tags"][0], gpus=False, level="import", env={"PINWHEEL_SMOKE_ASSUME_DRIVER": "1"})
     assert not failed.ok and failed.levels.get("import") == "failed", failed.output[-2000:]
     record(failed, Workspace(project.root, "").smoke_results)

@@ -119,3 +119,23 @@ def test_an_index_that_fails_leaves_each_platform_named_and_never_clean(project,
     found = [(d["platform"], d["summary"]["verdict"], d["missing_on_platform"])
              for d in [data, *data["other_platforms"]]]
     assert found == [("linux/amd64", "unchecked", []), ("linux/arm64", "unchecked", [])]  # unread is not missing
+
+
+def test_a_dependency_without_an_arm64_release_is_named_not_a_bare_clash(project, local_index, capsys):
+    local_index.add("pwt-kern", "1.0", requires=["pwt-x86only"])  # unpinned: no release installs on arm64
+    (project / "wheels_manifest.yaml").write_text(MANIFEST.replace(
+        '      - {requirement: "pwt-x86only==1.0"}\n', '      - {requirement: "pwt-kern==1.0"}\n'))
+    assert run(project, "report", "--variant", "cu130", "--platform", "linux/arm64", "--json") == 1
+    data = json.loads(capsys.readouterr().out)
+    assert [(d["package"], d["version"], d["step"], d["wheels_for"]) for d in data["missing_on_platform"]] == \
+        [("pwt-x86only", "1.0", "kernels", ["x86_64"])]
+    assert [c["package"] for c in data["clashes"]] == ["pwt-x86only"]  # the resolver's own record, kept
+    s = data["summary"]
+    # counted once, as missing: not also as a clash, nor as pwt-kern's requirement left unmet
+    assert (s["missing_on_platform"], s["clashes"], s["edges"]["violated"], s["conflicts"]) == (1, 0, 0, 1)
+    assert len(data["next_steps"]) == 1 and data["next_steps"][0].startswith("pwt-x86only 1.0 is missing on")
+    assert run(project, "report", "--variant", "cu130", "--platform", "linux/arm64") == 1
+    out = capsys.readouterr().out
+    assert "Missing on linux/arm64" in out and "\nClashes" not in out
+    assert run(project, "report", "--variant", "cu130", "--platform", "linux/amd64", "--json") == 0
+    capsys.readouterr()

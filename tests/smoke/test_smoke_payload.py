@@ -23,6 +23,9 @@ ROOT = Path(__file__).resolve().parents[2]
 PAYLOAD = ROOT / "pinwheel" / "smoke_payload.py"
 DOCS = ROOT / "docs"
 REQUESTS_VERSION = importlib.metadata.version("requests")
+# The shipped cu130 image's expect.json: its checks (import_skip, verify) are what the smoke runs.
+SHIPPED_EXPECT = json.loads((ROOT / "images" / "train" / "lock" / "cu130" / "expect.json").read_text())
+SHIPPED_CHECKS = {"pins": {}, "import_skip": SHIPPED_EXPECT["import_skip"], "verify": SHIPPED_EXPECT["verify"]}
 
 
 def _load_module():
@@ -50,6 +53,11 @@ def _strict_json(text: str):
         raise ValueError(f"non-standard JSON constant {token}")
 
     return json.loads(text, parse_constant=bad)
+
+
+def _gpu_sites() -> list:
+    """--site for each directory in PINWHEEL_SMOKE_SITE (the kernel packages on a GPU host)."""
+    return [a for d in filter(None, os.environ.get("PINWHEEL_SMOKE_SITE", "").split(os.pathsep)) for a in ("--site", d)]
 
 
 def run_payload(tmp_path, expect, *args, env_extra=None, python=None):
@@ -188,28 +196,46 @@ def test_require_above_level_is_rejected(tmp_path):
     assert proc.returncode == 2
 
 
+def _dist_info(site_dir: Path, name: str, version: str, modules=()) -> None:
+    info = site_dir / f"{name.replace('-', '_')}-{version}.dist-info"
+    info.mkdir(parents=True)
+    (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n")
+    (info / "RECORD").write_text("".join(f"{m}/__init__.py,,\n" for m in modules))
+
+
 def _fake_site(tmp_path, body: str) -> Path:
     site_dir = tmp_path / "site"
     (site_dir / "cudnn").mkdir(parents=True)
     (site_dir / "cudnn" / "__init__.py").write_text(body)
+    _dist_info(site_dir, "nvidia-cudnn-frontend", "1.0", ["cudnn"])
     return site_dir
 
 
-def test_cudnn_without_dsa_fails_the_import_level_clearly(tmp_path):
+# the shipped image's declaration, on the one package these tests install
+DSA_CHECK = {"pins": {}, "verify": {"nvidia-cudnn-frontend": {"check": "dsa-forward", "needs": "gpu"}}}
+
+
+def test_cudnn_without_dsa_fails_the_declared_dsa_check_clearly(tmp_path):
     site_dir = _fake_site(tmp_path, '__version__ = "1.12.0"\n')
     proc, doc = run_payload(
-        tmp_path, {"pins": {}}, "--level", "import", "--site", str(site_dir),
+        tmp_path, DSA_CHECK, "--level", "gpu", "--site", str(site_dir),
         env_extra={"PINWHEEL_SMOKE_ASSUME_DRIVER": "1"},
     )
     assert proc.returncode == 1
-    assert doc["levels"]["import"]["status"] == "failed"
+    assert doc["levels"]["gpu"]["status"] == "failed"
     assert doc["hooks"]["assume_driver"] is True
-    dsa = stage(doc, "import", "cudnn.DSA")
-    assert dsa["status"] == "failed"
+    dsa = stage(doc, "gpu", "cudnn.DSA")
+    assert dsa["status"] == "failed" and dsa["in_check"] == "dsa-forward"
     assert "cudnn.DSA is missing" in dsa["error"]
     assert "nvidia-cudnn-frontend 1.12.0" in dsa["error"] and "does not provide DSA" in dsa["error"]
     assert "cannot import name 'DSA'" in dsa["error"]
-    assert "import/cudnn.DSA" in proc.stdout and "cudnn.DSA is missing" in proc.stdout
+    verify = stage(doc, "gpu", "verify:nvidia-cudnn-frontend")
+    assert verify["status"] == "failed" and verify["error"].startswith("nvidia-cudnn-frontend: check dsa-forward: ")
+    assert "cudnn.DSA is missing" in verify["error"]
+    assert stage(doc, "gpu", "dsa-forward") == {"level": "gpu", "name": "dsa-forward", "status": "skipped",
+                                                "reason": "not run: an import failed", "in_check": "dsa-forward"}
+    assert doc["packages"]["nvidia-cudnn-frontend"]["status"] == "failed"
+    assert "gpu/cudnn.DSA" in proc.stdout and "cudnn.DSA is missing" in proc.stdout
 
 
 def test_dsa_whose_kernels_cannot_load_fails_naming_the_wrapper(tmp_path):
@@ -222,11 +248,11 @@ def test_dsa_whose_kernels_cannot_load_fails_naming_the_wrapper(tmp_path):
     )
     site_dir = _fake_site(tmp_path, body)
     proc, doc = run_payload(
-        tmp_path, {"pins": {}}, "--level", "import", "--site", str(site_dir),
+        tmp_path, DSA_CHECK, "--level", "gpu", "--site", str(site_dir),
         env_extra={"PINWHEEL_SMOKE_ASSUME_DRIVER": "1"},
     )
     assert proc.returncode == 1
-    err = stage(doc, "import", "cudnn.DSA")["error"]
+    err = stage(doc, "gpu", "cudnn.DSA")["error"]
     assert "cudnn.DSA.indexer_forward_wrapper failed to load" in err and "cutlass" in err
 
 
@@ -237,12 +263,115 @@ def test_site_dirs_honour_pth_files(tmp_path):
     (pkgs / "cudnn").mkdir(parents=True)
     (pkgs / "cudnn" / "__init__.py").write_text('__version__ = "9.9.9"\n')
     site_dir.mkdir()
+    _dist_info(site_dir, "nvidia-cudnn-frontend", "9.9.9")
     (site_dir / "extra.pth").write_text(str(pkgs) + "\n")
     proc, doc = run_payload(
-        tmp_path, {"pins": {}}, "--level", "import", "--site", str(site_dir),
+        tmp_path, DSA_CHECK, "--level", "gpu", "--site", str(site_dir),
         env_extra={"PINWHEEL_SMOKE_ASSUME_DRIVER": "1"},
     )
-    assert "nvidia-cudnn-frontend 9.9.9" in stage(doc, "import", "cudnn.DSA")["error"]
+    assert "nvidia-cudnn-frontend 9.9.9" in stage(doc, "gpu", "cudnn.DSA")["error"]
+
+
+# ---------------------------------------------------------------------------
+# the import and gpu levels run what expect.json declares, and nothing else
+
+def _module(site_dir: Path, name: str, body: str) -> None:
+    (site_dir / name).mkdir(parents=True, exist_ok=True)
+    (site_dir / name / "__init__.py").write_text(body)
+
+
+def _run_bare(tmp_path, expect, *args):
+    """The payload with -S: the given site alone, not this interpreter's packages."""
+    path = tmp_path / "expect.json"
+    path.write_text(json.dumps(expect))
+    out = tmp_path / "out.json"
+    proc = subprocess.run([sys.executable, "-S", str(PAYLOAD), "--expect", str(path), "--json", str(out), *args],
+                          capture_output=True, text=True, timeout=300,
+                          env={"PINWHEEL_SMOKE_ASSUME_DRIVER": "1", "PATH": os.environ.get("PATH", "/usr/bin:/bin")})
+    return proc, _strict_json(out.read_text())
+
+
+def test_the_import_level_imports_the_declared_driver_modules_and_checks_and_nothing_else(tmp_path):
+    site_dir = tmp_path / "site"
+    _module(site_dir, "pwx_kernel", "LOADED = True\n")
+    _dist_info(site_dir, "pwx-kernel", "1.0", ["pwx_kernel"])
+    expect = {"pins": {},
+              "import_skip": {"pwx-kernel": "needs: driver: links libcuda.so.1", "pwx-local": "needs: driver: x"},
+              "verify": {"pwx-kernel": {"import": ["pwx_kernel"], "python": "import pwx_kernel; assert pwx_kernel.LOADED",
+                                        "needs": "driver"}}}
+    proc, doc = _run_bare(tmp_path, expect, "--level", "import", "--site", str(site_dir))
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    imports = [s for s in doc["stages"] if s["level"] == "import"]
+    assert [(s["name"], s["status"]) for s in imports] == [
+        ("pwx_kernel", "passed"), ("pwx-local", "skipped"), ("verify:pwx-kernel", "passed")]
+    assert imports[0]["package"] == "pwx-kernel" and imports[0]["version"] == "1.0"
+    assert imports[1]["reason"] == "pwx-local is not installed"
+    assert doc["levels"]["import"] == {"status": "passed"}
+    assert doc["packages"] == {
+        "pwx-kernel": {"passed": ["import/pwx_kernel", "import/verify:pwx-kernel"], "failed": [], "skipped": [],
+                       "status": "passed"},
+        "pwx-local": {"passed": [], "failed": [], "skipped": ["import/pwx-local"], "status": "skipped"}}
+    assert "package pwx-local: SKIPPED (1 skipped); SKIPPED: import/pwx-local" in proc.stdout
+
+
+def test_a_level_with_nothing_declared_is_skipped_never_passed(tmp_path):
+    proc, doc = _run_bare(tmp_path, {"pins": {}}, "--level", "gpu")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert doc["levels"]["import"]["status"] == "skipped"
+    assert doc["levels"]["import"]["reason"].startswith("nothing to import: expect.json names no `needs: driver`")
+    assert doc["levels"]["gpu"]["status"] == "skipped"
+    assert doc["levels"]["gpu"]["reason"].startswith("nothing to run: expect.json declares no gpu check")
+    assert [s for s in doc["stages"] if s["level"] != "static"] == []  # nothing hard-coded ran
+    proc, doc = _run_bare(tmp_path, {"pins": {}}, "--level", "gpu", "--require", "gpu")
+    assert proc.returncode == 1 and doc["ok"] is False
+
+
+def _fake_dsa_stack(site_dir: Path) -> None:
+    """torch that sees no CUDA device, a cudnn with DSA and both wrappers, a flash_mla with its kernel."""
+    _module(site_dir, "torch", '__version__ = "0.0+fake"\nfrom . import cuda, version\n')
+    (site_dir / "torch" / "cuda.py").write_text("def is_available():\n    return False\n")
+    (site_dir / "torch" / "version.py").write_text("cuda = None\n")
+    _module(site_dir, "cudnn", '__version__ = "1.26.0"\nclass DSA:\n    indexer_forward_wrapper = None\n'
+                               "    indexer_top_k_wrapper = None\n")
+    _module(site_dir, "flash_mla", "def flash_mla_sparse_fwd(*a, **k):\n    raise AssertionError('not called')\n")
+    _dist_info(site_dir, "nvidia-cudnn-frontend", "1.26.0", ["cudnn"])
+    _dist_info(site_dir, "sgl-flash-mla", "1.0.0", ["flash_mla"])
+
+
+def test_a_named_check_runs_once_for_every_package_declaring_it_and_a_device_skip_stays_skipped(tmp_path):
+    site_dir = tmp_path / "site"
+    _fake_dsa_stack(site_dir)
+    expect = {"pins": {}, "verify": SHIPPED_EXPECT["verify"]}  # the shipped image's declarations
+    assert {k for k, v in expect["verify"].items() if v.get("check") == "dsa-forward"} == {
+        "nvidia-cudnn-frontend", "flash-mla", "sgl-flash-mla"}
+    proc, doc = _run_bare(tmp_path, expect, "--level", "gpu", "--require", "gpu", "--site", str(site_dir))
+    assert proc.returncode == 1, proc.stdout + proc.stderr  # a required level that was skipped
+    gpu = [(s["name"], s["status"]) for s in doc["stages"] if s["level"] == "gpu"]
+    assert gpu == [("verify:flash-mla", "skipped"),
+                   ("torch", "passed"), ("cudnn.DSA", "passed"), ("flash_mla", "passed"), ("dsa-forward", "skipped"),
+                   ("verify:nvidia-cudnn-frontend", "skipped"), ("verify:sgl-flash-mla", "skipped")]
+    assert stage(doc, "gpu", "verify:flash-mla")["reason"] == "flash-mla is not installed"
+    for pkg in ("nvidia-cudnn-frontend", "sgl-flash-mla"):
+        v = stage(doc, "gpu", f"verify:{pkg}")
+        assert v["reason"] == "check dsa-forward: torch sees no CUDA device"
+        assert v["stages"] == ["gpu/torch", "gpu/cudnn.DSA", "gpu/flash_mla", "gpu/dsa-forward"]
+    # its imports passed, and still the level is not passed: the forward did not run
+    assert doc["levels"]["gpu"] == {"status": "skipped", "reason": "flash-mla is not installed; "
+                                    "check dsa-forward: torch sees no CUDA device"}
+    assert {p: e["status"] for p, e in doc["packages"].items()} == {
+        "flash-mla": "skipped", "nvidia-cudnn-frontend": "skipped", "sgl-flash-mla": "skipped", "torch": "skipped"}
+    assert "RESULT: FAILED (required level skipped)" in proc.stdout
+
+
+def test_every_named_check_has_a_runner():
+    assert set(sp.CHECK_RUNNERS) == set(sp.NAMED_CHECKS) and sp.NAMED_CHECKS["dsa-forward"]["needs"] == "gpu"
+
+
+def test_an_unknown_named_check_is_a_usage_error(tmp_path):
+    proc, _ = run_payload(tmp_path, {"pins": {}, "verify": {"x": {"check": "dsa-backward", "needs": "gpu"}}})
+    assert proc.returncode == 2 and "'dsa-backward' is not a check this payload provides (dsa-forward)" in proc.stderr
+    proc, _ = run_payload(tmp_path, {"pins": {}, "verify": {"x": {"check": "dsa-forward", "needs": "cpu"}}})
+    assert proc.returncode == 2 and "check dsa-forward needs gpu, not cpu" in proc.stderr
 
 
 # ---------------------------------------------------------------------------
@@ -256,7 +385,7 @@ def test_corrupt_hook_rejects_unknown_stage(tmp_path):
 
 @pytest.mark.parametrize("stage_name", ["indexer", "topk", "mla"])
 def test_corrupt_hook_is_recorded_and_never_turns_a_skip_into_a_pass(tmp_path, stage_name):
-    proc, doc = run_payload(tmp_path, {"pins": {}}, "--level", "gpu",
+    proc, doc = run_payload(tmp_path, SHIPPED_CHECKS, "--level", "gpu", *_gpu_sites(),
                             env_extra={"PINWHEEL_SMOKE_CORRUPT": stage_name})
     assert doc["hooks"]["corrupt"] == stage_name
     if doc["levels"]["gpu"]["status"] == "skipped":
@@ -389,31 +518,48 @@ def test_committed_h200_pass_is_a_real_gpu_pass():
     assert {lv: v["status"] for lv, v in doc["levels"].items()} == {
         "static": "passed", "import": "passed", "gpu": "passed"}
     assert doc["device"]["name"] == "NVIDIA H200" and doc["device"]["capability"] == "9.0"
-    assert doc["hooks"]["corrupt"] is None
-    gpu = {s["name"]: s for s in doc["stages"] if s["level"] == "gpu"}
-    assert set(gpu) == {"indexer", "topk", "mla"}
-    assert sp.judge_indexer(gpu["indexer"]["metrics"])[0]
-    assert sp.judge_topk(gpu["topk"]["metrics"])[0]
-    assert sp.judge_mla(gpu["mla"]["metrics"])[0]
-    for s in gpu.values():
+    assert doc["hooks"] == {"corrupt": None, "assume_driver": False}
+    forward = {s["name"]: s for s in doc["stages"] if s.get("in_check") == "dsa-forward"}
+    assert set(forward) == {"torch", "cudnn.DSA", "flash_mla", "indexer", "topk", "mla"}
+    assert all(s["status"] == "passed" for s in forward.values())
+    assert sp.judge_indexer(forward["indexer"]["metrics"])[0]
+    assert sp.judge_topk(forward["topk"]["metrics"])[0]
+    assert sp.judge_mla(forward["mla"]["metrics"])[0]
+    for s in (forward[n] for n in sp.GPU_STAGES):
         assert s["corrupted"] is False
         assert s["kernel"]["median_ms"] > 0 and s["reference"]["median_ms"] > 0
+    # per package: what the shipped image declares, run; the local FlashMLA wheel was not there
+    assert {p: e["status"] for p, e in doc["packages"].items()} == {
+        "flash-mla": "skipped", "nvidia-cudnn-frontend": "passed", "sgl-flash-mla": "passed", "torch": "passed"}
+    assert doc["packages"]["sgl-flash-mla"]["passed"] == ["import/flash_mla", "gpu/verify:sgl-flash-mla"]
+    assert doc["packages"]["torch"]["passed"] == ["import/verify:torch"]
+
+
+def test_committed_h200_run_used_the_shipped_images_checks():
+    """The GPU host's expect.json differs from the image's in its pins only (the host supplies torch)."""
+    host = json.loads((DOCS / "smoke-h200-expect.json").read_text())
+    assert host["verify"] == SHIPPED_EXPECT["verify"] and host["import_skip"] == SHIPPED_EXPECT["import_skip"]
+    assert {k: v for k, v in host.items() if k not in ("pins", "host_provided")} == \
+        {k: v for k, v in SHIPPED_EXPECT.items() if k != "pins"}
+    assert {**host["pins"], **host["host_provided"]} == SHIPPED_EXPECT["pins"]
 
 
 def test_committed_h200_failure_demos_fail_where_they_should():
     runs = {r["name"]: r for r in json.loads((DOCS / "smoke-h200-failures.json").read_text())["runs"]}
+    declaring = ["gpu/verify:nvidia-cudnn-frontend", "gpu/verify:sgl-flash-mla"]
     for st in ("indexer", "topk", "mla"):
         r = runs[f"corrupt-{st}"]
-        assert r["exit_code"] == 1 and r["failed_stages"] == [f"gpu/{st}"]
+        assert r["exit_code"] == 1 and r["failed_stages"] == [f"gpu/{st}"] + declaring
         assert r["result"]["hooks"]["corrupt"] == st
-        others = [s for s in r["result"]["stages"] if s["level"] == "gpu" and s["name"] != st]
-        assert others and all(s["status"] == "passed" for s in others)
+        others = [s for s in r["result"]["stages"] if s.get("in_check") and s["name"] != st]
+        assert len(others) == 5 and all(s["status"] == "passed" for s in others)
     r = runs["static-mismatch"]
     assert r["exit_code"] == 1 and r["failed_stages"] == ["static/pins"]
     assert "nvidia-cudnn-frontend: expected 1.32.0, found 1.26.0" in r["result"]["stages"][0]["error"]
     r = runs["no-dsa"]
-    assert r["exit_code"] == 1 and r["failed_stages"] == ["import/cudnn.DSA"]
+    assert r["exit_code"] == 1 and r["failed_stages"] == ["gpu/cudnn.DSA"] + declaring
     assert r["result"]["levels"]["static"]["status"] == "passed"
+    assert r["result"]["levels"]["import"]["status"] == "passed"
     err = [s for s in r["result"]["stages"] if s["name"] == "cudnn.DSA"][0]["error"]
     assert "cudnn.DSA is missing" in err and "1.12.0" in err
 
@@ -437,8 +583,9 @@ def test_gpu_level_passes_on_a_gpu_host(tmp_path):
     py, why = _gpu_python()
     if py is None:
         pytest.skip(why)
-    sites = [a for d in filter(None, os.environ.get("PINWHEEL_SMOKE_SITE", "").split(os.pathsep))
-             for a in ("--site", d)]
-    proc, doc = run_payload(tmp_path, {"pins": {}}, "--level", "gpu", "--require", "gpu", *sites, python=py)
+    proc, doc = run_payload(tmp_path, SHIPPED_CHECKS, "--level", "gpu", "--require", "gpu", *_gpu_sites(), python=py)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert doc["levels"]["gpu"]["status"] == "passed"
+    assert {s["name"] for s in doc["stages"] if s.get("in_check") == "dsa-forward" and s["status"] == "passed"} == {
+        "torch", "cudnn.DSA", "flash_mla", "indexer", "topk", "mla"}
+    assert doc["packages"]["nvidia-cudnn-frontend"]["status"] == "passed"

@@ -86,7 +86,7 @@ RUN --mount=type=secret,id=ca,target=/run/secrets/ca \\
 
 """
 
-EXT_BUILD = f"""\
+EXT_BUILD = """\
 # ---- git step 4/5, build: pw-ext==0.1.0 from the checkout of stage git-ext,
 # without isolation, in the image as it is after step 1 (torch), which installs what it
 # needs (torch). Only a change to that step or an earlier one, to the commit or to

@@ -16,12 +16,12 @@ from packaging.specifiers import SpecifierSet
 from packaging.utils import canonicalize_name
 from packaging.version import Version
 
-from ...index import IndexClientError, PackageNotFound, target_tags
+from ...index import IndexClientError, PackageNotFound
 from ...lock import LockError, check_lock, lock_installs
 from ...plan import Installed, Plan, PlannedPackage
 from ...resolve import ResolveError, requirement_text
 from ...workspace import LockFiles
-from ..report import machine_of
+from ..report import platform_gap
 from .context import Comparison
 from .fixes import blocker_fix
 from .model import BumpInputError, Move
@@ -71,16 +71,10 @@ def validate(c: Comparison) -> None:
 def missing_here(c: Comparison, client, name: str, version: Version) -> dict | None:
     """The finding for a bumped version with no file this platform installs while the index has wheels of
     it for others (linux/arm64 missing, x86_64 there); None when it has no wheel at all (bad input)."""
-    plan = c.plan
-    tags = frozenset(target_tags(plan.target.python, plan.target.platforms()))
-    files = [f for f in client.files(name) if f.version == version]
-    wheels = [f for f in files if f.is_wheel]
-    if not wheels or any(not f.is_wheel or f.tags & tags for f in files):
-        return None
-    return {"package": name, "version": str(version), "platform": plan.container_platform,
-            "target": plan.target.platform, "python": plan.target.python,
-            "wheels_for": sorted({machine_of(t.platform) for f in wheels for t in f.tags}),
-            "wheels": sorted(f.filename for f in wheels)}
+    gap = platform_gap(c.plan, name, [f for f in client.files(name) if f.version == version])
+    if gap is not None:
+        del gap["step"]  # the bump's finding names no step
+    return gap
 
 
 # ------------------------------------------------------------ today
