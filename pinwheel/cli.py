@@ -9,7 +9,6 @@ from __future__ import annotations
 import argparse
 import codecs
 import dataclasses
-import difflib
 import json
 import platform as host_platform
 import sys
@@ -116,6 +115,8 @@ def cmd_render(args: argparse.Namespace) -> int:
             if current == text:
                 out().print(f"{ws.relative(target)} is up to date")
                 continue
+            import difflib
+
             diff = difflib.unified_diff(current.splitlines(True), text.splitlines(True),
                                         f"{target} (committed)", f"{target} (rendered)")
             sys.stdout.writelines(diff)
@@ -696,7 +697,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_variant_args(lk)
     add_platform_arg(lk, every=True)
     lk.add_argument("--engine", choices=["pip-compile", "uv"], default=None,
-                    help="resolver (default pip-compile; with --check: the engine each lock was made with)")
+                    help="resolver (default uv; with --check: the engine each lock was made with)")
     lk.add_argument("--check", action="store_true", help="exit 1 naming the variants whose lock is stale (no network)")
     lk.add_argument("--upgrade", action="store_true", help="re-resolve from scratch instead of keeping earlier pins")
     lk.set_defaults(func=cmd_lock)

@@ -22,7 +22,7 @@ from .steps.wheels import PlannedPackage  # a wheel set's package in the Plan; o
 from .workspace import LockFiles
 
 Verdict = Literal["satisfied", "violated", "suppressed", "unchecked", "marker-excluded", "extra-only",
-                  "base-broken", "overridden"]
+                  "base-broken", "overridden", "excluded"]
 
 
 @dataclass(frozen=True)
@@ -177,6 +177,8 @@ class Plan:
     # A platform other than the variant's own `platform` (variant.platform is then that platform's tag):
     # its container architecture (arm64), which names its lock directory. None: the variant's own platform.
     platform_arch: str | None = None
+    # What installs the lock slices in the image: "uv" (the lock pins it, installer.txt) or "pip".
+    installer: str = "uv"
 
     @property
     def container_platform(self) -> str:
@@ -262,5 +264,6 @@ def plan_variant(manifest: Manifest, variant_name: str, platform: str | None = N
         shared_pins={p.name: p.version for p in manifest.shared_pins},
         shared_pin_needs={p.name: p.needed_by for p in manifest.shared_pins},
         platform_arch=container_arch(variant.platform) if variant is not declared else None,
+        installer=manifest.image.installer,
     )
 

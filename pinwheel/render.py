@@ -128,11 +128,38 @@ class PythonEnvironment:
     venv: str
     system_site_packages: bool
     base_python: str  # the base's interpreter: environment base installs with it, removals run with it
+    installer: str = "pip"  # what installs the wheel sets' slices: "uv" or "pip"
 
     @classmethod
     def of(cls, plan: Plan) -> "PythonEnvironment":
         v = plan.variant
-        return cls(v.environment, plan.venv, v.system_site_packages, v.base_python)
+        return cls(v.environment, plan.venv, v.system_site_packages, v.base_python, plan.installer)
+
+    @property
+    def uv(self) -> bool:
+        return self.installer == "uv"
+
+    @property
+    def install(self) -> str:
+        """The words in front of `--no-deps ...` in a wheel set's step: uv's pip interface aimed at the
+        environment's interpreter, or pip."""
+        if not self.uv:
+            return f"{self.pip} install"
+        target = shell_quote(posixpath.join(self.venv, "bin", "python")) if self.kind == "venv" else \
+            shell_quote(self.base_python)
+        extra = " --break-system-packages" if self.kind == "base" else ""
+        return f"{InImage.UV} pip install --python {target}{extra}"
+
+    @property
+    def installer_setup(self) -> str:
+        """The installer stage's command: uv from installer.txt, hash-checked, into InImage.INSTALLER_DIR
+        (a venv of its own; on a base that installs into its own python, pip --target)."""
+        lock = f"{InImage.LOCK_DIR}/{LockFiles.INSTALLER}"
+        if self.kind == "base":
+            return (f"export PIP_BREAK_SYSTEM_PACKAGES=1; {shell_quote(self.base_python)} -m pip install --no-deps "
+                    f"--require-hashes --target {InImage.INSTALLER_DIR} -r {lock}")
+        return (f"python3 -m venv {InImage.INSTALLER_DIR}; {InImage.INSTALLER_DIR}/bin/pip install --no-deps "
+                f"--require-hashes -r {lock}")
 
     @property
     def base_packages(self) -> bool:
@@ -227,6 +254,7 @@ def render_dockerfile(plans: Sequence[Plan]) -> str:
         gates=first.gates,
         gate_defaults={g.name: first.build_args[g.name] for g in first.gates},
         steps=views,
+        staged=any(hasattr(v, "stage") for v in views),  # a builder stage precedes the installer's
         segments=segments(first, views),
         preflight=preflight,
         preflight_gates=[g.name for g in first.gates if any(g.name in c.gates for c in preflight)],

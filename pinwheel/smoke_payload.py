@@ -61,9 +61,6 @@ Test-only hooks (recorded in the JSON under "hooks"):
 from __future__ import annotations
 
 import argparse
-import ctypes
-import importlib
-import importlib.metadata
 import json
 import math
 import os
@@ -280,6 +277,8 @@ def pin_matches(installed: str, pinned: str):
 
 def installed_distributions() -> dict:
     """normalised name -> [{"name", "version", "location"}], in sys.path order."""
+    import importlib.metadata  # here, not at the top: pinwheel's manifest reader imports this file's NAMED_CHECKS
+
     found: dict = {}
     for dist in importlib.metadata.distributions():
         name = dist.metadata["Name"]
@@ -620,6 +619,8 @@ def _import_batch(modules: list, timeout: float) -> tuple:
 
 def run_imports(expect: dict) -> dict:
     """Import every installed distribution's top-level modules on the CPU (see the module docstring)."""
+    import importlib.metadata
+
     t0 = time.perf_counter()
     skip = {normalize(k): v for k, v in expect["import_skip"].items()}
     owners: dict = {}
@@ -771,6 +772,8 @@ def run_base(expect: dict, dists: dict) -> list:
 # driver probe (ctypes only: no third-party import)
 
 def probe_driver() -> dict:
+    import ctypes
+
     if os.environ.get(ASSUME_DRIVER_ENV) == "1":
         return {"present": True, "assumed": True, "reason": f"{ASSUME_DRIVER_ENV}=1 (test hook)"}
     for lib in ("libcuda.so.1", "libcuda.so"):
@@ -800,6 +803,8 @@ def probe_driver() -> dict:
 # import level
 
 def _dist_version(*names):
+    import importlib.metadata
+
     for n in names:
         try:
             return importlib.metadata.version(n)
@@ -897,6 +902,8 @@ def run_driver_imports(expect: dict) -> list:
     """The import level's own part: the top-level modules of every distribution expect.json's
     import_skip names (manifest `needs: driver`), each imported here, where the driver is. One that is
     not installed (a local wheel whose fallback was installed instead) is SKIPPED."""
+    import importlib.metadata
+
     skip = {normalize(k): k for k in expect["import_skip"]}
     found: dict = {}
     for dist in importlib.metadata.distributions():
@@ -1322,6 +1329,8 @@ def broken_requirements() -> tuple[list, str]:
     specifier); importing all of pip for `python -m pip check` costs the
     invariant step most of a second on every rebuild. Without it, run pip check.
     """
+    import importlib.metadata
+
     try:
         from pip._vendor.packaging.requirements import InvalidRequirement, Requirement
         from pip._vendor.packaging.utils import canonicalize_name

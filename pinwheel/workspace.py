@@ -22,6 +22,7 @@ class LockFiles:
     CONSTRAINTS = "constraints.txt"  # shared pins + --no-deps and fallback pins
     REQUIREMENTS = "requirements.txt"  # the whole lock, hashed
     EXPECT = "expect.json"  # pins and suppressed requirements, for the smoke
+    INSTALLER = "installer.txt"  # uv, hashed: what installs the slices (image.installer: uv)
 
     @staticmethod
     def of_platform(directory: Path) -> list[Path]:
@@ -53,6 +54,9 @@ class InImage:
     LOCK_DIR = "/tmp/pinwheel/lock"
     PREFLIGHT_MARK = "/tmp/pinwheel/preflight"
     SMOKE_JSON = "/tmp/smoke.json"
+    INSTALLER_DIR = "/opt/pinwheel/uv"  # in the installer stage only: uv installed from installer.txt
+    UV = "/tmp/pinwheel/bin/uv"  # where each install step bind-mounts uv from that stage
+    UV_CACHE = "/tmp/pinwheel/uv-cache"  # uv's cache within one install step's layer, removed by that step
 
 
 @dataclass(frozen=True)

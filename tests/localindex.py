@@ -141,6 +141,50 @@ def build_wheel(
     return path
 
 
+_UV_WHEELS: dict[str, Path] = {}  # this process's uv wheel, built once (it holds a 40 MB binary)
+_UV_SHA256: dict[str, str] = {}
+
+
+def uv_wheel(directory: Path) -> Path:
+    """A wheel of the uv pinwheel runs (its real binary, under .data/scripts as uv's own wheels have it),
+    so that a test index can serve what an image's installer stage installs. Built once per process."""
+    import platform
+    import shutil
+    import tempfile
+    from importlib.metadata import version
+
+    from uv import find_uv_bin
+
+    ver = version("uv")
+    key = f"{ver}-{platform.machine()}"
+    if key not in _UV_WHEELS or not _UV_WHEELS[key].exists():
+        binary = Path(find_uv_bin()).read_bytes()
+        out = Path(tempfile.mkdtemp(prefix="pinwheel-test-uv-"))
+        path = out / f"uv-{ver}-py3-none-manylinux_2_17_{platform.machine()}.whl"
+        info = f"uv-{ver}.dist-info"
+        members = [
+            (f"uv-{ver}.data/scripts/uv", binary, 0o755),
+            (f"{info}/METADATA", f"Metadata-Version: 2.1\nName: uv\nVersion: {ver}\n".encode(), 0o644),
+            (f"{info}/WHEEL", (f"Wheel-Version: 1.0\nGenerator: pinwheel-tests\nRoot-Is-Purelib: false\n"
+                               f"Tag: py3-none-manylinux_2_17_{platform.machine()}\n").encode(), 0o644),
+        ]
+        record = [f"{n},{_record_hash(d)},{len(d)}" for n, d, _ in members] + [f"{info}/RECORD,,"]
+        members.append((f"{info}/RECORD", ("\n".join(record) + "\n").encode(), 0o644))
+        with zipfile.ZipFile(path, "w") as zf:
+            for name, data, mode in members:
+                zi = zipfile.ZipInfo(name, date_time=(2024, 1, 1, 0, 0, 0))
+                zi.external_attr = (0o100000 | mode) << 16
+                zf.writestr(zi, data, compress_type=zipfile.ZIP_DEFLATED, compresslevel=1)
+        _UV_WHEELS[key] = path
+    target = Path(directory) / _UV_WHEELS[key].name
+    if not target.exists():
+        try:
+            os.link(_UV_WHEELS[key], target)
+        except OSError:
+            shutil.copyfile(_UV_WHEELS[key], target)
+    return target
+
+
 @dataclass
 class _Entry:
     project: str
@@ -183,6 +227,17 @@ class LocalIndex:
         self._fail: list[list] = []  # [count, status, path substring or None]
         self.requests: list[Request] = []
         self._write_root()
+        self.add_uv()  # every lock of a manifest with `installer: uv` (the default) pins it
+
+    def add_uv(self) -> Path:
+        """Publish the uv pinwheel runs (uv_wheel): what a lock pins as the image's installer."""
+        path = uv_wheel(self.files_dir)
+        if path.name not in _UV_SHA256:
+            _UV_SHA256[path.name] = hashlib.sha256(path.read_bytes()).hexdigest()
+        self._publish(_Entry(project="uv", filename=path.name, sha256=_UV_SHA256[path.name],
+                             size=path.stat().st_size, requires_python=None, metadata_sha256=None,
+                             advertise_metadata=False, yanked=False, listed_sha256=None))
+        return path
 
     # -- content -----------------------------------------------------------
 

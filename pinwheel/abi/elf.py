@@ -28,21 +28,20 @@ from __future__ import annotations
 
 import io
 import re
-import shutil
 import struct
-import tempfile
-import zipfile
 from dataclasses import asdict, dataclass, field
-from email.parser import HeaderParser
 from pathlib import Path
-from typing import IO, Iterable, Iterator, Literal
+from typing import IO, TYPE_CHECKING, Iterable, Iterator, Literal
 
-from elftools.common.exceptions import ELFError
-from elftools.elf.dynamic import DynamicSection, DynamicSegment
-from elftools.elf.elffile import ELFFile
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
+
+if TYPE_CHECKING:
+    import zipfile
+
+    from elftools.elf.elffile import ELFFile
+# pyelftools is imported where an ELF file is opened: a warm classification cache never opens one.
 
 __all__ = [
     "AbiClass",
@@ -270,6 +269,8 @@ def _iter_undefined_dynamic(elf: ELFFile) -> Iterator[str]:
     symbol by symbol through pyelftools is an order of magnitude slower on
     libraries with 10^5 symbols.
     """
+    from elftools.elf.dynamic import DynamicSegment
+
     dynsym = elf.get_section_by_name(".dynsym")
     if dynsym is None:
         for sec in elf.iter_sections():
@@ -313,6 +314,8 @@ def _iter_symtab_undefined(elf: ELFFile) -> Iterator[str]:
 
 
 def _needed(elf: ELFFile) -> list[str]:
+    from elftools.elf.dynamic import DynamicSection, DynamicSegment
+
     for sec in elf.iter_sections():
         if isinstance(sec, DynamicSection):
             return [t.needed for t in sec.iter_tags("DT_NEEDED")]
@@ -380,6 +383,9 @@ def _fatbin_entries(elf: ELFFile) -> list[FatbinEntry]:
 
 
 def _classify_stream(stream: IO[bytes], path_in_wheel: str) -> ElfAbi:
+    from elftools.common.exceptions import ELFError
+    from elftools.elf.elffile import ELFFile
+
     try:
         elf = ELFFile(stream)
         needed = _needed(elf)
@@ -473,6 +479,11 @@ def classify_wheel(path: Path | str) -> WheelAbi:
     the zip into a spooled temporary file (memory up to ``SPOOL_MAX_BYTES``,
     disk beyond) and read with pyelftools.
     """
+    import shutil
+    import tempfile
+    import zipfile
+    from email.parser import HeaderParser
+
     path = Path(path)
     fn_name, fn_version, python_tag, abi_tag, platform_tag = _split_filename(path.name)
     elf_files: list[ElfAbi] = []

@@ -240,6 +240,8 @@ def write_secrets(plan: Plan, secrets_dir: Path) -> dict[str, Path]:
     pipconf.write_text("\n".join(lines) + "\n")
     pipconf.chmod(0o600)
     secrets["pipconf"] = pipconf
+    if plan.installer == "uv":  # uv reads no pip.conf: the same index configuration as its uv.toml
+        secrets["uvconf"] = _uv_config(secrets_dir, trusted, extra if plan.variant.torch_index_env else None)
     return secrets
 
 
@@ -262,6 +264,21 @@ def write_sbom(plan: Plan, root: Path, identity: ContentInputs, immutable: str, 
     path.write_text(text)
     return {labels.SBOM: labels.sbom_tag(immutable.rsplit(":", 1)[-1]),
             labels.SBOM_SHA256: hashlib.sha256(text.encode()).hexdigest()}
+
+
+def _uv_config(secrets_dir: Path, trusted: str | None, extra: str | None) -> Path:
+    """uv.toml with pip's index URL (and the variant's extra index, pip's trusted hosts): what uv installs from."""
+    toml = lambda value: json.dumps(value)  # noqa: E731 - a JSON string or list of strings is valid TOML
+    lines = []
+    if trusted:
+        lines.append(f"allow-insecure-host = {toml(trusted.split())}")
+    lines += ["[pip]", f"index-url = {toml(default_index_url())}"]
+    if extra:
+        lines.append(f"extra-index-url = {toml([extra])}")
+    path = secrets_dir / "uv.toml"
+    path.write_text("\n".join(lines) + "\n")
+    path.chmod(0o600)
+    return path
 
 
 def base_reference(plan: Plan, base_image: str | None) -> str:

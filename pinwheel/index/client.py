@@ -30,7 +30,6 @@ import re
 import tempfile
 import threading
 import time
-import zipfile
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any, Iterable, Mapping, Sequence
 from urllib.parse import urljoin, urlsplit
@@ -94,6 +93,8 @@ class _Page:
         self._versions = versions
         self._load_group = load_group
         self._load_all = load_all
+        self._texts: dict[Version, str] | None = None  # each version's first text, built on first lookup
+        self.best: dict[tuple, IndexFile | None] = {}  # best_wheel's answers for this page, per target
         self._groups: dict[str, list[IndexFile]] = {}
         self._all: list[IndexFile] | None = None
 
@@ -111,12 +112,16 @@ class _Page:
 
     def files_of(self, want: Version) -> list[IndexFile]:
         """The files of one version, in page order (equal versions share one group)."""
-        for text in self._versions:
-            if parse_version(text) == want:
-                if text not in self._groups:
-                    self._groups[text] = self._load_group(text)
-                return list(self._groups[text])
-        return []
+        if self._texts is None:
+            self._texts = {}
+            for text in self._versions:
+                self._texts.setdefault(parse_version(text), text)
+        text = self._texts.get(want)
+        if text is None:
+            return []
+        if text not in self._groups:
+            self._groups[text] = self._load_group(text)
+        return list(self._groups[text])
 
     def all(self) -> list[IndexFile]:
         if self._all is None:
@@ -128,6 +133,21 @@ class _Page:
 def _tag_priority(python_version: str, platforms: tuple[str, ...]) -> dict:
     """Each wheel tag a target supports, by preference (0 is best); asked once per target, not per lookup."""
     return {tag: i for i, tag in enumerate(target_tags(python_version, platforms))}
+
+
+@functools.lru_cache(maxsize=64)
+def _tag_parts(python_version: str, platforms: tuple[str, ...]) -> tuple[frozenset[str], frozenset[str]]:
+    """The interpreters and the platforms of the target's tags: a wheel naming none of either cannot match."""
+    tags = _tag_priority(python_version, platforms)
+    return frozenset(t.interpreter for t in tags), frozenset(t.platform for t in tags)
+
+
+def _may_match(filename: str, interpreters: frozenset[str], platforms: frozenset[str]) -> bool:
+    """Whether a wheel's compressed tag set (its name's last three fields) can hold one of the target's tags:
+    parsing each file's tags in full costs more than the rest of choosing a wheel."""
+    py, _abi, plat = filename[:-4].rsplit("-", 3)[-3:]
+    return (not interpreters.isdisjoint(py.lower().split(".")) and
+            not platforms.isdisjoint(plat.lower().split(".")))
 
 
 def group_by_version(files: list[IndexFile]) -> dict[str, list[IndexFile]]:
@@ -444,11 +464,16 @@ class IndexClient:
         build numbers.
         """
         want = version if isinstance(version, Version) else Version(str(version))
+        page = self._page(name)
+        asked = (want, python_version, tuple(platforms))
+        if asked in page.best:  # the replay and the metadata lookup ask the same question
+            return page.best[asked]
         priority = _tag_priority(python_version, tuple(platforms))
+        interpreters, plats = _tag_parts(python_version, tuple(platforms))
         py = ".".join(str(p) for p in python_tuple(python_version))
         best: tuple[tuple, IndexFile] | None = None
-        for f in self._page(name).files_of(want):
-            if not f.is_wheel:
+        for f in page.files_of(want):
+            if not f.is_wheel or not _may_match(f.filename, interpreters, plats):
                 continue
             ranks = [priority[t] for t in f.tags if t in priority]
             if not ranks or not f.requires_python_allows(py):
@@ -458,7 +483,8 @@ class IndexClient:
             key = (f.is_yanked, min(ranks), build_rank)
             if best is None or key < best[0]:
                 best = (key, f)
-        return best[1] if best else None
+        page.best[asked] = best[1] if best else None
+        return page.best[asked]
 
     # -- metadata ----------------------------------------------------------
 
@@ -639,6 +665,8 @@ class IndexClient:
                 )
             return data
 
+        import zipfile  # where a wheel is read: a run from the cache never is
+
         rf = RangeFile(fetch, total, tail)
         try:
             with zipfile.ZipFile(rf) as zf:  # type: ignore[arg-type]
@@ -649,6 +677,8 @@ class IndexClient:
     def _metadata_download(self, f: IndexFile, resp: requests.Response) -> bytes:
         what = f"wheel of package {f.name!r} {f.version}"
         self.stats["downloads"] += 1
+        import zipfile
+
         with tempfile.SpooledTemporaryFile(max_size=SPOOL_BYTES) as tmp:
             self._receive(f, resp, tmp)
             tmp.seek(0)

@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import functools
-import html.parser
 import logging
 import os
 from dataclasses import dataclass
@@ -202,34 +201,41 @@ def parse_json_page(data: Mapping[str, Any], page_url: str) -> list[IndexFile]:
     return files
 
 
-class _LinkParser(html.parser.HTMLParser):
-    def __init__(self) -> None:
-        super().__init__(convert_charrefs=True)
-        self.base: str | None = None
-        self.anchors: list[tuple[dict[str, str | None], str]] = []
-        self._current: dict[str, str | None] | None = None
-        self._text: list[str] = []
+@functools.cache
+def _link_parser() -> type:
+    """The anchor collector of a PEP 503 page; html.parser loads with the first HTML page read."""
+    import html.parser
 
-    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
-        if tag == "base" and self.base is None:
-            self.base = dict(attrs).get("href")
-        elif tag == "a":
-            self._current = dict(attrs)
-            self._text = []
+    class _LinkParser(html.parser.HTMLParser):
+        def __init__(self) -> None:
+            super().__init__(convert_charrefs=True)
+            self.base: str | None = None
+            self.anchors: list[tuple[dict[str, str | None], str]] = []
+            self._current: dict[str, str | None] | None = None
+            self._text: list[str] = []
 
-    def handle_data(self, data: str) -> None:
-        if self._current is not None:
-            self._text.append(data)
+        def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+            if tag == "base" and self.base is None:
+                self.base = dict(attrs).get("href")
+            elif tag == "a":
+                self._current = dict(attrs)
+                self._text = []
 
-    def handle_endtag(self, tag: str) -> None:
-        if tag == "a" and self._current is not None:
-            self.anchors.append((self._current, "".join(self._text).strip()))
-            self._current = None
+        def handle_data(self, data: str) -> None:
+            if self._current is not None:
+                self._text.append(data)
+
+        def handle_endtag(self, tag: str) -> None:
+            if tag == "a" and self._current is not None:
+                self.anchors.append((self._current, "".join(self._text).strip()))
+                self._current = None
+
+    return _LinkParser
 
 
 def parse_html_page(text: str, page_url: str) -> list[IndexFile]:
     """Files of a PEP 503 project page."""
-    parser = _LinkParser()
+    parser = _link_parser()()
     parser.feed(text)
     parser.close()
     base = urljoin(page_url, parser.base) if parser.base else page_url

@@ -10,10 +10,9 @@ import base64
 import hashlib
 import logging
 import re
-import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Callable, Iterable, Mapping, Sequence
 
 from packaging.markers import default_environment
 from packaging.requirements import InvalidRequirement, Requirement
@@ -23,6 +22,9 @@ from packaging.version import InvalidVersion, Version
 
 from ..fsutil import sha256_file
 from .errors import HashMismatch, MetadataUnavailable
+
+if TYPE_CHECKING:
+    import zipfile  # imported where a wheel is opened
 
 log = logging.getLogger(__name__)
 
@@ -279,6 +281,8 @@ def local_metadata(path: Path | str) -> DistMetadata:
         name, _version, _build, _tags = parse_wheel_filename(path.name)
     except InvalidWheelFilename as exc:
         raise MetadataUnavailable(f"{path.name} is not a wheel file name ({exc})") from None
+    import zipfile
+
     try:
         with zipfile.ZipFile(path) as zf:
             raw = read_metadata_from_zip(zf, name, uri)

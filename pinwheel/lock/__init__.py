@@ -23,7 +23,6 @@ its own packages with ``pip install --no-deps --require-hashes``. The files of
 from .check import LockCheck, check_lock
 from .format import DEFAULT_ENGINE, ENGINES, LockedPackage, LockError, LockUnavailable, parse_requirements
 from .inputs import LOCK_FORMAT, LockInputs, lock_inputs, lock_inputs_digest
-from .make import LockResult, lock_variant
 from .read import Lock, LockSlice, lock_installs, lock_sha256, locked_versions, missing_local_wheels, read_lock
 from .slicing import Assignment, assign_slices
 
@@ -52,3 +51,14 @@ __all__ = [
     "parse_requirements",
     "read_lock",
 ]
+
+# The lock maker (pip-compile and uv runs) loads when a lock is made; checking or reading one needs none of it.
+_MAKE = ("LockResult", "lock_variant")
+
+
+def __getattr__(name: str):
+    if name in _MAKE:
+        from . import make
+
+        return getattr(make, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

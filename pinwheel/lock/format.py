@@ -8,7 +8,7 @@ from typing import Sequence
 from packaging.utils import canonicalize_name
 
 ENGINES = ("pip-compile", "uv")
-DEFAULT_ENGINE = "pip-compile"
+DEFAULT_ENGINE = "uv"  # pip-compile stays selectable (--engine pip-compile): same pins, same hashes
 EXPECT_SCHEMA = 1
 
 INPUTS_HEADER = "# pinwheel-inputs: "

@@ -53,6 +53,7 @@ class LockInputs:
     layout: tuple[dict, ...]
     base: dict | None = None  # environment base / system site packages: the inventory's identity and digest
     files: str | None = None  # "target-only": a variant that lists its platforms hashes only its own files
+    installer: str = "pip"  # uv: the lock pins uv too (installer.txt)
 
     def document(self) -> dict:
         return {
@@ -66,6 +67,7 @@ class LockInputs:
             "steps": list(self.layout),
             **({"base": self.base} if self.base is not None else {}),
             **({"files": self.files} if self.files is not None else {}),
+            **({"installer": self.installer} if self.installer != "pip" else {}),
         }
 
     def digest(self) -> str:
@@ -85,6 +87,7 @@ def _package_layout(p: PlannedPackage) -> dict:
         # what expect.json lets the image leave unmet, with its why (absent otherwise, so older digests hold)
         **({"allow_missing": sorted([a.name, a.why] for a in p.allow_missing)} if getattr(p, "allow_missing", ()) else {}),
         **({"needs": [p.needs, p.needs_why]} if getattr(p, "needs", None) else {}),  # expect.json import_skip
+        **({"exclude": sorted([x.name, x.why] for x in p.exclude)} if getattr(p, "exclude", ()) else {}),
         **({"verify": {"import": list(v.imports), "python": v.python, "needs": v.needs,
                        **({"check": v.check} if v.check else {})}}
            if (v := getattr(p, "verify", None)) else {}),  # expect.json verify
@@ -179,6 +182,7 @@ def lock_inputs(plan: Plan, engine: str = DEFAULT_ENGINE) -> LockInputs:
         layout=layout,
         base=inventory_identity(plan),
         files="target-only" if v.platforms else None,
+        installer=plan.installer,
     )
 
 

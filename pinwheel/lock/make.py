@@ -35,6 +35,7 @@ from pathlib import Path
 from typing import Callable, Iterable, Mapping, Sequence
 
 from packaging.requirements import Requirement
+from packaging.utils import canonicalize_name
 from packaging.version import Version
 
 from ..index import IndexClient, IndexClientError, RoutedSource, ca_bundle, default_index_url, metadata_source
@@ -58,7 +59,7 @@ from .format import (
     parse_requirements,
 )
 from .inputs import LockInputs, base_kept, lock_inputs, removed_names
-from .slicing import Unit, assign_slices, units
+from .slicing import Unit, assign_slices, reached, units
 
 # Environment variables the resolvers may keep (caches, timeouts, TLS); every
 # other PIP_*/UV_* variable (index URLs, find-links, constraints) is dropped.
@@ -74,7 +75,9 @@ _KEEP_ENV = frozenset({
 
 
 def _engine_env(custom_command: str) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("PIP_", "UV_")) or k in _KEEP_ENV}
+    env = {k: v for k, v in os.environ.items()
+           if (not k.startswith(("PIP_", "UV_")) or k in _KEEP_ENV) and k != "PYTHONPATH"}  # `-m piptools` imports
+    # from the venv only: a checkout on PYTHONPATH would shadow pip-tools' own `build` with pinwheel's build.py
     env.update({
         "PIP_CONFIG_FILE": os.devnull,  # no pip.conf: no find-links, extra indexes, constraints
         "PIP_DISABLE_PIP_VERSION_CHECK": "1",
@@ -103,6 +106,38 @@ def _uv_bin() -> str:
     if not found:
         raise LockUnavailable("uv is not installed (pip install uv), so --engine uv cannot run")
     return found
+
+
+def uv_version() -> str:
+    """The version of the uv pinwheel runs: the one the image installs with (image.installer: uv)."""
+    try:
+        from importlib.metadata import PackageNotFoundError, version
+
+        try:
+            return version("uv")
+        except PackageNotFoundError:
+            pass
+    except ImportError:  # pragma: no cover - importlib.metadata is stdlib
+        pass
+    proc = subprocess.run([_uv_bin(), "--version"], capture_output=True, text=True)
+    m = re.match(r"uv (\S+)", proc.stdout)
+    if proc.returncode != 0 or not m:
+        raise LockUnavailable(f"cannot tell uv's version (`uv --version` exit {proc.returncode})")
+    return m[1]
+
+
+def _installer_file(plan: Plan, indexes: "_ForTarget") -> str:
+    """installer.txt: uv at the version that made the lock, every file of it hashed."""
+    version = uv_version()
+    hashes = indexes.hashes("uv", version)
+    lines = [
+        f"# pinwheel lock: the installer of variant {plan.variant.name} (image {plan.image}): uv {version}.",
+        "# Installed in a stage of its own with: pip install --no-deps --require-hashes -r "
+        f"{LockFiles.INSTALLER}; every install",
+        "# step bind-mounts its binary from there, so uv is in no layer of the image.",
+        entry_text("uv", version, hashes),
+    ]
+    return "\n".join(lines) + "\n"
 
 
 def uv_python_platform(platform: str) -> str:
@@ -393,12 +428,23 @@ def lock_variant(
     locked = {**resolved, **appended}
     versions = {n: p.version for n, p in locked.items()}
 
-    # 3. slice along the locked dependency graph, read for the target
+    # 3. slice along the locked dependency graph, read for the target, without the manifest's exclusions
     log(f"{v.name}: reading metadata of {len(versions)} packages for the target")
     indexes.prefetch({n: ver for n, ver in versions.items() if n not in no_deps_roots})
-    assignment = assign_slices(plan, versions, indexes.requires, provided=frozenset(kept))
+    excluded = exclusions(plan)
+    requires = indexes.requires
+    if excluded:
+        requires = _without(indexes.requires, excluded)
+        left_out = _left_out(plan, versions, indexes.requires, requires, excluded)
+        if left_out:
+            log(f"{v.name}: left out on purpose: {', '.join(sorted(left_out))}")
+            compiled = _drop_entries(compiled, left_out, f"{engine} output")
+            resolved = {n: p for n, p in resolved.items() if n not in left_out}
+            locked = {**resolved, **appended}
+            versions = {n: p.version for n, p in locked.items()}
+    assignment = assign_slices(plan, versions, requires, provided=frozenset(kept))
     by_unit: dict[str, list[LockedPackage]] = {u.file: [] for u in steps + fallbacks}
-    order = list(resolved) + list(appended)
+    order = sorted(resolved) + list(appended)  # by name: the same slices whichever engine resolved
     for name in order:
         by_unit[assignment.unit_of[name]].append(locked[name])
     counted = sorted(n for pkgs in by_unit.values() for n in (p.name for p in pkgs))
@@ -433,7 +479,7 @@ def lock_variant(
         raise LockError("internal: requirements.txt does not hold exactly the locked packages")
 
     # 5. expect.json
-    expect = _expect(plan, by_unit, fallbacks, no_deps_roots, indexes)
+    expect = _expect(plan, by_unit, fallbacks, no_deps_roots, indexes, excluded)
 
     # 6. write everything at once
     files: dict[str, str] = {
@@ -444,6 +490,8 @@ def lock_variant(
     }
     for u in steps + fallbacks:
         files[u.file] = _format_unit(plan, u, by_unit[u.file], assignment.reason)
+    if plan.installer == "uv":
+        files[LockFiles.INSTALLER] = _installer_file(plan, indexes)
     for name, text in files.items():
         for s in (index_url, extra_index):
             if s and s in text:
@@ -460,6 +508,55 @@ def lock_variant(
         total_seconds=time.monotonic() - started,
         warnings=assignment.warnings,
     )
+
+
+def exclusions(plan: Plan) -> dict[str, dict[str, str]]:
+    """Active package -> {requirement name: why} of its manifest `exclude:`."""
+    return {p.name: {x.name: x.why for x in p.exclude} for p in plan.packages() if getattr(p, "exclude", ())}
+
+
+def _without(requires: Callable, excluded: Mapping[str, Mapping[str, str]]) -> Callable:
+    """requires(name, version, extras) without the edges the manifest excludes."""
+    def filtered(name: str, version: str, extras: frozenset) -> list[Requirement]:
+        drop = excluded.get(name, {})
+        return [r for r in requires(name, version, extras) if canonicalize_name(r.name) not in drop]
+    return filtered
+
+
+def _left_out(plan: Plan, versions: Mapping[str, str], requires: Callable, without: Callable,
+              excluded: Mapping[str, Mapping[str, str]]) -> set[str]:
+    """The resolved packages that only the excluded edges reach: the excluded ones and what only they need.
+
+    An exclusion must name a requirement its package has for the target, and nothing else in the image may
+    need the excluded package: either is a LockError naming it.
+    """
+    extras = {p.name: frozenset(canonicalize_name(e) for e in Requirement(p.requirement).extras)
+              for p in plan.packages()}
+    for parent, names in sorted(excluded.items()):
+        if parent not in versions:
+            continue
+        has = {canonicalize_name(r.name) for r in requires(parent, versions[parent], extras.get(parent, frozenset()))}
+        for name in sorted(set(names) - has):
+            raise LockError(f"{parent} {versions[parent]} does not require {name} for this target, so its "
+                            f"exclude entry has nothing to leave out: remove it from the manifest")
+    left_out = reached(plan, versions, requires) - reached(plan, versions, without)
+    for parent, names in sorted(excluded.items()):
+        for name in sorted(names):
+            if name in versions and name not in left_out:
+                raise LockError(f"{name} is excluded on {parent}, but another package in the image requires it "
+                                f"too: exclude it there as well, or drop the exclusion")
+    return left_out
+
+
+def _drop_entries(text: str, names: set[str], where: str) -> str:
+    """The resolver's output without these packages' entries and without `# via` lines naming them."""
+    lines = text.splitlines()
+    for e in reversed(parse_entries(lines, where)):
+        if e.package.name in names:
+            del lines[e.start:e.end]
+    via = re.compile(r"^\s*#\s+(?:via\s+)?(?P<name>[A-Za-z0-9][A-Za-z0-9._-]*)\s*$")
+    kept = [l for l in lines if not ((m := via.match(l)) and canonicalize_name(m["name"]) in names)]
+    return "\n".join(kept) + "\n"
 
 
 def _inputs_file(plan: Plan, inputs: LockInputs) -> str:
@@ -485,7 +582,8 @@ def _constraints_file(plan: Plan, inputs: LockInputs) -> str:
 
 
 def _expect(plan: Plan, by_unit: Mapping[str, list[LockedPackage]], fallbacks: Sequence[Unit],
-            no_deps_roots: Mapping[str, PlannedPackage], indexes: _ForTarget) -> dict:
+            no_deps_roots: Mapping[str, PlannedPackage], indexes: _ForTarget,
+            excluded: Mapping[str, Mapping[str, str]] | None = None) -> dict:
     """expect.json: what the build's invariant checks after the last step.
 
     Always: ``pins`` (every package a slice installs, at its locked version),
@@ -540,6 +638,17 @@ def _expect(plan: Plan, by_unit: Mapping[str, list[LockedPackage]], fallbacks: S
                 if a.active and not a.marker_excluded]
         if base:
             dropped[name] = {"requires": base, "allow_missing": {a.name: a.why for a in p.allow_missing}}
+    # An excluded requirement is suppressed on purpose: pip check may report it, nothing else.
+    excluded_out: dict[str, dict[str, str]] = {}
+    for name, names in sorted((excluded or {}).items()):
+        version = pins.get(name)
+        if version is None:
+            continue
+        p = next(q for q in plan.packages() if q.name == name)
+        for r in indexes.requires(name, version, frozenset(Requirement(p.requirement).extras)):
+            if canonicalize_name(r.name) in names:
+                suppressed.setdefault(name, []).append(requirement_text(r))
+        excluded_out[name] = dict(sorted(names.items()))
     out = {
         "schema": EXPECT_SCHEMA,
         "variant": plan.variant.name,
@@ -550,6 +659,8 @@ def _expect(plan: Plan, by_unit: Mapping[str, list[LockedPackage]], fallbacks: S
     }
     if dropped:
         out["dropped"] = dropped
+    if excluded_out:
+        out["excluded"] = excluded_out
     import_skip = {q.name: f"needs: {q.needs}: {q.needs_why}" for p in plan.packages()
                    for q in ((p, p.fallback) if getattr(p, "fallback", None) else (p,)) if getattr(q, "needs", None)}
     if import_skip:

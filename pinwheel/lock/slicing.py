@@ -132,3 +132,13 @@ def assign_slices(plan: Plan, versions: Mapping[str, str], requires: RequiresFn,
     )
     return Assignment(unit_of, reason, warnings)
 
+
+def reached(plan: Plan, versions: Mapping[str, str], requires: RequiresFn) -> set[str]:
+    """Every locked package some step's or fallback's roots reach (what assign_slices can place)."""
+    versions = {canonicalize_name(k): v for k, v in versions.items()}
+    steps, fallbacks = units(plan)
+    no_deps = {p.name for u in steps + fallbacks for p in u.roots if p.no_deps}
+    out: set[str] = set()
+    for u in steps + fallbacks:
+        out |= set(_reach(u.roots, versions, requires, no_deps, {}))
+    return out

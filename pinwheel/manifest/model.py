@@ -153,6 +153,12 @@ class ImageSpec:
     repository: str
     title: str
     venv: str
+    # What installs each lock slice in the image: uv (bind-mounted from a stage of its own, so it is in
+    # no layer of the image) or pip. Both install --no-deps --require-hashes.
+    installer: str = "uv"
+
+
+INSTALLERS = ("uv", "pip")
 
 
 class StepSpec(Protocol):

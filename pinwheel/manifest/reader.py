@@ -5,7 +5,6 @@ so every error has one shape: file:line: key: message.
 """
 from __future__ import annotations
 
-import difflib
 import re
 import unicodedata
 from dataclasses import dataclass, field
@@ -120,6 +119,8 @@ def node_kind(node: Any) -> str:
 
 
 def closest(key: str, allowed: set[str]) -> str:
+    import difflib  # only a bad key pays for it
+
     match = difflib.get_close_matches(key, sorted(allowed), n=1)
     return f" (did you mean {match[0]!r}?)" if match else ""
 

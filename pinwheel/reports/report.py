@@ -17,7 +17,7 @@ from ..abi.cache import AbiCache, built_on_torch, torch_tied, wheel_abi_of
 from ..abi.provenance import provenance_mismatches
 from ..index import IndexClientError, target_tags
 from ..plan import Edge, Hazard, Plan
-from ..resolve import BASE, Resolver, excludes_shared_pin
+from ..resolve import BASE, Resolver, excludes_shared_pin, record_fields
 from ..workspace import Workspace
 
 if TYPE_CHECKING:
@@ -257,7 +257,7 @@ def summarize(plan: Plan, shared: list[dict], allow_unchecked: bool = False, abi
         verdict = "clean"
     return {
         "edges": {k: count[k] for k in ("satisfied", "violated", "suppressed", "unchecked", "extra-only", "marker-excluded",
-                                        "base-broken", "overridden")},
+                                        "base-broken", "overridden", "excluded")},
         "missing_on_platform": len(absent),  # their unchecked edges are counted here, not under edges
         "hazards": len(plan.hazards),
         "hazards_removed_by_lock": len(plan.unlocked_hazards) if plan.locked else 0,
@@ -300,9 +300,11 @@ def to_json(plan: Plan, abi: list[dict] | None = None, allow_unchecked: bool = F
              "moved": moved.get(i.name)}
             for i in plan.installed
         ],
-        "edges": [dataclasses.asdict(e) for e in plan.edges],
+        "edges": [record_fields(e) for e in plan.edges],  # flat records: asdict's deep copy costs more
         "no_deps_features": no_deps_features(plan),
         "dropped_requirements": dropped_requirements(plan),
+        # requirements the manifest leaves out on purpose (exclude:, with a why): suppressed edges, not conflicts
+        "excluded": [dataclasses.asdict(e) for e in plan.edges if e.verdict == "excluded"],
         "shared_pins": shared,
         "hazards": [dataclasses.asdict(h) for h in plan.hazards],
         "base": base_findings(plan),
@@ -552,6 +554,12 @@ def print_report(plan: Plan, console: Console, verbose: bool = False, abi: list[
                 have = f"has {n['found']}" if n["found"] else "missing"
                 c.print(f"    {escape(n['requirement'])}: {escape(have)}; {escape(n['would'])}")
 
+    if data["excluded"]:
+        c.print("\n[bold]Excluded on purpose[/bold] (requirements the manifest leaves out of the image, each with its why)")
+        for x in data["excluded"]:
+            c.print(f"  [cyan]excluded[/cyan]: {escape(x['parent'])} {escape(x['parent_version'])} requires "
+                    f"{escape(x['requirement'])}; {escape(x['detail'])}")
+
     if data["dropped_requirements"]:
         c.print("\n[bold]Dropped and unmet[/bold] (base requirements a --no-deps install leaves unmet; the build fails "
                 "on any the manifest does not allow)")
@@ -634,7 +642,8 @@ def print_report(plan: Plan, console: Console, verbose: bool = False, abi: list[
             f"{s['unjudged']} lookups failed"
             + (f"; {s['missing_on_platform']} missing on {plan.container_platform}" if s["missing_on_platform"] else "")
             + (f"; {s['dropped_unmet']} dropped requirement(s) unmet" if s["dropped_unmet"] else "")
-            + (f"; {s['dropped_allowed']} allowed unmet" if s["dropped_allowed"] else ""))
+            + (f"; {s['dropped_allowed']} allowed unmet" if s["dropped_allowed"] else "")
+            + (f"; {e['excluded']} excluded on purpose" if e["excluded"] else ""))
     if s["verdict"] == "conflicts":
         c.print(f"[red]{s['conflicts']} conflict(s)[/red]"
                 + (f", and {s['unchecked']} could not be judged" if s["unchecked"] else ""))

@@ -6,7 +6,7 @@
 """
 from ..index.sources import MetadataSource, RoutedSource
 from .base import BASE, InventorySource, base_distributions, reads_base, sees_base, with_inventory
-from .memo import memoized, resolve_memoized, wheels_state
+from .memo import memoized, record_fields, resolve_memoized, wheels_state
 from .resolver import (
     Applies,
     Resolver,
@@ -38,6 +38,7 @@ __all__ = [
     "fully_judged",
     "intended_change",
     "memoized",
+    "record_fields",
     "overrides",
     "reads_base",
     "requirement_text",

@@ -117,6 +117,11 @@ def excludes_shared_pin(edge: Edge, installed: dict[str, Installed], version: st
     return True
 
 
+def exclusions(plan: Plan) -> dict[str, dict[str, str]]:
+    """name -> {requirement name: why} of each active package's manifest `exclude:`."""
+    return {p.name: {x.name: x.why for x in p.exclude} for p in plan.packages() if getattr(p, "exclude", ())}
+
+
 def overrides(plan: Plan) -> dict[str, str]:
     """name -> why of each active package the manifest marks `override: true`."""
     return {p.name: p.why or "" for p in plan.packages() if p.override}
@@ -421,6 +426,7 @@ class Resolver:
         edges: list[Edge] = []
         baseline = baseline or set()
         overriding = overrides(plan)
+        excluding = exclusions(plan)
         for inst in sorted(installed.values(), key=lambda i: i.name):
             meta = self.meta(plan, inst.name, inst.version)
             if meta is None:
@@ -436,6 +442,10 @@ class Resolver:
                 if a.marker_excluded:
                     edges.append(Edge(inst.name, inst.version, text, dep, "marker-excluded", found,
                                       f"marker {a.requirement.marker} is false for the target", a.extra))
+                elif a.active and dep in excluding.get(inst.name, {}):
+                    anyway = f"; {dep} {found} is installed anyway" if found is not None else ""
+                    edges.append(Edge(inst.name, inst.version, text, dep, "excluded", found,
+                                      f"left out on purpose: {excluding[inst.name][dep]}{anyway}", a.extra))
                 elif inst.no_deps and (a.active or inst.source in ("local", "fallback") or a.extra):
                     edges.append(Edge(inst.name, inst.version, text, dep, "suppressed", found,
                                       self.would_do(plan, a.requirement, have), a.extra))

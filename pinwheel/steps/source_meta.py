@@ -11,13 +11,10 @@ build's invariant (`pip check`).
 """
 from __future__ import annotations
 
-import email.parser
 import io
 import subprocess
-import tarfile
-import tempfile
-import tomllib
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
@@ -25,6 +22,11 @@ from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
 from ..index.metadata import DistMetadata
+
+if TYPE_CHECKING:
+    import tarfile
+# email, tarfile, tomllib and tempfile are imported where a source's metadata is read: a manifest that only
+# names these steps, or a report from the lock, reads none.
 
 # What reading may take; a source this large is not read on the host.
 MAX_MEMBER = 1 << 20
@@ -48,6 +50,8 @@ def _metadata(name: str, version: str, requires: list[str], extras: list[str], p
 
 def from_pkg_info(text: str, name: str, version: str) -> DistMetadata:
     """Static requirements of a PKG-INFO (Metadata-Version >= 2.2, Requires-Dist not Dynamic)."""
+    import email.parser
+
     msg = email.parser.Parser().parsestr(text, headersonly=True)
     try:
         meta_version = Version(msg.get("Metadata-Version", "0"))
@@ -76,6 +80,8 @@ def _with_extra(requirement: str, extra: str) -> str:
 
 def from_pyproject(text: str, name: str, version: str) -> DistMetadata:
     """Static requirements of a pyproject.toml's [project] table."""
+    import tomllib
+
     try:
         project = tomllib.loads(text).get("project")
     except tomllib.TOMLDecodeError as exc:
@@ -106,6 +112,8 @@ def _member(tf: tarfile.TarFile, path: str) -> str | None:
 
 def sdist_metadata(data: bytes, name: str, version: str) -> DistMetadata:
     """An sdist's static requirements: its PKG-INFO, else its pyproject.toml."""
+    import tarfile
+
     try:
         with tarfile.open(fileobj=io.BytesIO(data), mode="r:*") as tf:
             tops = {m.split("/", 1)[0] for m in tf.getnames()}
@@ -135,6 +143,8 @@ def _from_files(pkg_info: str | None, pyproject: str | None, name: str, version:
 def git_metadata(url: str, rev: str, subdirectory: str | None, name: str, version: str) -> DistMetadata:
     """The static requirements of a commit's project: exactly that commit is fetched (depth 1) into a
     scratch repository, and its PKG-INFO or pyproject.toml read from the commit's tree."""
+    import tempfile
+
     where = f"{subdirectory}/" if subdirectory else ""
     with tempfile.TemporaryDirectory(prefix="pinwheel-git-") as tmp:
         def git(*args: str) -> subprocess.CompletedProcess:
@@ -166,6 +176,8 @@ def read_or_reason(read) -> tuple[DistMetadata | None, str]:
 
 def temporary_download(client, f) -> bytes:
     """The bytes of one index file, downloaded and sha256-checked by the client into a scratch file."""
+    import tempfile
+
     with tempfile.TemporaryDirectory(prefix="pinwheel-sdist-") as tmp:
         path = Path(tmp) / f.filename
         client.download(f, path)

@@ -73,6 +73,16 @@ class AllowMissing:
 
 
 @dataclass(frozen=True)
+class Exclude:
+    """A requirement of a package that the image leaves out on purpose, and why: the lock drops it (and
+    whatever only it reached), the report shows the edge as excluded, the build's pip check allows it."""
+
+    name: str  # canonical project name of the requirement
+    why: str
+    line: int
+
+
+@dataclass(frozen=True)
 class Verify:
     """A package's own check: modules to import and/or a Python snippet that must exit 0, and where it runs."""
 
@@ -102,6 +112,8 @@ class Package:
     needs: str | None = None
     needs_why: str | None = None
     verify: Verify | None = None
+    # Requirements left out of the image on purpose (manifest `exclude:`), each with its why.
+    exclude: tuple[Exclude, ...] = ()
 
     @property
     def name(self) -> str:
@@ -126,7 +138,7 @@ class WheelSet:
 
 def _package(r: Reader, node: Any, key: str, gates: dict[str, Gate], allow_local: bool) -> Package:
     allowed = {"requirement", "no_deps", "override", "why", "gate", "allow_missing", "needs", "needs_why",
-               "verify"} | \
+               "verify", "exclude"} | \
         ({"local", "fallback"} if allow_local else set())
     m = r.mapping(node, key, allowed, {"requirement"}).value
     req = r.requirement(m["requirement"], f"{key}.requirement")
@@ -152,6 +164,14 @@ def _package(r: Reader, node: Any, key: str, gates: dict[str, Gate], allow_local
     if needs_why and not needs:
         raise r.fail(m["needs_why"].line, f"{key}.needs_why", "needs_why goes with needs")
     verify = _verify(r, m["verify"], f"{key}.verify") if "verify" in m else None
+    exclude = _named_whys(r, m["exclude"], f"{key}.exclude", Exclude, "excluded") if "exclude" in m else ()
+    if exclude and (no_deps or "local" in m):
+        raise r.fail(m["exclude"].key_line, f"{key}.exclude",
+                     "exclude applies to a package whose requirements are resolved (a no_deps or local install "
+                     "already drops them all)")
+    for i, x in enumerate(exclude):
+        if x.name == canonicalize_name(req.name):
+            raise r.fail(x.line, f"{key}.exclude[{i}].name", f"{req.name} cannot exclude itself")
     local = _local(r, m["local"], f"{key}.local") if "local" in m else None
     if local and not why:
         raise r.fail(node.line, f"{key}.why", "every local wheel must say why")
@@ -171,7 +191,7 @@ def _package(r: Reader, node: Any, key: str, gates: dict[str, Gate], allow_local
         raise r.fail(m["local"].value["glob"].line, f"{key}.local.glob",
                      f"{local.glob!r} cannot match wheels of {req.name} (wheel names start with the normalized name)")
     return Package(req, no_deps, why, r.gate(m.get("gate"), f"{key}.gate", gates), local, fallback, node.line,
-                   override, allow_missing, needs, needs_why, verify)
+                   override, allow_missing, needs, needs_why, verify, exclude)
 
 
 def _verify(r: Reader, node: Any, key: str) -> Verify:
@@ -212,16 +232,21 @@ def _verify(r: Reader, node: Any, key: str) -> Verify:
 
 
 def _allow_missing(r: Reader, node: Any, key: str) -> tuple[AllowMissing, ...]:
-    out: list[AllowMissing] = []
+    return _named_whys(r, node, key, AllowMissing, "allowed")
+
+
+def _named_whys(r: Reader, node: Any, key: str, cls, verb: str):
+    """A list of {name, why} entries (allow_missing, exclude), each name once."""
+    out: list = []
     seen: dict[str, int] = {}
     for i, item in enumerate(r.sequence(node, key, 1)):
         m = r.mapping(item, f"{key}[{i}]", {"name", "why"}, {"name", "why"}).value
         name = canonicalize_name(r.string(m["name"], f"{key}[{i}].name", _PROJECT, "project name"))
         why = r.string(m["why"], f"{key}[{i}].why")
         if name in seen:
-            raise r.fail(m["name"].line, f"{key}[{i}].name", f"{name} is allowed twice (first on line {seen[name]})")
+            raise r.fail(m["name"].line, f"{key}[{i}].name", f"{name} is {verb} twice (first on line {seen[name]})")
         seen[name] = m["name"].line
-        out.append(AllowMissing(name, why, item.line))
+        out.append(cls(name, why, item.line))
     return tuple(out)
 
 
@@ -277,6 +302,7 @@ class PlannedPackage:
     needs: str | None = None  # "driver": its modules are imported by the smoke, not at build time
     needs_why: str | None = None
     verify: Verify | None = None  # its own check (manifest `verify:`)
+    exclude: tuple[Exclude, ...] = ()  # its requirements left out on purpose (manifest `exclude:`)
 
     @property
     def pinned(self) -> str:
@@ -299,6 +325,7 @@ def _planned(p: Package, active: bool) -> PlannedPackage:
         needs=p.needs,
         needs_why=p.needs_why,
         verify=p.verify,
+        exclude=p.exclude,
     )
 
 
@@ -421,6 +448,17 @@ class WheelSets(StepKind):
                     raise reading.reader.fail(pkg.line, f"{key}.packages[{j}].requirement",
                                               f"pins {pkg.name}=={pkg.version} but the shared pin "
                                               f"(line {pin.line}) is =={pin.version}")
+        # An excluded requirement the manifest itself installs or pins would be left out and put in at once.
+        listed = {q.name: q.line for _key, ws in entries for p in ws.packages  # type: ignore[attr-defined]
+                  for q in (p, p.fallback) if q is not None}
+        listed.update({p.name: p.line for p in reading.shared_pins if p.name not in listed})
+        for key, ws in entries:
+            for j, pkg in enumerate(ws.packages):  # type: ignore[attr-defined]
+                for i, x in enumerate(pkg.exclude):
+                    if x.name in listed:
+                        raise reading.reader.fail(x.line, f"{key}.packages[{j}].exclude[{i}].name",
+                                                  f"{x.name} is excluded here, but the manifest installs or pins "
+                                                  f"it (line {listed[x.name]})")
 
     def packages(self, spec: StepSpec, gate_on: Mapping[str, bool], active: bool) -> tuple[PlannedPackage, ...]:
         assert isinstance(spec, WheelSet)

@@ -133,8 +133,9 @@ def test_static_smoke_and_publish(built: dict, engine: Engine, registry: str) ->
     assert {t.split(":", 1)[1] for t in built["tags"]} <= tags
 
 
-def test_inspect_pinwheels_own_image_has_no_churn_but_names_the_cu12_libs(built: dict) -> None:
-    """Each package is in exactly one lock slice, so no layer replaces another's; the cu12 DSL libs still ship."""
+def test_inspect_pinwheels_own_image_has_no_churn_and_no_cu12_libs(built: dict) -> None:
+    """Each package is in exactly one lock slice, so no layer replaces another's; the cu12 DSL libs, excluded
+    by the manifest, do not ship."""
     proc = cli("inspect", built["tags"][0], "--json")
     assert proc.returncode == 0, tail(proc)
     data = json.loads(proc.stdout)
@@ -145,4 +146,5 @@ def test_inspect_pinwheels_own_image_has_no_churn_but_names_the_cu12_libs(built:
     assert {c["name"] for c in venv} <= {"setuptools", "pip"}, venv
     assert all(c["change"] == "replaced" and c["shadowed"] > 0 for c in venv), venv
     assert data["cuda_major"] == 13
-    assert "nvidia-cutlass-dsl-libs-cu12" in {w["name"] for w in data["wrong_cuda"]}
+    assert "nvidia-cutlass-dsl-libs-cu12" not in {d["name"] for d in data["distributions"]}
+    assert "nvidia-cutlass-dsl-libs-cu12" not in {w["name"] for w in data["wrong_cuda"]}

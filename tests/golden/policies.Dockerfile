@@ -18,6 +18,24 @@ RUN --mount=type=bind,source=wheels,target=/tmp/wheels \
     if [ "$missing" != 0 ]; then exit 1; fi; \
     mkdir -p /tmp/pinwheel; echo passed > /tmp/pinwheel/preflight
 
+# ---- installer: uv, installed from the variant's lock (installer.txt, hash-checked) in a
+# stage of its own. Every wheel set's step bind-mounts its binary, so uv is in no
+# layer of the image; this stage stays cached until installer.txt changes. Each step
+# unpacks into a uv cache in its own layer and hard-links from it (every file written
+# once), and removes that cache before the layer is committed.
+FROM ${BASE} AS installer
+ARG VARIANT=cu130
+COPY lock/${VARIANT}/installer.txt /tmp/pinwheel/lock/installer.txt
+# It waits for the preflight too: nothing is installed before every required wheel is there.
+RUN --mount=type=bind,from=preflight,source=/tmp/pinwheel/preflight,target=/tmp/pinwheel/preflight \
+    --mount=type=cache,target=/root/.cache/pip,sharing=locked \
+    --mount=type=secret,id=ca,target=/run/secrets/ca \
+    --mount=type=secret,id=pipconf,target=/run/secrets/pipconf \
+    set -eu; \
+    if [ -s /run/secrets/ca ]; then export PIP_CERT=/run/secrets/ca; fi; \
+    if [ -s /run/secrets/pipconf ]; then export PIP_CONFIG_FILE=/run/secrets/pipconf; fi; \
+    python3 -m venv /opt/pinwheel/uv; /opt/pinwheel/uv/bin/pip install --no-deps --require-hashes -r /tmp/pinwheel/lock/installer.txt
+
 FROM ${BASE} AS image
 
 ARG VARIANT=cu130
@@ -36,26 +54,30 @@ RUN --mount=type=bind,from=preflight,source=/tmp/pinwheel/preflight,target=/tmp/
 # ---- wheel set 1/3: core. pure-python base
 #   six==1.16.0: tiny and stable
 COPY lock/${VARIANT}/01-core.txt /tmp/pinwheel/lock/01-core.txt
-RUN --mount=type=cache,target=/root/.cache/pip,sharing=locked \
+RUN --mount=type=bind,from=installer,source=/opt/pinwheel/uv/bin/uv,target=/tmp/pinwheel/bin/uv \
     --mount=type=secret,id=ca,target=/run/secrets/ca \
-    --mount=type=secret,id=pipconf,target=/run/secrets/pipconf \
+    --mount=type=secret,id=uvconf,target=/run/secrets/uvconf \
     set -eu; \
-    if [ -s /run/secrets/ca ]; then export PIP_CERT=/run/secrets/ca; fi; \
-    if [ -s /run/secrets/pipconf ]; then export PIP_CONFIG_FILE=/run/secrets/pipconf; fi; \
-    pip install --no-deps --require-hashes -r /tmp/pinwheel/lock/01-core.txt
+    if [ -s /run/secrets/ca ]; then export SSL_CERT_FILE=/run/secrets/ca; fi; \
+    if [ -s /run/secrets/uvconf ]; then export UV_CONFIG_FILE=/run/secrets/uvconf; fi; \
+    export UV_CACHE_DIR=/tmp/pinwheel/uv-cache UV_LINK_MODE=hardlink UV_COMPILE_BYTECODE=1 UV_PYTHON_DOWNLOADS=never UV_NO_PROGRESS=1; \
+    trap 'rm -rf /tmp/pinwheel/uv-cache' EXIT; \
+    /tmp/pinwheel/bin/uv pip install --python /opt/venv/bin/python --no-deps --require-hashes -r /tmp/pinwheel/lock/01-core.txt
 
 # ---- wheel set 2/3: gated. CUDA 13 only
 # Gated by ENABLE_CUDA_13.
 #   idna==3.10 --no-deps: its extras would pull more
 COPY lock/${VARIANT}/02-gated.txt /tmp/pinwheel/lock/02-gated.txt
-RUN --mount=type=cache,target=/root/.cache/pip,sharing=locked \
+RUN --mount=type=bind,from=installer,source=/opt/pinwheel/uv/bin/uv,target=/tmp/pinwheel/bin/uv \
     --mount=type=secret,id=ca,target=/run/secrets/ca \
-    --mount=type=secret,id=pipconf,target=/run/secrets/pipconf \
+    --mount=type=secret,id=uvconf,target=/run/secrets/uvconf \
     set -eu; \
-    if [ -s /run/secrets/ca ]; then export PIP_CERT=/run/secrets/ca; fi; \
-    if [ -s /run/secrets/pipconf ]; then export PIP_CONFIG_FILE=/run/secrets/pipconf; fi; \
+    if [ -s /run/secrets/ca ]; then export SSL_CERT_FILE=/run/secrets/ca; fi; \
+    if [ -s /run/secrets/uvconf ]; then export UV_CONFIG_FILE=/run/secrets/uvconf; fi; \
+    export UV_CACHE_DIR=/tmp/pinwheel/uv-cache UV_LINK_MODE=hardlink UV_COMPILE_BYTECODE=1 UV_PYTHON_DOWNLOADS=never UV_NO_PROGRESS=1; \
+    trap 'rm -rf /tmp/pinwheel/uv-cache' EXIT; \
     if [ "${ENABLE_CUDA_13}" != "1" ]; then echo 'pinwheel: ENABLE_CUDA_13=0: skipping wheel set gated'; exit 0; fi; \
-    pip install --no-deps --require-hashes -r /tmp/pinwheel/lock/02-gated.txt
+    /tmp/pinwheel/bin/uv pip install --python /opt/venv/bin/python --no-deps --require-hashes -r /tmp/pinwheel/lock/02-gated.txt
 
 # ---- wheel set 3/3: local. local wheels under every policy
 #   demo-fail==1.0: local wheel wheels/demo_fail-*.whl. must be present
@@ -65,17 +87,19 @@ RUN --mount=type=cache,target=/root/.cache/pip,sharing=locked \
 #   demo-fallback==1.0: local wheel wheels/demo_fallback-1.?-*.whl. index build is fine too
 #     if missing: certifi==2024.8.30 --no-deps. stand-in from the index
 COPY lock/${VARIANT}/03-local.fallback-demo-fallback.txt /tmp/pinwheel/lock/03-local.fallback-demo-fallback.txt
-RUN --mount=type=cache,target=/root/.cache/pip,sharing=locked \
+RUN --mount=type=bind,from=installer,source=/opt/pinwheel/uv/bin/uv,target=/tmp/pinwheel/bin/uv \
     --mount=type=secret,id=ca,target=/run/secrets/ca \
-    --mount=type=secret,id=pipconf,target=/run/secrets/pipconf \
+    --mount=type=secret,id=uvconf,target=/run/secrets/uvconf \
     --mount=type=bind,source=wheels,target=/tmp/wheels \
     set -eu; \
-    if [ -s /run/secrets/ca ]; then export PIP_CERT=/run/secrets/ca; fi; \
-    if [ -s /run/secrets/pipconf ]; then export PIP_CONFIG_FILE=/run/secrets/pipconf; fi; \
+    if [ -s /run/secrets/ca ]; then export SSL_CERT_FILE=/run/secrets/ca; fi; \
+    if [ -s /run/secrets/uvconf ]; then export UV_CONFIG_FILE=/run/secrets/uvconf; fi; \
+    export UV_CACHE_DIR=/tmp/pinwheel/uv-cache UV_LINK_MODE=hardlink UV_COMPILE_BYTECODE=1 UV_PYTHON_DOWNLOADS=never UV_NO_PROGRESS=1; \
+    trap 'rm -rf /tmp/pinwheel/uv-cache' EXIT; \
     set -- /tmp/wheels/demo_fail-*.whl; \
     if [ -e "$1" ]; then \
       if [ "$#" -gt 1 ]; then echo 'pinwheel: ERROR: more than one wheel in wheels/ matches demo_fail-*.whl; keep one:' "$@" >&2; exit 1; fi; \
-      pip install --no-deps "$1"; \
+      /tmp/pinwheel/bin/uv pip install --python /opt/venv/bin/python --no-deps "$1"; \
     else \
       echo 'pinwheel: ERROR: wheels/demo_fail-*.whl is missing and demo-fail is required. run `make wheels` in ../demo' >&2; \
       exit 1; \
@@ -84,7 +108,7 @@ RUN --mount=type=cache,target=/root/.cache/pip,sharing=locked \
     set -- /tmp/wheels/demo_skip-*.whl; \
     if [ -e "$1" ]; then \
       if [ "$#" -gt 1 ]; then echo 'pinwheel: ERROR: more than one wheel in wheels/ matches demo_skip-*.whl; keep one:' "$@" >&2; exit 1; fi; \
-      pip install --no-deps "$1"; \
+      /tmp/pinwheel/bin/uv pip install --python /opt/venv/bin/python --no-deps "$1"; \
     else \
       echo 'pinwheel: WARNING: wheels/demo_skip-*.whl is missing; skipping demo-skip. To include it: copy a wheel matching demo_skip-*.whl into wheels/' >&2; \
     fi; \
@@ -92,10 +116,10 @@ RUN --mount=type=cache,target=/root/.cache/pip,sharing=locked \
     set -- /tmp/wheels/demo_fallback-1.?-*.whl; \
     if [ -e "$1" ]; then \
       if [ "$#" -gt 1 ]; then echo 'pinwheel: ERROR: more than one wheel in wheels/ matches demo_fallback-1.?-*.whl; keep one:' "$@" >&2; exit 1; fi; \
-      pip install --no-deps "$1"; \
+      /tmp/pinwheel/bin/uv pip install --python /opt/venv/bin/python --no-deps "$1"; \
     else \
       echo 'pinwheel: WARNING: wheels/demo_fallback-1.?-*.whl is missing; installing fallback certifi==2024.8.30 --no-deps' >&2; \
-      pip install --no-deps --require-hashes -r /tmp/pinwheel/lock/03-local.fallback-demo-fallback.txt; \
+      /tmp/pinwheel/bin/uv pip install --python /opt/venv/bin/python --no-deps --require-hashes -r /tmp/pinwheel/lock/03-local.fallback-demo-fallback.txt; \
     fi
 
 # Invariants: every pin is still what the lock says after all steps (the build

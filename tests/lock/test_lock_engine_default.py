@@ -33,7 +33,7 @@ def project(local_index, tmp_path, monkeypatch):
     root.mkdir()
     (root / "wheels_manifest.yaml").write_text(f"""\
 manifest_version: 1
-image: {{name: demo, repository: pinwheel/demo}}
+image: {{name: demo, repository: pinwheel/demo, installer: pip}}  # the test index has the host's uv only
 variants:
   cu130: {{cuda: "13.0", torch: "2.0", python: "{PY}", platform: manylinux_2_36_{HOST},
           platforms: [linux/amd64, linux/arm64], base: "pinwheel/base:bookworm-py311", tag: "cu130-{{date}}"}}

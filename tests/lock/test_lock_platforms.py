@@ -22,7 +22,8 @@ CP = f"cp{sys.version_info.major}{sys.version_info.minor}"
 
 MANIFEST = """\
 manifest_version: 1
-image: {{name: demo, repository: pinwheel/demo}}
+# installer: pip: the local index serves the host's own uv (x86_64) only, and an arm64 lock pins its own files
+image: {{name: demo, repository: pinwheel/demo, installer: pip}}
 gates:
   ONLY_ARM: {{when: "arch == arm64", why: "Grace nodes only"}}
 variants:

@@ -79,6 +79,10 @@ def test_expect_json():
     assert "sgl-flash-mla" not in expect["pins"] and expect["fallbacks"] == {"sgl-flash-mla": "1.0.0"}
     assert 'nvidia-cutlass-dsl[cu13]==4.5.0; extra == "cutedsl"' in expect["suppressed"]["nvidia-cudnn-frontend"]
     assert expect["suppressed"]["sgl-flash-mla"] == ["torch>=2.14.1"]
+    # the CUDA 12 DSL libs are left out on purpose: suppressed (pip check accepts it), and in no slice
+    assert expect["suppressed"]["nvidia-cutlass-dsl"] == ["nvidia-cutlass-dsl-libs-cu12==4.6.2"]
+    assert list(expect["excluded"]) == ["nvidia-cutlass-dsl"]
+    assert "nvidia-cutlass-dsl-libs-cu12" not in read_lock(CU130).packages
 
 
 def test_what_the_lock_installs_step_by_step(tmp_path):

@@ -34,8 +34,10 @@ def project(project_factory, engine: Engine) -> Project:
     p = project_factory("arm64")
     text = p.manifest.read_text()
     assert OWN in text
-    p.manifest.write_text(text.replace(OWN, OWN + "    platforms: [linux/amd64, linux/arm64]\n"
-                                            f'    no_gpu_smoke: {{linux/arm64: "{ARM_WHY}"}}\n', 1))
+    text = text.replace(OWN, OWN + "    platforms: [linux/amd64, linux/arm64]\n"
+                                  f'    no_gpu_smoke: {{linux/arm64: "{ARM_WHY}"}}\n', 1)
+    # installer: pip: the test index serves the host's own uv (x86_64) only, and the arm64 lock pins its own files
+    p.manifest.write_text(text.replace("  name: tiny\n", "  name: tiny\n  installer: pip\n", 1))
     p.cli("lock", "--engine", "uv", check=True)
     return p
 

@@ -139,6 +139,27 @@ def test_ca_bundle_is_in_no_layer(full_image, project: Project, tls_index: TLSIn
 # ------------------------------------------------------------- local wheels
 
 
+UV_LEFT = r"""
+import glob, importlib.metadata as md, json, os, shutil
+installers = {d.metadata["Name"].lower(): (d.read_text("INSTALLER") or "").strip() for d in md.distributions()
+              if d.metadata["Name"].lower().startswith("pw-")}
+left = [p for p in ("/tmp/pinwheel/bin/uv", "/opt/pinwheel/uv", "/tmp/pinwheel/uv-cache") if os.path.exists(p)]
+print(json.dumps({"installers": installers, "left": left, "on_path": shutil.which("uv"),
+                  "pyc": len(glob.glob("/opt/venv/lib/python3*/site-packages/pw_core/__pycache__/*.pyc"))}))
+"""
+
+
+def test_uv_installed_every_wheel_set_and_left_nothing_in_the_image(full_image, engine: Engine):
+    """uv (bind-mounted from the installer stage) installed the slices and the local wheels, with bytecode
+    compiled as pip does; neither uv, its stage's files nor its cache is in the image."""
+    result = engine.run(full_image.tags[0], ["python", "-c", UV_LEFT])
+    assert result.ok, result.stderr
+    found = json.loads(result.stdout)
+    assert found["installers"] and set(found["installers"].values()) == {"uv"}, found
+    assert found["left"] == [] and found["on_path"] is None, found
+    assert found["pyc"] > 0, found
+
+
 def test_present_local_wheels_are_installed_from_wheels_dir(full_image, project: Project, engine: Engine):
     found = installed(engine, full_image.image_id)
     for name in LOCAL_WHEELS:
@@ -178,7 +199,7 @@ def test_missing_skip_and_fallback_wheels(project: Project, engine: Engine):
                         "To include it: build pw-kern-skip and copy its wheel into wheels/")
     assert printed(log, "pinwheel: WARNING: wheels/pw_kern_fb-*.whl is missing; installing fallback "
                         "pw-kern-fb-stable==1.0.0 --no-deps")
-    assert printed(log, "Successfully installed pw-kern-fb-stable-1.0.0")
+    assert printed(log, " + pw-kern-fb-stable==1.0.0")  # uv's line for what it installed
 
     image = json.loads(result.stdout)["tags"][0]
     found = installed(engine, image)
@@ -204,6 +225,21 @@ def test_a_hand_edited_slice_is_refused_before_the_engine(project: Project, tls_
     assert result.returncode == 2, result.output[-3000:]
     assert "03-nodeps.txt: pw-core==1.1.0 does not match requirements.txt" in result.stderr
     assert "Traceback" not in result.stderr and "make lock" in result.stderr
+
+
+def test_a_wrong_hash_fails_uv_in_the_image(project: Project, tmp_path: Path):
+    """The same wrong digest in the slice and in requirements.txt reads back, so the host lets it through:
+    uv in the image checks the wheel it downloads against it and fails the build, naming both digests."""
+    broken = project.copy(tmp_path / "broken")
+    [(name, pin)] = [(f.name, f.read_text()) for f in broken.lock_dir.glob("01-*.txt")]
+    right = re.search(r"--hash=sha256:([0-9a-f]{64})", pin)[1]
+    wrong = ("0" if right[0] != "0" else "1") + right[1:]
+    for f in (broken.lock_dir / name, broken.lock_dir / "requirements.txt"):
+        f.write_text(f.read_text().replace(right, wrong))
+    result = broken.cli("build", "--variant", "cu130", "--quiet")
+    assert result.returncode == 1, result.output[-3000:]
+    assert "uv pip install" in result.stderr and wrong in result.stderr and right in result.stderr, \
+        result.stderr[-3000:]
 
 
 def test_edited_expected_pin_fails_the_build(project: Project, tmp_path: Path):

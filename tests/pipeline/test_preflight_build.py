@@ -52,7 +52,9 @@ def test_missing_required_wheel_fails_in_the_preflight_before_any_install(projec
     started = re.findall(r"^#\d+ \[image +(\d+)/\d+\] (\S+)", log, re.M)
     assert {step for step, _ in started} <= {"1"}, started
     assert "01-core.txt" not in log and "pip install" not in log
-    assert not re.search(r"Successfully installed|Collecting|Processing /tmp/wheels", log)
+    assert not re.search(r"Successfully installed|Collecting|Processing /tmp/wheels", log)  # pip's words
+    assert not re.search(r"^#\d+ \[installer \d+/\d+\] RUN", log, re.M)  # uv's stage waits for the preflight too
+    assert not re.search(r"^#\d+ \d+\.\d+ (Prepared|Installed) \d+ package|^#\d+ \d+\.\d+  \+ ", log, re.M)  # uv's
     assert not engine.image_exists(f"{project.repository}:preflight")
 
 

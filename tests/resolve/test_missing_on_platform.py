@@ -18,7 +18,7 @@ CP = f"cp{sys.version_info.major}{sys.version_info.minor}"
 
 MANIFEST = f"""\
 manifest_version: 1
-image: {{name: demo, repository: pinwheel/demo}}
+image: {{name: demo, repository: pinwheel/demo, installer: pip}}  # the test index has the host's uv only
 variants:
   cu130: {{cuda: "13.0", torch: "2.0", python: "{PY}", platform: manylinux_2_36_x86_64,
           platforms: [linux/amd64, linux/arm64], base: "pinwheel/base:bookworm-py311", tag: "cu130-{{date}}"}}

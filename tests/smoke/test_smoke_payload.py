@@ -539,9 +539,14 @@ def test_committed_h200_run_used_the_shipped_images_checks():
     """The GPU host's expect.json differs from the image's in its pins only (the host supplies torch)."""
     host = json.loads((DOCS / "smoke-h200-expect.json").read_text())
     assert host["verify"] == SHIPPED_EXPECT["verify"] and host["import_skip"] == SHIPPED_EXPECT["import_skip"]
-    assert {k: v for k, v in host.items() if k not in ("pins", "host_provided")} == \
-        {k: v for k, v in SHIPPED_EXPECT.items() if k != "pins"}
-    assert {**host["pins"], **host["host_provided"]} == SHIPPED_EXPECT["pins"]
+    # That run predates the manifest's exclusion of nvidia-cutlass-dsl-libs-cu12 (the host had none installed,
+    # and its DSA forward passed): the shipped expect.json differs from it by exactly that exclusion.
+    shipped = {k: v for k, v in SHIPPED_EXPECT.items() if k not in ("pins", "excluded")}
+    shipped["suppressed"] = {k: v for k, v in shipped["suppressed"].items() if k != "nvidia-cutlass-dsl"}
+    assert {k: list(v) for k, v in SHIPPED_EXPECT["excluded"].items()} == {"nvidia-cutlass-dsl": ["nvidia-cutlass-dsl-libs-cu12"]}
+    assert SHIPPED_EXPECT["suppressed"]["nvidia-cutlass-dsl"] == ["nvidia-cutlass-dsl-libs-cu12==4.6.2"]
+    assert {k: v for k, v in host.items() if k not in ("pins", "host_provided")} == shipped
+    assert {**host["pins"], **host["host_provided"]} == {**SHIPPED_EXPECT["pins"], "nvidia-cutlass-dsl-libs-cu12": "4.6.2"}
 
 
 def test_committed_h200_failure_demos_fail_where_they_should():

@@ -76,6 +76,23 @@ BASE_DOCKERFILE = """\
 # --build-arg VARIANT=<variant> and the gate values `build.py build` passes.
 # Secrets (CA bundle, index configuration) arrive only as BuildKit secrets.
 ARG BASE=lmsysorg/sglang:v0.5.9@sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef
+
+# ---- installer: uv, installed from the variant's lock (installer.txt, hash-checked) in a
+# stage of its own. Every wheel set's step bind-mounts its binary, so uv is in no
+# layer of the image; this stage stays cached until installer.txt changes. Each step
+# unpacks into a uv cache in its own layer and hard-links from it (every file written
+# once), and removes that cache before the layer is committed.
+FROM ${BASE} AS installer
+ARG VARIANT=sys
+COPY lock/${VARIANT}/installer.txt /tmp/pinwheel/lock/installer.txt
+RUN --mount=type=cache,target=/root/.cache/pip,sharing=locked \\
+    --mount=type=secret,id=ca,target=/run/secrets/ca \\
+    --mount=type=secret,id=pipconf,target=/run/secrets/pipconf \\
+    set -eu; \\
+    if [ -s /run/secrets/ca ]; then export PIP_CERT=/run/secrets/ca; fi; \\
+    if [ -s /run/secrets/pipconf ]; then export PIP_CONFIG_FILE=/run/secrets/pipconf; fi; \\
+    export PIP_BREAK_SYSTEM_PACKAGES=1; /usr/bin/python3 -m pip install --no-deps --require-hashes --target /opt/pinwheel/uv -r /tmp/pinwheel/lock/installer.txt
+
 FROM ${BASE} AS image
 
 ARG VARIANT=sys
@@ -102,14 +119,16 @@ RUN set -eu; \\
 #   six==1.16.0: tiny and stable
 #   nvidia-cudnn-cu13==9.22.0.52: over torch's exact pin: the fix for X
 COPY lock/${VARIANT}/02-core.txt /tmp/pinwheel/lock/02-core.txt
-RUN --mount=type=cache,target=/root/.cache/pip,sharing=locked \\
+RUN --mount=type=bind,from=installer,source=/opt/pinwheel/uv/bin/uv,target=/tmp/pinwheel/bin/uv \\
     --mount=type=secret,id=ca,target=/run/secrets/ca \\
-    --mount=type=secret,id=pipconf,target=/run/secrets/pipconf \\
+    --mount=type=secret,id=uvconf,target=/run/secrets/uvconf \\
     set -eu; \\
-    if [ -s /run/secrets/ca ]; then export PIP_CERT=/run/secrets/ca; fi; \\
-    if [ -s /run/secrets/pipconf ]; then export PIP_CONFIG_FILE=/run/secrets/pipconf; fi; \\
+    if [ -s /run/secrets/ca ]; then export SSL_CERT_FILE=/run/secrets/ca; fi; \\
+    if [ -s /run/secrets/uvconf ]; then export UV_CONFIG_FILE=/run/secrets/uvconf; fi; \\
+    export UV_CACHE_DIR=/tmp/pinwheel/uv-cache UV_LINK_MODE=hardlink UV_COMPILE_BYTECODE=1 UV_PYTHON_DOWNLOADS=never UV_NO_PROGRESS=1; \\
+    trap 'rm -rf /tmp/pinwheel/uv-cache' EXIT; \\
     export PIP_BREAK_SYSTEM_PACKAGES=1; \\
-    /usr/bin/python3 -m pip install --no-deps --require-hashes -r /tmp/pinwheel/lock/02-core.txt
+    /tmp/pinwheel/bin/uv pip install --python /usr/bin/python3 --break-system-packages --no-deps --require-hashes -r /tmp/pinwheel/lock/02-core.txt
 
 # ---- remove step 3/3: cuda-only. CUDA 13 only
 # Gated by ENABLE_CUDA_13.
@@ -145,6 +164,23 @@ SEEN_DOCKERFILE = """\
 # --build-arg VARIANT=<variant> and the gate values `build.py build` passes.
 # Secrets (CA bundle, index configuration) arrive only as BuildKit secrets.
 ARG BASE=pinwheel/base:bookworm-py311
+
+# ---- installer: uv, installed from the variant's lock (installer.txt, hash-checked) in a
+# stage of its own. Every wheel set's step bind-mounts its binary, so uv is in no
+# layer of the image; this stage stays cached until installer.txt changes. Each step
+# unpacks into a uv cache in its own layer and hard-links from it (every file written
+# once), and removes that cache before the layer is committed.
+FROM ${BASE} AS installer
+ARG VARIANT=seen
+COPY lock/${VARIANT}/installer.txt /tmp/pinwheel/lock/installer.txt
+RUN --mount=type=cache,target=/root/.cache/pip,sharing=locked \\
+    --mount=type=secret,id=ca,target=/run/secrets/ca \\
+    --mount=type=secret,id=pipconf,target=/run/secrets/pipconf \\
+    set -eu; \\
+    if [ -s /run/secrets/ca ]; then export PIP_CERT=/run/secrets/ca; fi; \\
+    if [ -s /run/secrets/pipconf ]; then export PIP_CONFIG_FILE=/run/secrets/pipconf; fi; \\
+    python3 -m venv /opt/pinwheel/uv; /opt/pinwheel/uv/bin/pip install --no-deps --require-hashes -r /tmp/pinwheel/lock/installer.txt
+
 FROM ${BASE} AS image
 
 ARG VARIANT=seen
@@ -170,13 +206,15 @@ RUN set -eu; \\
 #   six==1.16.0: tiny and stable
 #   nvidia-cudnn-cu13==9.22.0.52: over torch's exact pin: the fix for X
 COPY lock/${VARIANT}/02-core.txt /tmp/pinwheel/lock/02-core.txt
-RUN --mount=type=cache,target=/root/.cache/pip,sharing=locked \\
+RUN --mount=type=bind,from=installer,source=/opt/pinwheel/uv/bin/uv,target=/tmp/pinwheel/bin/uv \\
     --mount=type=secret,id=ca,target=/run/secrets/ca \\
-    --mount=type=secret,id=pipconf,target=/run/secrets/pipconf \\
+    --mount=type=secret,id=uvconf,target=/run/secrets/uvconf \\
     set -eu; \\
-    if [ -s /run/secrets/ca ]; then export PIP_CERT=/run/secrets/ca; fi; \\
-    if [ -s /run/secrets/pipconf ]; then export PIP_CONFIG_FILE=/run/secrets/pipconf; fi; \\
-    pip install --no-deps --require-hashes -r /tmp/pinwheel/lock/02-core.txt
+    if [ -s /run/secrets/ca ]; then export SSL_CERT_FILE=/run/secrets/ca; fi; \\
+    if [ -s /run/secrets/uvconf ]; then export UV_CONFIG_FILE=/run/secrets/uvconf; fi; \\
+    export UV_CACHE_DIR=/tmp/pinwheel/uv-cache UV_LINK_MODE=hardlink UV_COMPILE_BYTECODE=1 UV_PYTHON_DOWNLOADS=never UV_NO_PROGRESS=1; \\
+    trap 'rm -rf /tmp/pinwheel/uv-cache' EXIT; \\
+    /tmp/pinwheel/bin/uv pip install --python /opt/venv/bin/python --no-deps --require-hashes -r /tmp/pinwheel/lock/02-core.txt
 
 # ---- remove step 3/3: cuda-only. CUDA 13 only
 # Gated by ENABLE_CUDA_13.
@@ -233,7 +271,8 @@ def test_the_digest_of_a_pinned_base_is_kept_and_a_base_variant_has_no_default(t
     assert "ARG BASE=lmsysorg/sglang:v0.5.9@sha256:0123456789abcdef" in render_dockerfile(ps[:2])
     top = render_dockerfile([ps[1]])
     assert "# The base is variant sys's image: `build.py build` builds it first and passes it as BASE.\n" \
-           "ARG BASE\nFROM ${BASE} AS image\n" in top
+           "ARG BASE\n\n# ---- installer:" in top
+    assert top.count("FROM ${BASE} AS ") == 2  # the installer stage and the image, both on that base
 
 
 def test_an_interpreter_of_its_own_is_quoted_and_used_everywhere(tmp_path):
@@ -242,7 +281,9 @@ def test_an_interpreter_of_its_own_is_quoted_and_used_everywhere(tmp_path):
     assert list(rendered) == ["Dockerfile", "Dockerfile.top", "Dockerfile.seen"]
     sys_file = rendered["Dockerfile"]
     assert "RUN /opt/conda/bin/python -m pip --version\n" in sys_file
-    assert "    /opt/conda/bin/python -m pip install --no-deps --require-hashes -r" in sys_file
+    assert "    /tmp/pinwheel/bin/uv pip install --python /opt/conda/bin/python --break-system-packages --no-deps " \
+           "--require-hashes -r" in sys_file
+    assert "/opt/conda/bin/python -m pip install --no-deps --require-hashes --target /opt/pinwheel/uv -r" in sys_file
     assert "    /opt/conda/bin/python -m pip uninstall -y transformer-engine flash-attn-4\n" in sys_file
     assert 'CMD ["/opt/conda/bin/python", "/opt/pinwheel/smoke_payload.py"' in sys_file
     assert "/usr/bin/python3" not in sys_file
@@ -253,7 +294,7 @@ def test_shellcheck_every_run_script_on_a_base(tmp_path):
         pytest.fail("shellcheck is not installed: `make tools` (Debian package shellcheck)")
     for text in render_dockerfiles(plans(MANIFEST, tmp_path)).values():
         scripts = run_scripts(text)
-        assert len(scripts) == 5
+        assert len(scripts) == 6  # with the installer stage's
         for script in scripts:
             proc = subprocess.run(["shellcheck", "-s", "sh", "-e", "SC2016", "-"], input=f"#!/bin/sh\n{script}\n",
                                   capture_output=True, text=True)

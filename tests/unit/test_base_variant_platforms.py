@@ -25,7 +25,7 @@ def manifest_text(sys_platforms: str | None = BOTH, top_platforms: str | None = 
         return f"\n    platforms: {p}" if p else ""
     return f"""\
 manifest_version: 1
-image: {{name: demo, repository: pinwheel/demo}}
+image: {{name: demo, repository: pinwheel/demo, installer: pip}}  # the test index has the host's uv only
 variants:
   sys:
     cuda: "13.0"

@@ -157,6 +157,12 @@ CASES = [
     ("allow-missing-bad-name", sub(AM, AM + '        allow_missing:\n          - {name: "help er", why: "x"}\n'), 36, "wheel_sets[1].packages[1].allow_missing[0].name", "not a valid project name"),
     ("allow-missing-twice", sub(AM, AM + '        allow_missing:\n          - {name: helper, why: "x"}\n          - {name: Helper, why: "y"}\n'), 37, "wheel_sets[1].packages[1].allow_missing[1].name", "allowed twice (first on line 36)"),
     ("allow-missing-empty", sub(AM, AM + '        allow_missing: []\n'), 35, "wheel_sets[1].packages[1].allow_missing", "at least 1"),
+    ("exclude-no-why", sub('      - requirement: "torch==2.13.0"\n', '      - requirement: "torch==2.13.0"\n        exclude:\n          - name: numpy\n'), 28, "wheel_sets[0].packages[0].exclude[0].why", "required key is missing"),
+    ("exclude-twice", sub('      - requirement: "torch==2.13.0"\n', '      - requirement: "torch==2.13.0"\n        exclude:\n          - {name: numpy, why: "x"}\n          - {name: NumPy, why: "y"}\n'), 29, "wheel_sets[0].packages[0].exclude[1].name", "excluded twice (first on line 28)"),
+    ("exclude-itself", sub('      - requirement: "torch==2.13.0"\n', '      - requirement: "torch==2.13.0"\n        exclude:\n          - {name: Torch, why: "x"}\n'), 28, "wheel_sets[0].packages[0].exclude[0].name", "cannot exclude itself"),
+    ("exclude-what-the-manifest-pins", sub('      - requirement: "torch==2.13.0"\n', '      - requirement: "torch==2.13.0"\n        exclude:\n          - {name: nvidia_cutlass_dsl, why: "x"}\n'), 28, "wheel_sets[0].packages[0].exclude[0].name", "the manifest installs or pins it (line 33)"),
+    ("exclude-on-no-deps", sub(AM, AM + '        exclude: [{name: helper, why: "x"}]\n'), 35, "wheel_sets[1].packages[1].exclude", "no_deps or local install"),
+    ("installer-unknown", sub("  venv: /opt/venv\n", "  venv: /opt/venv\n  installer: conda\n"), 6, "image.installer", "not one of: uv, pip"),
     ("allow-missing-unknown-key", sub(AM, AM + '        allow_missing:\n          - {name: helper, why: "x", version: "1"}\n'), 36, "wheel_sets[1].packages[1].allow_missing[0].version", "unknown key"),
 ]
 

@@ -73,6 +73,14 @@ def test_policies_golden(tmp_path):
     check_golden("policies.Dockerfile", render_text(POLICIES, tmp_path))
 
 
+def test_policies_golden_with_the_pip_installer(tmp_path):
+    """`installer: pip`: no installer stage, every step installs with pip from a pip cache mount."""
+    text = render_text(POLICIES.replace("repository: pinwheel/demo}", "repository: pinwheel/demo, installer: pip}"),
+                       tmp_path)
+    check_golden("policies-pip.Dockerfile", text)
+    assert "AS installer" not in text and "uv" not in text
+
+
 def test_shipped_dockerfile_is_up_to_date(capsys):
     rc = cli.main(["--manifest", str(ROOT / "wheels_manifest.yaml"), "render", "--check"])
     assert rc == 0, capsys.readouterr().out
@@ -158,8 +166,13 @@ def test_no_syntax_line_and_secrets_only_as_mounts():
     runs = re.findall(r"^RUN .*?(?<!\\)$", text, flags=re.M | re.S)
     assert runs
     for run in runs:
-        if "pip install" in run:
-            assert "--mount=type=secret,id=ca" in run
+        if "uv pip install" in run:  # the wheel sets (image.installer: uv): uv's index configuration, uv's cache
+            assert "--mount=type=secret,id=ca" in run and "--mount=type=secret,id=uvconf" in run
+            assert "export UV_CACHE_DIR=/tmp/pinwheel/uv-cache UV_LINK_MODE=hardlink" in run
+            assert "trap 'rm -rf /tmp/pinwheel/uv-cache' EXIT" in run  # the cache never reaches the layer
+            assert "--mount=type=bind,from=installer,source=/opt/pinwheel/uv/bin/uv,target=/tmp/pinwheel/bin/uv" in run
+        elif "pip install" in run:
+            assert "--mount=type=secret,id=ca" in run and "--mount=type=secret,id=pipconf" in run
             assert "--mount=type=cache,target=/root/.cache/pip" in run
 
 
@@ -224,17 +237,16 @@ RUN --mount=type=bind,source=wheels,target=/tmp/wheels \\
     if [ "$missing" != 0 ]; then exit 1; fi; \\
     mkdir -p /tmp/pinwheel; echo passed > /tmp/pinwheel/preflight
 
-FROM ${BASE} AS image
 """
 
 
 def test_preflight_checks_every_fail_wheel_under_its_gates_before_any_install(tmp_path):
     text = render_text(GATED_PREFLIGHT, tmp_path)
     start = text.index("ARG BASE=")
-    end = text.index("FROM ${BASE} AS image\n") + len("FROM ${BASE} AS image\n")
+    end = text.index("# ---- installer:")  # the installer stage (uv) follows the preflight's
     assert text[start:end] == GATED_PREFLIGHT_STAGE
     # the image stage's first RUN waits for the preflight's marker; every install comes after it
-    image = text[end:]
+    image = text[text.index("FROM ${BASE} AS image\n"):]
     first_run = image.index("\nRUN ")
     assert image[first_run:].startswith(
         "\nRUN --mount=type=bind,from=preflight,source=/tmp/pinwheel/preflight,target=/tmp/pinwheel/preflight \\\n"

@@ -1,0 +1,114 @@
+# Rendered by pinwheel from wheels_manifest.yaml (image demo). Do not edit: run `make render`.
+# One file serves every variant (cu130, cu129): build with
+# --build-arg VARIANT=<variant> and the gate values `build.py build` passes.
+# Secrets (CA bundle, index configuration) arrive only as BuildKit secrets.
+ARG BASE=pinwheel/base:bookworm-py311
+
+# ---- preflight: every wheel the manifest requires (if_missing: fail) is in
+# wheels/, exactly once, before anything is installed. A stage of its own: the
+# image stage reads only its marker, so a changed wheel re-runs this check and
+# no layer below it.
+FROM ${BASE} AS preflight
+RUN --mount=type=bind,source=wheels,target=/tmp/wheels \
+    set -eu; \
+    missing=0; \
+    set -- /tmp/wheels/demo_fail-*.whl; \
+    if [ ! -e "$1" ]; then echo 'pinwheel: ERROR: wheels/demo_fail-*.whl is missing and demo-fail is required. run `make wheels` in ../demo' >&2; missing=1; \
+    elif [ "$#" -gt 1 ]; then echo 'pinwheel: ERROR: more than one wheel in wheels/ matches demo_fail-*.whl; keep one:' "$@" >&2; missing=1; fi; \
+    if [ "$missing" != 0 ]; then exit 1; fi; \
+    mkdir -p /tmp/pinwheel; echo passed > /tmp/pinwheel/preflight
+
+FROM ${BASE} AS image
+
+ARG VARIANT=cu130
+# Gate ENABLE_CUDA_13: on when cuda >= 13. CUDA 13 kernels only
+ARG ENABLE_CUDA_13=1
+ENV VIRTUAL_ENV=/opt/venv \
+    PATH=/opt/venv/bin:${PATH} \
+    PIP_DISABLE_PIP_VERSION_CHECK=1 \
+    PIP_NO_INPUT=1 \
+    PIP_ROOT_USER_ACTION=ignore
+
+# The first step waits for the preflight; its marker is all it reads from it.
+RUN --mount=type=bind,from=preflight,source=/tmp/pinwheel/preflight,target=/tmp/pinwheel/preflight \
+    python3 -m venv /opt/venv
+
+# ---- wheel set 1/3: core. pure-python base
+#   six==1.16.0: tiny and stable
+COPY lock/${VARIANT}/01-core.txt /tmp/pinwheel/lock/01-core.txt
+RUN --mount=type=cache,target=/root/.cache/pip,sharing=locked \
+    --mount=type=secret,id=ca,target=/run/secrets/ca \
+    --mount=type=secret,id=pipconf,target=/run/secrets/pipconf \
+    set -eu; \
+    if [ -s /run/secrets/ca ]; then export PIP_CERT=/run/secrets/ca; fi; \
+    if [ -s /run/secrets/pipconf ]; then export PIP_CONFIG_FILE=/run/secrets/pipconf; fi; \
+    pip install --no-deps --require-hashes -r /tmp/pinwheel/lock/01-core.txt
+
+# ---- wheel set 2/3: gated. CUDA 13 only
+# Gated by ENABLE_CUDA_13.
+#   idna==3.10 --no-deps: its extras would pull more
+COPY lock/${VARIANT}/02-gated.txt /tmp/pinwheel/lock/02-gated.txt
+RUN --mount=type=cache,target=/root/.cache/pip,sharing=locked \
+    --mount=type=secret,id=ca,target=/run/secrets/ca \
+    --mount=type=secret,id=pipconf,target=/run/secrets/pipconf \
+    set -eu; \
+    if [ -s /run/secrets/ca ]; then export PIP_CERT=/run/secrets/ca; fi; \
+    if [ -s /run/secrets/pipconf ]; then export PIP_CONFIG_FILE=/run/secrets/pipconf; fi; \
+    if [ "${ENABLE_CUDA_13}" != "1" ]; then echo 'pinwheel: ENABLE_CUDA_13=0: skipping wheel set gated'; exit 0; fi; \
+    pip install --no-deps --require-hashes -r /tmp/pinwheel/lock/02-gated.txt
+
+# ---- wheel set 3/3: local. local wheels under every policy
+#   demo-fail==1.0: local wheel wheels/demo_fail-*.whl. must be present
+#     if missing: fail.
+#   demo-skip==1.0: local wheel wheels/demo_skip-*.whl, gated by ENABLE_CUDA_13. nice to have
+#     if missing: skip.
+#   demo-fallback==1.0: local wheel wheels/demo_fallback-1.?-*.whl. index build is fine too
+#     if missing: certifi==2024.8.30 --no-deps. stand-in from the index
+COPY lock/${VARIANT}/03-local.fallback-demo-fallback.txt /tmp/pinwheel/lock/03-local.fallback-demo-fallback.txt
+RUN --mount=type=cache,target=/root/.cache/pip,sharing=locked \
+    --mount=type=secret,id=ca,target=/run/secrets/ca \
+    --mount=type=secret,id=pipconf,target=/run/secrets/pipconf \
+    --mount=type=bind,source=wheels,target=/tmp/wheels \
+    set -eu; \
+    if [ -s /run/secrets/ca ]; then export PIP_CERT=/run/secrets/ca; fi; \
+    if [ -s /run/secrets/pipconf ]; then export PIP_CONFIG_FILE=/run/secrets/pipconf; fi; \
+    set -- /tmp/wheels/demo_fail-*.whl; \
+    if [ -e "$1" ]; then \
+      if [ "$#" -gt 1 ]; then echo 'pinwheel: ERROR: more than one wheel in wheels/ matches demo_fail-*.whl; keep one:' "$@" >&2; exit 1; fi; \
+      pip install --no-deps "$1"; \
+    else \
+      echo 'pinwheel: ERROR: wheels/demo_fail-*.whl is missing and demo-fail is required. run `make wheels` in ../demo' >&2; \
+      exit 1; \
+    fi; \
+    if [ "${ENABLE_CUDA_13}" = "1" ]; then \
+    set -- /tmp/wheels/demo_skip-*.whl; \
+    if [ -e "$1" ]; then \
+      if [ "$#" -gt 1 ]; then echo 'pinwheel: ERROR: more than one wheel in wheels/ matches demo_skip-*.whl; keep one:' "$@" >&2; exit 1; fi; \
+      pip install --no-deps "$1"; \
+    else \
+      echo 'pinwheel: WARNING: wheels/demo_skip-*.whl is missing; skipping demo-skip. To include it: copy a wheel matching demo_skip-*.whl into wheels/' >&2; \
+    fi; \
+    fi; \
+    set -- /tmp/wheels/demo_fallback-1.?-*.whl; \
+    if [ -e "$1" ]; then \
+      if [ "$#" -gt 1 ]; then echo 'pinwheel: ERROR: more than one wheel in wheels/ matches demo_fallback-1.?-*.whl; keep one:' "$@" >&2; exit 1; fi; \
+      pip install --no-deps "$1"; \
+    else \
+      echo 'pinwheel: WARNING: wheels/demo_fallback-1.?-*.whl is missing; installing fallback certifi==2024.8.30 --no-deps' >&2; \
+      pip install --no-deps --require-hashes -r /tmp/pinwheel/lock/03-local.fallback-demo-fallback.txt; \
+    fi
+
+# Invariants: every pin is still what the lock says after all steps (the build
+# fails naming the package, the expected and the found version), and `pip check`
+# finds nothing beyond the requirements --no-deps drops on purpose. Every base
+# requirement a --no-deps install drops is met, or allowed by the manifest. The
+# top-level modules of every installed distribution import on the CPU, except
+# those the manifest marks `needs: driver` (the smoke imports them).
+COPY lock/${VARIANT}/expect.json /opt/pinwheel/expect.json
+COPY smoke_payload.py /opt/pinwheel/smoke_payload.py
+RUN python /opt/pinwheel/smoke_payload.py --expect /opt/pinwheel/expect.json --level static --check-pip --check-imports
+
+# `docker run --gpus all <image>:...-smoke` on a GPU host: imports and the DSA
+# forward, checked against references; a missing GPU fails it rather than passing.
+FROM image AS smoke
+CMD ["python", "/opt/pinwheel/smoke_payload.py", "--expect", "/opt/pinwheel/expect.json", "--level", "gpu", "--require", "gpu"]
