@@ -79,9 +79,10 @@ class Segment:
     """
 
     name: str
-    steps: tuple  # the views of its steps, in order
+    steps: tuple  # (view, the gates first used by that step, declared just before it) of its steps, in order
     builds: tuple  # (view, the step the build starts after) of each build that starts from this segment
     previous: str | None  # the segment it continues; None for the first
+    gates: tuple = ()  # the gates declared before this segment starts: a later stage declares them again
 
 
 def segments(plan: Plan, views: Sequence) -> tuple[Segment, ...]:
@@ -91,16 +92,31 @@ def segments(plan: Plan, views: Sequence) -> tuple[Segment, ...]:
         point = build_point(step, plan.steps)
         if point is not None:
             starts.setdefault(point.index, []).append((view, point))
+    by_name = {g.name: g for g in plan.gates}
     out: list[Segment] = []
     run: list = []
+    declared: list = []  # gates in scope so far, in the order they were declared
+    in_scope: tuple = ()  # the gates declared when the current segment starts
     for step, view in zip(plan.steps, views):
-        run.append(view)
+        new = tuple(by_name[g] for g in step_gates(step) if by_name[g] not in declared)
+        declared.extend(new)
+        run.append((view, new))
         if step.index in starts and step.index != plan.steps[-1].index:
             out.append(Segment(f"image-{step.name}", tuple(run), tuple(starts[step.index]),
-                               out[-1].name if out else None))
-            run = []
-    out.append(Segment("image", tuple(run), (), out[-1].name if out else None))
+                               out[-1].name if out else None, in_scope))
+            run, in_scope = [], tuple(declared)
+    out.append(Segment("image", tuple(run), (), out[-1].name if out else None, in_scope))
     return tuple(out)
+
+
+def step_gates(step) -> tuple[str, ...]:
+    """The gates a step's install reads: its own and its packages' (and their fallbacks'), in order.
+
+    Each gate ARG is declared just before the first step that reads it: BuildKit puts every ARG in scope
+    into each later RUN's cache key, so variants that differ only in a gate share every layer before it.
+    """
+    names = [step.gate] + [p.gate for p in getattr(step, "packages", ())]
+    return tuple(dict.fromkeys(g for g in names if g))
 
 
 def _environment() -> jinja2.Environment:

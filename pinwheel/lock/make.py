@@ -131,7 +131,7 @@ def _installer_file(plan: Plan, indexes: "_ForTarget") -> str:
     version = uv_version()
     hashes = indexes.hashes("uv", version)
     lines = [
-        f"# pinwheel lock: the installer of variant {plan.variant.name} (image {plan.image}): uv {version}.",
+        f"# pinwheel lock: the installer, uv {version} (no variant named: variants share its stage).",
         "# Installed in a stage of its own with: pip install --no-deps --require-hashes -r "
         f"{LockFiles.INSTALLER}; every install",
         "# step bind-mounts its binary from there, so uv is in no layer of the image.",
@@ -270,8 +270,9 @@ class _ForTarget:
 
 def _slice_header(plan: Plan, unit: Unit) -> list[str]:
     s = unit.step
-    total = len(plan.steps)
-    where = f"wheel set {s.index}/{total} ({s.name}) of variant {plan.variant.name}, image {plan.image}"
+    # Nothing of the variant or of later steps: a slice's bytes key its layer, so two variants with the
+    # same slice share it, and adding a step leaves the slices before it alone.
+    where = f"wheel set {s.index} ({s.name})"
     if unit.fallback_for:
         lines = [f"# pinwheel lock: fallback for {unit.fallback_for} in {where}.",
                  f"# Installed only when its local wheel is missing, with: pip install --no-deps --require-hashes -r {unit.file}"]

@@ -18,11 +18,15 @@ RUN --mount=type=bind,source=wheels,target=/tmp/wheels \
     if [ "$missing" != 0 ]; then exit 1; fi; \
     mkdir -p /tmp/pinwheel; echo passed > /tmp/pinwheel/preflight
 
+# ---- lock: the variant's lock files, alone in a stage. The stages below copy
+# from it, so each COPY is keyed by the bytes it copies, not by the variant's
+# name: variants share every layer up to their first differing step.
+FROM scratch AS lock
+ARG VARIANT=cu130
+COPY lock/${VARIANT}/ /
+
 FROM ${BASE} AS image
 
-ARG VARIANT=cu130
-# Gate ENABLE_CUDA_13: on when cuda >= 13. CUDA 13 kernels only
-ARG ENABLE_CUDA_13=1
 ENV VIRTUAL_ENV=/opt/venv \
     PATH=/opt/venv/bin:${PATH} \
     PIP_DISABLE_PIP_VERSION_CHECK=1 \
@@ -35,7 +39,7 @@ RUN --mount=type=bind,from=preflight,source=/tmp/pinwheel/preflight,target=/tmp/
 
 # ---- wheel set 1/3: core. pure-python base
 #   six==1.16.0: tiny and stable
-COPY lock/${VARIANT}/01-core.txt /tmp/pinwheel/lock/01-core.txt
+COPY --from=lock /01-core.txt /tmp/pinwheel/lock/01-core.txt
 RUN --mount=type=cache,target=/root/.cache/pip,sharing=locked \
     --mount=type=secret,id=ca,target=/run/secrets/ca \
     --mount=type=secret,id=pipconf,target=/run/secrets/pipconf \
@@ -44,10 +48,13 @@ RUN --mount=type=cache,target=/root/.cache/pip,sharing=locked \
     if [ -s /run/secrets/pipconf ]; then export PIP_CONFIG_FILE=/run/secrets/pipconf; fi; \
     pip install --no-deps --require-hashes -r /tmp/pinwheel/lock/01-core.txt
 
+# Gate ENABLE_CUDA_13: on when cuda >= 13. CUDA 13 kernels only
+ARG ENABLE_CUDA_13=1
+
 # ---- wheel set 2/3: gated. CUDA 13 only
 # Gated by ENABLE_CUDA_13.
 #   idna==3.10 --no-deps: its extras would pull more
-COPY lock/${VARIANT}/02-gated.txt /tmp/pinwheel/lock/02-gated.txt
+COPY --from=lock /02-gated.txt /tmp/pinwheel/lock/02-gated.txt
 RUN --mount=type=cache,target=/root/.cache/pip,sharing=locked \
     --mount=type=secret,id=ca,target=/run/secrets/ca \
     --mount=type=secret,id=pipconf,target=/run/secrets/pipconf \
@@ -64,7 +71,7 @@ RUN --mount=type=cache,target=/root/.cache/pip,sharing=locked \
 #     if missing: skip.
 #   demo-fallback==1.0: local wheel wheels/demo_fallback-1.?-*.whl. index build is fine too
 #     if missing: certifi==2024.8.30 --no-deps. stand-in from the index
-COPY lock/${VARIANT}/03-local.fallback-demo-fallback.txt /tmp/pinwheel/lock/03-local.fallback-demo-fallback.txt
+COPY --from=lock /03-local.fallback-demo-fallback.txt /tmp/pinwheel/lock/03-local.fallback-demo-fallback.txt
 RUN --mount=type=cache,target=/root/.cache/pip,sharing=locked \
     --mount=type=secret,id=ca,target=/run/secrets/ca \
     --mount=type=secret,id=pipconf,target=/run/secrets/pipconf \
@@ -104,7 +111,7 @@ RUN --mount=type=cache,target=/root/.cache/pip,sharing=locked \
 # requirement a --no-deps install drops is met, or allowed by the manifest. The
 # top-level modules of every installed distribution import on the CPU, except
 # those the manifest marks `needs: driver` (the smoke imports them).
-COPY lock/${VARIANT}/expect.json /opt/pinwheel/expect.json
+COPY --from=lock /expect.json /opt/pinwheel/expect.json
 COPY smoke_payload.py /opt/pinwheel/smoke_payload.py
 RUN python /opt/pinwheel/smoke_payload.py --expect /opt/pinwheel/expect.json --level static --check-pip --check-imports
 

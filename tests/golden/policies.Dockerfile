@@ -18,14 +18,20 @@ RUN --mount=type=bind,source=wheels,target=/tmp/wheels \
     if [ "$missing" != 0 ]; then exit 1; fi; \
     mkdir -p /tmp/pinwheel; echo passed > /tmp/pinwheel/preflight
 
+# ---- lock: the variant's lock files, alone in a stage. The stages below copy
+# from it, so each COPY is keyed by the bytes it copies, not by the variant's
+# name: variants share every layer up to their first differing step.
+FROM scratch AS lock
+ARG VARIANT=cu130
+COPY lock/${VARIANT}/ /
+
 # ---- installer: uv, installed from the variant's lock (installer.txt, hash-checked) in a
 # stage of its own. Every wheel set's step bind-mounts its binary, so uv is in no
 # layer of the image; this stage stays cached until installer.txt changes. Each step
 # unpacks into a uv cache in its own layer and hard-links from it (every file written
 # once), and removes that cache before the layer is committed.
 FROM ${BASE} AS installer
-ARG VARIANT=cu130
-COPY lock/${VARIANT}/installer.txt /tmp/pinwheel/lock/installer.txt
+COPY --from=lock /installer.txt /tmp/pinwheel/lock/installer.txt
 # It waits for the preflight too: nothing is installed before every required wheel is there.
 RUN --mount=type=bind,from=preflight,source=/tmp/pinwheel/preflight,target=/tmp/pinwheel/preflight \
     --mount=type=cache,target=/root/.cache/pip,sharing=locked \
@@ -38,9 +44,6 @@ RUN --mount=type=bind,from=preflight,source=/tmp/pinwheel/preflight,target=/tmp/
 
 FROM ${BASE} AS image
 
-ARG VARIANT=cu130
-# Gate ENABLE_CUDA_13: on when cuda >= 13. CUDA 13 kernels only
-ARG ENABLE_CUDA_13=1
 ENV VIRTUAL_ENV=/opt/venv \
     PATH=/opt/venv/bin:${PATH} \
     PIP_DISABLE_PIP_VERSION_CHECK=1 \
@@ -53,7 +56,7 @@ RUN --mount=type=bind,from=preflight,source=/tmp/pinwheel/preflight,target=/tmp/
 
 # ---- wheel set 1/3: core. pure-python base
 #   six==1.16.0: tiny and stable
-COPY lock/${VARIANT}/01-core.txt /tmp/pinwheel/lock/01-core.txt
+COPY --from=lock /01-core.txt /tmp/pinwheel/lock/01-core.txt
 RUN --mount=type=bind,from=installer,source=/opt/pinwheel/uv/bin/uv,target=/tmp/pinwheel/bin/uv \
     --mount=type=secret,id=ca,target=/run/secrets/ca \
     --mount=type=secret,id=uvconf,target=/run/secrets/uvconf \
@@ -64,10 +67,13 @@ RUN --mount=type=bind,from=installer,source=/opt/pinwheel/uv/bin/uv,target=/tmp/
     trap 'rm -rf /tmp/pinwheel/uv-cache' EXIT; \
     /tmp/pinwheel/bin/uv pip install --python /opt/venv/bin/python --no-deps --require-hashes -r /tmp/pinwheel/lock/01-core.txt
 
+# Gate ENABLE_CUDA_13: on when cuda >= 13. CUDA 13 kernels only
+ARG ENABLE_CUDA_13=1
+
 # ---- wheel set 2/3: gated. CUDA 13 only
 # Gated by ENABLE_CUDA_13.
 #   idna==3.10 --no-deps: its extras would pull more
-COPY lock/${VARIANT}/02-gated.txt /tmp/pinwheel/lock/02-gated.txt
+COPY --from=lock /02-gated.txt /tmp/pinwheel/lock/02-gated.txt
 RUN --mount=type=bind,from=installer,source=/opt/pinwheel/uv/bin/uv,target=/tmp/pinwheel/bin/uv \
     --mount=type=secret,id=ca,target=/run/secrets/ca \
     --mount=type=secret,id=uvconf,target=/run/secrets/uvconf \
@@ -86,7 +92,7 @@ RUN --mount=type=bind,from=installer,source=/opt/pinwheel/uv/bin/uv,target=/tmp/
 #     if missing: skip.
 #   demo-fallback==1.0: local wheel wheels/demo_fallback-1.?-*.whl. index build is fine too
 #     if missing: certifi==2024.8.30 --no-deps. stand-in from the index
-COPY lock/${VARIANT}/03-local.fallback-demo-fallback.txt /tmp/pinwheel/lock/03-local.fallback-demo-fallback.txt
+COPY --from=lock /03-local.fallback-demo-fallback.txt /tmp/pinwheel/lock/03-local.fallback-demo-fallback.txt
 RUN --mount=type=bind,from=installer,source=/opt/pinwheel/uv/bin/uv,target=/tmp/pinwheel/bin/uv \
     --mount=type=secret,id=ca,target=/run/secrets/ca \
     --mount=type=secret,id=uvconf,target=/run/secrets/uvconf \
@@ -128,7 +134,7 @@ RUN --mount=type=bind,from=installer,source=/opt/pinwheel/uv/bin/uv,target=/tmp/
 # requirement a --no-deps install drops is met, or allowed by the manifest. The
 # top-level modules of every installed distribution import on the CPU, except
 # those the manifest marks `needs: driver` (the smoke imports them).
-COPY lock/${VARIANT}/expect.json /opt/pinwheel/expect.json
+COPY --from=lock /expect.json /opt/pinwheel/expect.json
 COPY smoke_payload.py /opt/pinwheel/smoke_payload.py
 RUN python /opt/pinwheel/smoke_payload.py --expect /opt/pinwheel/expect.json --level static --check-pip --check-imports
 

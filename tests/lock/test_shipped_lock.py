@@ -57,7 +57,9 @@ def test_slices_match_the_dockerfile_and_the_design():
     wanted = [s.lock_file for s in plan.steps if StepView(s, (), ()).index_packages]
     assert [s.file for s in lock.slices] == wanted
     dockerfile = (ROOT / "images" / "train" / "Dockerfile").read_text()
-    for f in re.findall(r"COPY lock/\$\{VARIANT\}/(\S+) ", dockerfile):
+    copied = re.findall(r"^COPY --from=lock /(\S+) ", dockerfile, re.M)
+    assert set(wanted) <= set(copied) and "expect.json" in copied
+    for f in copied:
         assert (CU130 / f).exists(), f
     assert slice_of(lock, "torch").file == "01-torch.txt" and lock.versions["torch"] == "2.13.0"
     assert slice_of(lock, "nvidia-cutlass-dsl").file == "02-kernels.txt"

@@ -77,14 +77,20 @@ BASE_DOCKERFILE = """\
 # Secrets (CA bundle, index configuration) arrive only as BuildKit secrets.
 ARG BASE=lmsysorg/sglang:v0.5.9@sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef
 
+# ---- lock: the variant's lock files, alone in a stage. The stages below copy
+# from it, so each COPY is keyed by the bytes it copies, not by the variant's
+# name: variants share every layer up to their first differing step.
+FROM scratch AS lock
+ARG VARIANT=sys
+COPY lock/${VARIANT}/ /
+
 # ---- installer: uv, installed from the variant's lock (installer.txt, hash-checked) in a
 # stage of its own. Every wheel set's step bind-mounts its binary, so uv is in no
 # layer of the image; this stage stays cached until installer.txt changes. Each step
 # unpacks into a uv cache in its own layer and hard-links from it (every file written
 # once), and removes that cache before the layer is committed.
 FROM ${BASE} AS installer
-ARG VARIANT=sys
-COPY lock/${VARIANT}/installer.txt /tmp/pinwheel/lock/installer.txt
+COPY --from=lock /installer.txt /tmp/pinwheel/lock/installer.txt
 RUN --mount=type=cache,target=/root/.cache/pip,sharing=locked \\
     --mount=type=secret,id=ca,target=/run/secrets/ca \\
     --mount=type=secret,id=pipconf,target=/run/secrets/pipconf \\
@@ -95,9 +101,6 @@ RUN --mount=type=cache,target=/root/.cache/pip,sharing=locked \\
 
 FROM ${BASE} AS image
 
-ARG VARIANT=sys
-# Gate ENABLE_CUDA_13: on when cuda >= 13. CUDA 13 only
-ARG ENABLE_CUDA_13=1
 # environment: base: every step installs into the base's own python, /usr/bin/python3,
 # with no venv; its pip is checked before the first step. Each pip RUN sets
 # PIP_BREAK_SYSTEM_PACKAGES=1 for itself: Debian's and Ubuntu's pythons are
@@ -118,7 +121,7 @@ RUN set -eu; \\
 # ---- wheel set 2/3: core. pure-python base
 #   six==1.16.0: tiny and stable
 #   nvidia-cudnn-cu13==9.22.0.52: over torch's exact pin: the fix for X
-COPY lock/${VARIANT}/02-core.txt /tmp/pinwheel/lock/02-core.txt
+COPY --from=lock /02-core.txt /tmp/pinwheel/lock/02-core.txt
 RUN --mount=type=bind,from=installer,source=/opt/pinwheel/uv/bin/uv,target=/tmp/pinwheel/bin/uv \\
     --mount=type=secret,id=ca,target=/run/secrets/ca \\
     --mount=type=secret,id=uvconf,target=/run/secrets/uvconf \\
@@ -129,6 +132,9 @@ RUN --mount=type=bind,from=installer,source=/opt/pinwheel/uv/bin/uv,target=/tmp/
     trap 'rm -rf /tmp/pinwheel/uv-cache' EXIT; \\
     export PIP_BREAK_SYSTEM_PACKAGES=1; \\
     /tmp/pinwheel/bin/uv pip install --python /usr/bin/python3 --break-system-packages --no-deps --require-hashes -r /tmp/pinwheel/lock/02-core.txt
+
+# Gate ENABLE_CUDA_13: on when cuda >= 13. CUDA 13 only
+ARG ENABLE_CUDA_13=1
 
 # ---- remove step 3/3: cuda-only. CUDA 13 only
 # Gated by ENABLE_CUDA_13.
@@ -147,7 +153,7 @@ RUN set -eu; \\
 # On a base with packages: every base package the manifest leaves alone is still
 # at its inventory version, every removed one is gone, and `pip check` may find
 # only what the base already broke and what the manifest declares.
-COPY lock/${VARIANT}/expect.json /opt/pinwheel/expect.json
+COPY --from=lock /expect.json /opt/pinwheel/expect.json
 COPY smoke_payload.py /opt/pinwheel/smoke_payload.py
 RUN /usr/bin/python3 /opt/pinwheel/smoke_payload.py --expect /opt/pinwheel/expect.json --level static --check-pip --check-imports
 
@@ -165,14 +171,20 @@ SEEN_DOCKERFILE = """\
 # Secrets (CA bundle, index configuration) arrive only as BuildKit secrets.
 ARG BASE=pinwheel/base:bookworm-py311
 
+# ---- lock: the variant's lock files, alone in a stage. The stages below copy
+# from it, so each COPY is keyed by the bytes it copies, not by the variant's
+# name: variants share every layer up to their first differing step.
+FROM scratch AS lock
+ARG VARIANT=seen
+COPY lock/${VARIANT}/ /
+
 # ---- installer: uv, installed from the variant's lock (installer.txt, hash-checked) in a
 # stage of its own. Every wheel set's step bind-mounts its binary, so uv is in no
 # layer of the image; this stage stays cached until installer.txt changes. Each step
 # unpacks into a uv cache in its own layer and hard-links from it (every file written
 # once), and removes that cache before the layer is committed.
 FROM ${BASE} AS installer
-ARG VARIANT=seen
-COPY lock/${VARIANT}/installer.txt /tmp/pinwheel/lock/installer.txt
+COPY --from=lock /installer.txt /tmp/pinwheel/lock/installer.txt
 RUN --mount=type=cache,target=/root/.cache/pip,sharing=locked \\
     --mount=type=secret,id=ca,target=/run/secrets/ca \\
     --mount=type=secret,id=pipconf,target=/run/secrets/pipconf \\
@@ -183,9 +195,6 @@ RUN --mount=type=cache,target=/root/.cache/pip,sharing=locked \\
 
 FROM ${BASE} AS image
 
-ARG VARIANT=seen
-# Gate ENABLE_CUDA_13: on when cuda >= 13. CUDA 13 only
-ARG ENABLE_CUDA_13=1
 ENV VIRTUAL_ENV=/opt/venv \\
     PATH=/opt/venv/bin:${PATH} \\
     PIP_DISABLE_PIP_VERSION_CHECK=1 \\
@@ -205,7 +214,7 @@ RUN set -eu; \\
 # ---- wheel set 2/3: core. pure-python base
 #   six==1.16.0: tiny and stable
 #   nvidia-cudnn-cu13==9.22.0.52: over torch's exact pin: the fix for X
-COPY lock/${VARIANT}/02-core.txt /tmp/pinwheel/lock/02-core.txt
+COPY --from=lock /02-core.txt /tmp/pinwheel/lock/02-core.txt
 RUN --mount=type=bind,from=installer,source=/opt/pinwheel/uv/bin/uv,target=/tmp/pinwheel/bin/uv \\
     --mount=type=secret,id=ca,target=/run/secrets/ca \\
     --mount=type=secret,id=uvconf,target=/run/secrets/uvconf \\
@@ -215,6 +224,9 @@ RUN --mount=type=bind,from=installer,source=/opt/pinwheel/uv/bin/uv,target=/tmp/
     export UV_CACHE_DIR=/tmp/pinwheel/uv-cache UV_LINK_MODE=hardlink UV_COMPILE_BYTECODE=1 UV_PYTHON_DOWNLOADS=never UV_NO_PROGRESS=1; \\
     trap 'rm -rf /tmp/pinwheel/uv-cache' EXIT; \\
     /tmp/pinwheel/bin/uv pip install --python /opt/venv/bin/python --no-deps --require-hashes -r /tmp/pinwheel/lock/02-core.txt
+
+# Gate ENABLE_CUDA_13: on when cuda >= 13. CUDA 13 only
+ARG ENABLE_CUDA_13=1
 
 # ---- remove step 3/3: cuda-only. CUDA 13 only
 # Gated by ENABLE_CUDA_13.
@@ -233,7 +245,7 @@ RUN set -eu; \\
 # On a base with packages: every base package the manifest leaves alone is still
 # at its inventory version, every removed one is gone, and `pip check` may find
 # only what the base already broke and what the manifest declares.
-COPY lock/${VARIANT}/expect.json /opt/pinwheel/expect.json
+COPY --from=lock /expect.json /opt/pinwheel/expect.json
 COPY smoke_payload.py /opt/pinwheel/smoke_payload.py
 RUN python /opt/pinwheel/smoke_payload.py --expect /opt/pinwheel/expect.json --level static --check-pip --check-imports
 
@@ -271,7 +283,7 @@ def test_the_digest_of_a_pinned_base_is_kept_and_a_base_variant_has_no_default(t
     assert "ARG BASE=lmsysorg/sglang:v0.5.9@sha256:0123456789abcdef" in render_dockerfile(ps[:2])
     top = render_dockerfile([ps[1]])
     assert "# The base is variant sys's image: `build.py build` builds it first and passes it as BASE.\n" \
-           "ARG BASE\n\n# ---- installer:" in top
+           "ARG BASE\n\n# ---- lock:" in top
     assert top.count("FROM ${BASE} AS ") == 2  # the installer stage and the image, both on that base
 
 

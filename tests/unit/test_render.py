@@ -243,7 +243,7 @@ RUN --mount=type=bind,source=wheels,target=/tmp/wheels \\
 def test_preflight_checks_every_fail_wheel_under_its_gates_before_any_install(tmp_path):
     text = render_text(GATED_PREFLIGHT, tmp_path)
     start = text.index("ARG BASE=")
-    end = text.index("# ---- installer:")  # the installer stage (uv) follows the preflight's
+    end = text.index("# ---- lock:")  # the lock stage, then the installer's (uv), follow the preflight's
     assert text[start:end] == GATED_PREFLIGHT_STAGE
     # the image stage's first RUN waits for the preflight's marker; every install comes after it
     image = text[text.index("FROM ${BASE} AS image\n"):]

@@ -72,7 +72,7 @@ def test_one_rule_says_which_steps_have_a_slice_for_the_lock_and_the_dockerfile(
     assert slices == ["01-core.txt", "02-gated.txt"]  # 03-local holds only local wheels
     step_units, _ = units(plan)
     assert [u.file for u in step_units] == slices
-    copied = re.findall(r"^COPY lock/\$\{VARIANT\}/(\d\d-[a-z-]+\.txt) ", render_dockerfile([plan]), re.M)
+    copied = re.findall(r"^COPY --from=lock /(\d\d-[a-z-]+\.txt) ", render_dockerfile([plan]), re.M)
     assert copied == slices
 
 

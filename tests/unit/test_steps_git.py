@@ -88,6 +88,9 @@ RUN --mount=type=bind,from=git-bridge,source=/tmp/pinwheel-git/wheel,target=/tmp
     if [ ! -e "$1" ] || [ "$#" -gt 1 ]; then echo 'pinwheel: ERROR: git step bridge: the build of commit {REV} made not one wheel:' "$@" >&2; exit 1; fi; \\
     pip install --no-deps "$1"
 
+# Gate ENABLE_CUDA_13: on when cuda >= 13. CUDA 13 only
+ARG ENABLE_CUDA_13=1
+
 # ---- git step 3/3: lm. the trainer edits it in place
 # Gated by ENABLE_CUDA_13.
 #   pw-lm==1.2.0 --no-deps, editable in /opt/src/pw-lm: commit {REV_LM}

@@ -99,8 +99,6 @@ RUN --mount=type=bind,from=git-ext,source=/tmp/pinwheel-git/src,target=/tmp/pinw
 
 # ---- the image continues from stage image-torch, which the builds above start from.
 FROM image-torch AS image
-ARG VARIANT=cu130
-ARG ENABLE_CUDA_13=1
 
 """
 
@@ -122,7 +120,7 @@ def test_builds_that_need_torch_start_from_its_layer_and_render_exactly(tmp_path
     # the image stage is cut after `torch`: its first part is named, the builds start from it, the image goes on
     assert text.count("FROM ${BASE} AS image-torch\n") == 1
     assert ("# ---- the image continues from stage image-torch, which the builds above start from.\n"
-            "FROM image-torch AS image\nARG VARIANT=cu130\nARG ENABLE_CUDA_13=1\n") in text
+            "FROM image-torch AS image\n\n# ---- wheel set 2/5") in text
     order = [text.index(s) for s in ("AS git-ext", "AS sdist-plain", "AS image-torch", "# ---- wheel set 1/5",
                                      "AS sdist-fht", "AS build-ext", "FROM image-torch AS image",
                                      "# ---- wheel set 2/5")]
@@ -257,3 +255,17 @@ def test_a_need_met_only_by_a_debian_package_is_refused(tmp_path):
     with pytest.raises(ManifestError) as err:
         load(tmp_path, steps)
     assert "steps[3].needs[0]: ninja-build is installed by no earlier step" in str(err.value), str(err.value)
+
+
+def test_a_later_stage_of_the_image_declares_again_the_gates_declared_before_it(tmp_path):
+    """ARGs end with their stage: the image's next stage declares the gates its earlier steps declared,
+    and only those (a gate is declared just before the first step that reads it)."""
+    gated_torch = STEPS.replace('    why: "what the kernels compile against"\n',
+                                '    why: "what the kernels compile against"\n    gate: ENABLE_CUDA_13\n', 1)
+    text = rendered(tmp_path, gated_torch)
+    image = text[text.index("FROM ${BASE} AS image-torch\n"):]
+    assert image.index("ARG ENABLE_CUDA_13=1\n") < image.index("# ---- wheel set 1/5")
+    assert "FROM image-torch AS image\nARG ENABLE_CUDA_13=1\n\n# ---- wheel set 2/5" in text
+    assert text.count("# Gate ENABLE_CUDA_13:") == 1
+    # without a gated step before the cut, the next stage declares nothing
+    assert "FROM image-torch AS image\n\n# ---- wheel set 2/5" in rendered(tmp_path, STEPS)
