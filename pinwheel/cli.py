@@ -23,7 +23,7 @@ from .commands.common import (
 )
 from .commands.forensics import add_forensics_parsers
 from .index.target import container_arch
-from .lock import DEFAULT_ENGINE, ENGINES, LockError, check_lock, lock_installs, lock_sha256
+from .lock import DEFAULT_ENGINE, ENGINES, LockError, check_lock, lock_installs
 from .lock.format import ENGINE_HEADER, header_value
 from .manifest import Manifest, ManifestError
 from .plan import LockState, Plan, plan_platforms, plan_variant
@@ -289,7 +289,6 @@ def cmd_smoke(args: argparse.Namespace) -> int:
 def cmd_publish(args: argparse.Namespace) -> int:
     """Push the variant's image; a variant that lists its platforms pushes each platform's image (every one
     gated on its own smoke before anything is pushed), then one multi-platform index per tag of its own."""
-    from .image.build import tags_for
     from .image.engine import EngineError
     from .image.publish import PublishRefused, PushPrinter, declared_smoke, floating_base, parse_allowances, \
         publish, publish_index
@@ -304,10 +303,13 @@ def cmd_publish(args: argparse.Namespace) -> int:
         err().print(f"[red]not published:[/red] {escape(floating)}; pin it (name:tag@sha256:…) or pass "
                     f"--allow-floating-base")
         return EXIT_PROBLEM
-    engine = engine_or_fail(args)
     ws = Workspace.of(m)
-    tags_of = {p.container_platform: list(args.tag) or list(tags_for(p, lock_sha256(ws.plan_lock_dir(p))))
-               for p in plans}
+    if args.digest:
+        return promote_digest(args, m, plan, ws)
+    engine = engine_or_fail(args)
+    tags_of = {p.container_platform: list(args.tag) or list(variant_tags(m, p, engine)) for p in plans}
+    if args.candidate:
+        return push_candidates(engine, tags_of, args.registry, ws, bool(args.tag))
     missing = [t for tags in tags_of.values() for t in tags if not engine.image_exists(t)]
     if missing:
         raise UsageError(f"not built: {', '.join(missing)}; run `build.py build` and `build.py smoke` first")
@@ -319,16 +321,23 @@ def cmd_publish(args: argparse.Namespace) -> int:
         raise UsageError("--require-gpu and --allow-skipped gpu contradict each other")
     declared = declared_smoke(ws.dockerfile, m.path.parent)
     results = {}
+    # Another platform than the variant's own skips its GPU levels only where the manifest says why
+    # (no_gpu_smoke); --allow-skipped is for the variant's own platform.
+    no_gpu = {p: why for p, why in plan.variant.no_gpu_smoke if p in tags_of}
     try:
         for check_only in ((True, False) if len(plans) > 1 else (False,)):
             for platform, tags in tags_of.items():
-                result = publish(engine, tags, args.registry, ws.smoke_results, require_gpu=args.require_gpu,
-                                 declared=declared, allowed=allowed, progress=PushPrinter(err()),
-                                 check_only=check_only)
+                sbom = ws.sbom_file(tags[-1]) if not args.tag else None  # beside the image its build wrote
+                own = dict(allowed) if platform == plan.container_platform else {}
+                if platform in no_gpu:
+                    own.update({"import": no_gpu[platform], "gpu": no_gpu[platform]})
+                result = publish(engine, tags, args.registry, ws.smoke_results, require_gpu=args.require_gpu
+                                 and platform not in no_gpu, declared=declared, allowed=own,
+                                 progress=PushPrinter(err()), check_only=check_only, sbom=sbom)
                 if result is not None:
                     results[platform] = result
-        indexes = publish_index(engine, tags_of[plan.container_platform], args.registry, results) \
-            if len(plans) > 1 else {}
+        indexes = publish_index(tags_of[plan.container_platform], args.registry, results, no_gpu,
+                                engine.labels(tags_of[plan.container_platform][0])) if len(plans) > 1 else {}
     except PublishRefused as exc:
         err().print(f"[red]not published:[/red] {escape(str(exc))}")
         return EXIT_PROBLEM
@@ -343,10 +352,63 @@ def cmd_publish(args: argparse.Namespace) -> int:
                         f"{', '.join(f'{k}={v}' for k, v in result.labels.items() if k.endswith(('allowed-skipped', 'skip-reason')))}",
                         markup=False)
         for ref in result.refs:
-            out().print(f"[green]pushed[/green] {escape(ref)} {result.digests[ref]}"
+            verb = "pushed" if ref == result.refs[0] else ("tagged" if ref in result.moved else "unchanged")
+            out().print(f"[green]{verb}[/green] {escape(ref)} {result.digests[ref]}"
                         + (f" ({platform})" if len(plans) > 1 else ""))
     for ref, digest in indexes.items():
         out().print(f"[green]pushed index[/green] {escape(ref)} {digest} ({', '.join(results)})")
+    return EXIT_OK
+
+
+def variant_tags(m: Manifest, plan: Plan, engine) -> tuple[str, str]:
+    """The dated and immutable tags ``plan``'s build gave its image (the base_variant's image first)."""
+    from .image.build import image_identity, tags_for
+    base = None
+    if plan.variant.base_variant:
+        base_tags = variant_tags(m, plan_variant(m, plan.variant.base_variant), engine)
+        base = base_tags[1]  # build_variant builds FROM the base variant's immutable tag
+    return tags_for(plan, image_identity(plan, m.path.parent, engine, base).digest)
+
+
+def push_candidates(engine, tags_of: dict[str, list[str]], registry: str, ws: Workspace, given: bool) -> int:
+    """`publish --candidate`: each platform's image pushed by digest under its content tag only."""
+    from .image.engine import EngineError
+    from .image.publish import PublishRefused, PushPrinter, push_candidate
+    try:
+        for platform, tags in tags_of.items():
+            if not engine.image_exists(tags[-1]):
+                raise UsageError(f"not built: {tags[-1]}; run `build.py build` first")
+            ref, digest = push_candidate(engine, tags[-1], registry, None if given else ws.sbom_file(tags[-1]),
+                                         PushPrinter(err()))
+            out().print(f"[green]pushed candidate[/green] {escape(ref)} {digest} ({platform})")
+    except PublishRefused as exc:
+        err().print(f"[red]not pushed:[/red] {escape(str(exc))}")
+        return EXIT_PROBLEM
+    except EngineError as exc:
+        err().print(f"[red]push failed:[/red] {escape(str(exc))}")
+        return EXIT_PROBLEM
+    return EXIT_OK
+
+
+def promote_digest(args: argparse.Namespace, m: Manifest, plan: Plan, ws: Workspace) -> int:
+    """`publish --digest sha256:...`: point the variant's tags (or --tag) at that image in the registry."""
+    from .image.build import tags_for
+    from .image.publish import PublishRefused, declared_smoke, promote
+    if args.allow_skipped or args.reason:
+        raise UsageError("--digest promotes an image whose smoke passed; --allow-skipped needs the engine "
+                         "(its labels record the allowance), so publish without --digest")
+    names = list(args.tag) or [tags_for(plan, "0" * 12)[0]]  # the dated tag: its name needs no inputs
+    ref = f"{args.registry.rstrip('/')}/{plan.repository}@{args.digest}"
+    try:
+        result = promote(ref, names, ws.smoke_results, declared_smoke(ws.dockerfile, m.path.parent),
+                         require_gpu=args.require_gpu)
+    except PublishRefused as exc:
+        err().print(f"[red]not published:[/red] {escape(str(exc))}")
+        return EXIT_PROBLEM
+    for note in result.notes:
+        err().print(f"note: {escape(note)}")
+    for tag, digest in result.digests.items():
+        out().print(f"[green]{'tagged' if tag in result.moved else 'unchanged'}[/green] {escape(tag)} {digest}")
     return EXIT_OK
 
 
@@ -411,7 +473,9 @@ def default_engine(plan: Plan, root: Path) -> str:
 
 
 def cmd_lock(args: argparse.Namespace) -> int:
+    from .index import IndexClientError
     from .lock import LockUnavailable, lock_variant
+    from .lock.pylock import write_pylock
     m = manifest_mod.load(args.manifest)
     root = m.path.parent
     plans = select_platform_plans(m, args)
@@ -453,6 +517,12 @@ def cmd_lock(args: argparse.Namespace) -> int:
                     f"(resolve {res.compile_seconds:.1f}s, total {res.total_seconds:.1f}s)")
         for file, names in res.slices.items():
             out().print(f"  {file}: {len(names)} package(s)")
+        try:  # the same lock in the standard format (PEP 751), beside the build outputs
+            pylock = write_pylock(plan, root, index_client(args, m, plan).indexes)
+            out().print(f"  {Workspace.of(m).relative(pylock)}: PEP 751")
+        except (LockError, IndexClientError) as exc:
+            failed.append(plan.label)
+            err().print(f"[red]{plan.label}: pylock not written:[/red] {escape(str(exc))}")
     if failed:
         err().print(f"[red]not locked (resolver failure): {', '.join(failed)}[/red]")
     if unavailable:
@@ -586,6 +656,12 @@ def build_parser() -> argparse.ArgumentParser:
                          "(here or --reason), recorded in the pushed image's labels. Repeatable; LEVEL,LEVEL works. "
                          "A failed level is never allowed")
     pb.add_argument("--reason", help="why the --allow-skipped levels may be published without passing")
+    pb.add_argument("--candidate", action="store_true",
+                    help="only push the built image by digest under its content tag (<variant>-<hash>), for a "
+                         "smoke on another host; no other tag is made, so no smoke is needed yet")
+    pb.add_argument("--digest", metavar="SHA256",
+                    help="promote the image already in --registry by this digest (sha256:...): its tags are "
+                         "pointed at it once the smoke recorded for it passed; no engine needed")
     pb.set_defaults(func=cmd_publish)
 
     bp = sub.add_parser(

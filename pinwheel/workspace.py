@@ -142,6 +142,16 @@ class Workspace:
         """Root filesystem tarballs of bootstrap bases."""
         return self.cache_root / "base"
 
+    def sbom_file(self, immutable_tag: str) -> Path:
+        """The CycloneDX SBOM of the image tagged repository:<variant>-<hash>, written when it is built
+        (publish pushes it beside the image)."""
+        return self.root / ".pinwheel" / "sbom" / f"{immutable_tag.rsplit(':', 1)[-1]}.cdx.json"
+
+    def pylock_file(self, variant: str, arch: str | None = None) -> Path:
+        """The PEP 751 lock `lock` writes beside the committed one. It names the index's file URLs, so
+        it is not committed (the committed lock names no index)."""
+        return self.root / ".pinwheel" / "pylock" / f"pylock.{variant}{'-' + arch if arch else ''}.toml"
+
     @property
     def smoke_results(self) -> Path:
         """The smoke verdict recorded per image id, where publish looks for it."""

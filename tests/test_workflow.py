@@ -1,7 +1,11 @@
-"""The users' image workflow (.github/workflows/images.yml): its structure, read with PyYAML."""
+"""The users' image workflow (.github/workflows/images.yml): its structure, read with PyYAML, and zizmor's
+offline audit of every workflow (no finding at medium severity or above)."""
 from __future__ import annotations
 
 import re
+import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -10,6 +14,8 @@ import yaml
 ROOT = Path(__file__).resolve().parents[1]
 WORKFLOW = ROOT / ".github" / "workflows" / "images.yml"
 GPU_RUNNER = ["self-hosted", "gpu"]
+CPU_RUNNER = ["self-hosted", "cpu"]
+PINNED = re.compile(r"^[\w.-]+/[\w./-]+@[0-9a-f]{40}$")
 
 
 @pytest.fixture(scope="module")
@@ -83,18 +89,39 @@ def test_matrix_covers_both_variants(wf: dict) -> None:
         assert job["continue-on-error"] == "${{ !matrix.required }}", name
 
 
-def test_build_uses_the_front_door(wf: dict) -> None:
+def step_env(job: dict) -> dict:
+    return {str(k): str(v) for k, v in (job.get("env") or {}).items()}
+
+
+def test_build_runs_on_cpu_with_the_persistent_builder_and_registry_cache(wf: dict) -> None:
     job = wf["jobs"]["build"]
-    assert "make image CUDA=${{ matrix.cuda }}" in run_text(job)
-    assert "make check-render" in run_text(job)
+    assert job["runs-on"] == CPU_RUNNER
+    assert step_env(job)["CUDA"] == "${{ matrix.cuda }}" and step_env(job)["VARIANT"] == "${{ matrix.variant }}"
+    assert step_env(job)["PINWHEEL_BUILDER"] == "pinwheel-ci" and wf["env"]["REGISTRY"] == "${{ vars.REGISTRY }}"
+    assert "PINWHEEL_BUILDER" not in wf["env"], "the GPU runner has no such builder"
+    text = run_text(job)
+    assert "make check-render" in text
+    # created once per runner, only where it does not exist: its state survives between runs
+    assert 'docker buildx inspect "$PINWHEEL_BUILDER"' in text and 'docker buildx create --name "$PINWHEEL_BUILDER"' in text
+    builds = [line for line in text.replace("\\\n", " ").splitlines() if "build.py build" in line]
+    assert len(builds) == 1, builds
+    assert '--cuda "$CUDA"' in builds[0] and '--builder "$PINWHEEL_BUILDER"' in builds[0]
+    assert '--cache-from "$REGISTRY/cache:$VARIANT"' in builds[0] and '--cache-to "$REGISTRY/cache:$VARIANT"' in builds[0]
+    candidates = [line for line in text.replace("\\\n", " ").splitlines() if "build.py publish" in line]
+    assert len(candidates) == 1 and "--candidate" in candidates[0], candidates
+    upload = [s for s in job["steps"] if str(s.get("uses", "")).startswith("actions/upload-artifact@")]
+    assert [u["with"]["name"] for u in upload] == ["candidate-${{ matrix.variant }}"]
 
 
-def test_smoke_runs_on_the_gpu_runner(wf: dict) -> None:
+def test_smoke_runs_on_the_gpu_runner_by_digest(wf: dict) -> None:
     job = wf["jobs"]["smoke"]
     assert job["runs-on"] == GPU_RUNNER
     text = run_text(job)
-    assert re.search(r"python build\.py smoke --cuda \$\{\{ matrix\.cuda \}\}", text)
+    assert 'image="${ref%:*}@$digest"' in text and 'docker pull "$image"' in text
+    assert re.search(r'python build\.py smoke --cuda "\$CUDA" --image "\$image"', text)
     assert "--gpus yes" in text, "the GPU runner must not silently skip the GPU levels"
+    downloads = [s for s in job["steps"] if str(s.get("uses", "")).startswith("actions/download-artifact@")]
+    assert [d["with"]["name"] for d in downloads] == ["candidate-${{ matrix.variant }}"]
     upload = [s for s in job["steps"] if str(s.get("uses", "")).startswith("actions/upload-artifact@")]
     assert upload and upload[0]["with"]["path"].startswith(".pinwheel/smoke")
 
@@ -102,27 +129,57 @@ def test_smoke_runs_on_the_gpu_runner(wf: dict) -> None:
 def test_publish_only_cu130_after_smoke_with_gpu_required(wf: dict) -> None:
     job = wf["jobs"]["publish"]
     assert "strategy" not in job, "publish is for cu130 only, not a matrix"
-    assert job["runs-on"] == GPU_RUNNER, "publish must see the engine the smoke ran on"
+    assert job["runs-on"] == CPU_RUNNER, "publish --digest needs the registry, not the engine the smoke ran on"
     assert "cu130-torch213" in job["name"]
     text = run_text(job)
     commands = [line.strip() for line in text.splitlines() if "build.py publish" in line]
     assert len(commands) == 1
     cmd = commands[0]
     assert "--cuda 13" in cmd
-    assert "--registry ${{ vars.REGISTRY }}" in cmd
+    assert '--registry "$REGISTRY"' in cmd and '--digest "$digest"' in cmd
     assert cmd.endswith("--require-gpu") or " --require-gpu" in cmd
     # publish never runs for pull requests
     assert "pull_request" in job["if"] and "refs/heads/main" in job["if"]
-    # the smoke record publish checks comes from the cu130 smoke
+    # the smoke record publish checks comes from the cu130 smoke, the digest from the cu130 build
     downloads = [s for s in job["steps"] if str(s.get("uses", "")).startswith("actions/download-artifact@")]
-    assert [d["with"]["name"] for d in downloads] == ["smoke-cu130"]
+    assert [d["with"]["name"] for d in downloads] == ["smoke-cu130", "candidate-cu130"]
     assert downloads[0]["with"]["path"] == ".pinwheel/smoke"
 
 
-def test_every_job_is_on_the_gpu_runner_with_a_timeout(wf: dict) -> None:
+def test_every_job_is_self_hosted_with_a_timeout(wf: dict) -> None:
     for name, job in wf["jobs"].items():
-        assert job["runs-on"] == GPU_RUNNER, name
+        assert job["runs-on"] in (CPU_RUNNER, GPU_RUNNER), name
         assert int(job["timeout-minutes"]) > 0, name
+
+
+def test_actions_are_pinned_to_commits_and_checkouts_keep_no_credentials(wf: dict) -> None:
+    lines = WORKFLOW.read_text().splitlines()
+    for name, job in wf["jobs"].items():
+        for step in job["steps"]:
+            uses = step.get("uses")
+            if uses is None:
+                continue
+            assert PINNED.match(uses), f"{name}: {uses} is not pinned to a full commit"
+            line = next(l for l in lines if uses in l)
+            assert re.search(r"# v\d+\.\d+\.\d+$", line), f"{name}: {uses} has no version comment"
+            if uses.startswith("actions/checkout@"):
+                assert step["with"]["persist-credentials"] is False, name
+
+
+def test_expressions_reach_scripts_only_through_env(wf: dict) -> None:
+    for name, job in wf["jobs"].items():
+        for step in job["steps"]:
+            assert "${{" not in step.get("run", ""), f"{name}: {step.get('name')}: an expression inside run:"
+
+
+def test_zizmor_finds_nothing_at_medium_or_above() -> None:
+    zizmor = shutil.which("zizmor") or str(Path(sys.executable).with_name("zizmor"))
+    if not Path(zizmor).exists():
+        pytest.fail("zizmor is not installed (it is a test dependency in pyproject.toml)")
+    proc = subprocess.run([zizmor, "--offline", "--min-severity", "medium", "--format", "plain",
+                           str(WORKFLOW.parent)], capture_output=True, text=True, cwd=ROOT)
+    assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-2000:]
+    assert "No findings to report" in proc.stdout + proc.stderr
 
 
 def test_forks_never_reach_the_self_hosted_runner(wf: dict) -> None:
@@ -155,7 +212,8 @@ def test_no_secret_is_echoed(wf: dict) -> None:
         for step in job["steps"]
         if "secrets." in yaml.safe_dump(step)
     ]
-    assert uses_secrets == [("publish", "docker/login-action@v3")]
+    login = "docker/login-action@74a5d142397b4f367a81961eba4e8cd7edddf772"
+    assert uses_secrets == [("build", login), ("smoke", login), ("publish", login)]
 
 
 def test_permissions_are_read_only(wf: dict) -> None:

@@ -20,6 +20,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from . import labels
+from .identity import ContentInputs, base_digest, content_inputs
+from .labels import CONTENT_TAG, OCI_BASE_DIGEST, OCI_SOURCE
 from .assets import AssetError, asset_labels, stage_assets
 from .patches import PatchError, patch_labels, stage_patches
 from .base import platform_base
@@ -78,13 +80,14 @@ def cache_ref(plan: Plan, registry: str) -> str:
     return f"{registry}/{plan.repository}:cache-{plan.variant.name}{arch}"
 
 
-def tags_for(plan: Plan, lock_sha256: str, today: dt.date | None = None) -> tuple[str, str]:
-    """The dated tag from the manifest's pattern, and an immutable one from the inputs."""
+def tags_for(plan: Plan, inputs_sha256: str, today: dt.date | None = None) -> tuple[str, str]:
+    """The dated tag from the manifest's pattern, and an immutable one from the image's inputs
+    (identity.ContentInputs.digest: manifest, lock, base digest, local wheels, assets, sources, patches)."""
     today = today or dt.datetime.now(dt.timezone.utc).date()
     v = plan.variant
     dated = v.tag.format(date=today.strftime("%Y%m%d"), variant=v.name, cuda=v.cuda.replace(".", ""),
                          torch=v.torch.replace(".", ""), python=v.python.replace(".", ""))
-    inputs = hashlib.sha256(f"{plan.manifest_sha256}\n{lock_sha256}".encode()).hexdigest()[:12]
+    inputs = inputs_sha256[:12]
     arch = f"-{plan.platform_arch}" if plan.platform_arch else ""  # another platform's image: its own tags
     return f"{plan.repository}:{dated}{arch}", f"{plan.repository}:{v.name}-{inputs}{arch}"
 
@@ -126,6 +129,24 @@ def labels_for(plan: Plan, lock_sha256: str, versions: dict[str, str], dated_tag
     if revision:
         labels["org.opencontainers.image.revision"] = revision
     return labels
+
+
+def source_url(root: Path) -> str | None:
+    """org.opencontainers.image.source: the repository the image is built from, as CI names it, else the
+    checkout's `origin` remote (https only, without credentials); None when neither says."""
+    server, repo = os.environ.get("GITHUB_SERVER_URL", "").strip(), os.environ.get("GITHUB_REPOSITORY", "").strip()
+    if server and repo:
+        return f"{server.rstrip('/')}/{repo}"
+    try:
+        proc = subprocess.run(["git", "config", "--get", "remote.origin.url"], cwd=root, capture_output=True,
+                              text=True, timeout=10)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    url = proc.stdout.strip() if proc.returncode == 0 else ""
+    if not url.startswith("https://"):
+        return None
+    host_part = url[len("https://"):]
+    return "https://" + host_part.split("@", 1)[-1] if "@" in host_part.split("/", 1)[0] else url
 
 
 def git_revision(root: Path) -> str | None:
@@ -224,6 +245,27 @@ def write_secrets(plan: Plan, secrets_dir: Path) -> dict[str, Path]:
     return secrets
 
 
+def image_identity(plan: Plan, root: Path, engine: Engine | None, base: str | None = None) -> ContentInputs:
+    """What decides the image of ``plan`` built FROM ``base`` (its reference; the variant's by default)."""
+    base = base or platform_base(plan.variant.base, plan.platform_arch)
+    return content_inputs(plan, root, base, base_digest(engine, base))
+
+
+def write_sbom(plan: Plan, root: Path, identity: ContentInputs, immutable: str, created: dt.datetime) -> dict[str, str]:
+    """The SBOM written beside the image (Workspace.sbom_file), and the labels that point at it."""
+    from .sbom import SbomError, make_sbom, render as render_sbom  # lazy: cyclonedx costs ~0.5 s, paid by builds only
+
+    try:
+        text = render_sbom(make_sbom(plan, root, identity, immutable, created))
+    except SbomError as exc:
+        raise BuildError(str(exc)) from None
+    path = Workspace(root, plan.image).sbom_file(immutable)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text)
+    return {labels.SBOM: labels.sbom_tag(immutable.rsplit(":", 1)[-1]),
+            labels.SBOM_SHA256: hashlib.sha256(text.encode()).hexdigest()}
+
+
 def _uv_config(secrets_dir: Path, trusted: str | None, extra: str | None) -> Path:
     """uv.toml with pip's index URL (and the variant's extra index, pip's trusted hosts): what uv installs from."""
     toml = lambda value: json.dumps(value)  # noqa: E731 - a JSON string or list of strings is valid TOML
@@ -270,11 +312,21 @@ def build_image(plans: list[Plan], plan: Plan, root: Path, engine: Engine, targe
     check_inputs(plans, plan, inputs)
     check_local_wheels(plan, inputs)
     lock_sha = lock_sha256(inputs.lock_dir)
-    dated, immutable = tags_for(plan, lock_sha)
+    identity = image_identity(plan, root, engine, base)
+    dated, immutable = tags_for(plan, identity.digest)
     tags = (dated, immutable) if target == "image" else (f"{plan.repository}:{immutable.split(':', 1)[1]}-{target}",)
     versions = locked_versions(plan, inputs.lock_dir)
-    labels = labels_for(plan, lock_sha, versions, dated, git_revision(root), source_date(root))
+    created = source_date(root)
+    labels = labels_for(plan, lock_sha, versions, dated, git_revision(root), created)
     labels["org.opencontainers.image.base.name"] = base
+    if identity.base_digest:
+        labels[OCI_BASE_DIGEST] = identity.base_digest
+    source = source_url(root)
+    if source:
+        labels[OCI_SOURCE] = source
+    labels.update(identity.labels())  # every input, and their digest (the immutable tag's hash)
+    labels[CONTENT_TAG] = immutable.rsplit(":", 1)[-1]
+    labels.update(write_sbom(plan, root, identity, immutable, created))
     labels.update(asset_labels(plan))  # each release asset's URL and sha256
     labels.update(patch_labels(plan))  # each patch's target and sha256
     exports: list[CacheExport] = []

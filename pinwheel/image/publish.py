@@ -13,12 +13,21 @@ pushed as a derived image: `FROM <the smoked image id>` built with the
 image's layers (checked), so the registry already holds every blob but the
 new config. Without an allowance the smoked image itself is pushed.
 
-Pushing is idempotent: the same tags on the same image (or the same derived
-image, which builds to the same id) push the same digest again. Nothing is
-tagged for the registry or pushed before every check has passed.
+The image is pushed once, by digest, under its content tag (`<variant>-<hash>`
+of its inputs); the registry's manifest must name the smoked image as its
+config. Only then is every other tag (the dated `cu130-torch213-<date>`) put
+in the registry as that manifest's bytes, so a tag names exactly the smoked
+digest and no other build's bytes can get it. `promote` does the same for an
+image already in the registry, by digest, without an engine (CI smokes on one
+runner and promotes from another).
+
+Publishing is idempotent: the same image pushes the same digest again, and a
+tag that already names it is left alone. Nothing is tagged for the registry
+or pushed before every check has passed.
 """
 from __future__ import annotations
 
+import hashlib
 import json
 import shlex
 import tempfile
@@ -32,6 +41,7 @@ from rich.progress import BarColumn, Progress, TextColumn
 from . import labels
 from .base import is_bootstrap
 from .engine import Engine, EngineError, PushEvent, PushResult
+from .registry import Manifest, Registry, RegistryError, split_ref
 from .smoke import recorded
 
 LEVELS = ("static", "import", "gpu")  # cumulative, as the smoke payload runs them
@@ -77,6 +87,7 @@ class Published:
     labels: dict[str, str] = field(default_factory=dict)  # the io.pinwheel.smoke.* labels added, if any
     pushes: dict[str, PushResult] = field(default_factory=dict)
     notes: tuple[str, ...] = ()
+    moved: tuple[str, ...] = ()  # the tags this publish pointed at the digest (the others already named it)
 
 
 class PushProgress(Protocol):
@@ -275,11 +286,23 @@ def _statuses(levels: Mapping[str, str]) -> str:
 # ------------------------------------------------------------------ publish
 
 
+def content_tag(image_labels: Mapping[str, str]) -> str | None:
+    """``<variant>-<first 12 of the inputs digest>[-<arch>]``: the tag an image is pushed by, from its labels."""
+    return image_labels.get(labels.CONTENT_TAG) or None
+
+
 def publish(engine: Engine, tags: list[str], registry: str, smoke_results: Path, require_gpu: bool = False,
             declared: DeclaredSmoke | None = None, allowed: Mapping[str, str] | None = None,
-            progress: PushProgress | None = None, check_only: bool = False) -> Published | None:
-    """Push the tags of one smoked image; PublishRefused before anything is pushed when its gate fails.
-    check_only: only the gate (None when it passes), so several platforms' images are all checked first."""
+            progress: PushProgress | None = None, check_only: bool = False,
+            sbom: Path | None = None) -> Published | None:
+    """Push one smoked image by digest, then point its tags at exactly that digest.
+
+    The image is pushed once, under its content tag (``<variant>-<hash>``, from its labels; the first tag
+    when it has none). The registry's manifest for it must name the smoked image (or the derived image
+    that carries an allowance) as its config, so the registry holds the bytes the smoke ran on; every other
+    tag is then put as that manifest, unchanged. PublishRefused before anything is pushed when the gate fails.
+    check_only: only the gate (None when it passes), so several platforms' images are all checked first.
+    sbom: the image's SBOM file, pushed beside it as an OCI artifact (the tag its label names)."""
     if not tags:
         raise PublishRefused("no tags to publish")
     ids = {t: engine.image_id(t) for t in tags}
@@ -292,47 +315,196 @@ def publish(engine: Engine, tags: list[str], registry: str, smoke_results: Path,
         raise PublishRefused(f"the smoke record of image {image_id[:19]} is unreadable ({exc}); "
                              "run `build.py smoke` again") from None
     declared = declared or DeclaredSmoke(LEVELS, "nothing declares the smoke's levels, so every level is required")
-    labels, notes = gate(smoke, image_id, declared, allowed, require_gpu)
+    extra, notes = gate(smoke, image_id, declared, allowed, require_gpu)
     if check_only:
         return None
 
-    remotes = [f"{registry.rstrip('/')}/{tag}" for tag in tags]
-    if labels:
-        pushed_id = derive(engine, image_id, remotes, labels)
-    else:
-        pushed_id = image_id
-        for tag, remote in zip(tags, remotes):
-            engine.tag(tag, remote)
+    image_labels = engine.labels(image_id)
+    base = registry.rstrip("/")
+    repository = tags[0].rsplit(":", 1)[0] if ":" in tags[0].rsplit("/", 1)[-1] else tags[0]
+    carrier_tag = content_tag(image_labels) or tags[0].rsplit(":", 1)[-1]
+    carrier = f"{base}/{repository}:{carrier_tag}"
+    remotes = [f"{base}/{tag}" for tag in tags]
+    pushed_id = derive(engine, image_id, [carrier], extra) if extra else image_id
+    if not extra:
+        engine.tag(image_id, carrier)
+    if progress is not None:
+        progress.start(carrier, len(engine.layers(carrier)))
+    result = engine.push(carrier, on_event=progress.event if progress is not None else None)
+    if progress is not None:
+        progress.done(result)
+
+    host, remote_repo, _ = split_ref(carrier)
+    reg = Registry(host)
+    try:
+        pushed = reg.manifest(remote_repo, result.digest)
+        if pushed is None or pushed.config_digest != pushed_id:
+            raise PublishRefused(f"{carrier}@{result.digest} does not hold image {pushed_id[:19]} "
+                                 f"(its config is {pushed.config_digest if pushed else 'missing'}); no tag was made")
+        digests = {carrier: result.digest}
+        moved: list[str] = []
+        for remote in remotes:
+            if remote == carrier:
+                continue
+            _, tag_repo, tag = split_ref(remote)
+            if tag_repo != remote_repo:
+                raise PublishRefused(f"{remote}: a tag of another repository than {remote_repo}")
+            digests[remote], changed = reg.point(remote_repo, tag, result.digest)
+            if changed:
+                moved.append(remote)
+        sbom_ref = push_sbom(reg, remote_repo, image_labels, sbom, result.digest) if sbom is not None else None
+    except RegistryError as exc:
+        raise PublishRefused(f"the registry: {exc}") from None
+    refs = (carrier,) + tuple(r for r in remotes if r != carrier)
+    if sbom_ref:
+        notes = notes + (f"SBOM pushed as {sbom_ref}",)
+    return Published(image_id, refs, digests, pushed_id, extra, {carrier: result}, notes, tuple(moved))
+
+
+def push_candidate(engine: Engine, tag: str, registry: str, sbom: Path | None = None,
+                   progress: PushProgress | None = None) -> tuple[str, str]:
+    """Push a built image by digest under its content tag only, for a smoke on another host (which pulls
+    it by digest); no human tag is made, so no smoke is needed yet. Returns (ref, digest)."""
+    image_id = engine.image_id(tag)
+    image_labels = engine.labels(image_id)
+    name = content_tag(image_labels)
+    if name is None:
+        raise PublishRefused(f"{tag} carries no {labels.INPUTS_SHA256} label: build it with `build.py build`")
+    repository = tag.rsplit(":", 1)[0]
+    carrier = f"{registry.rstrip('/')}/{repository}:{name}"
+    engine.tag(image_id, carrier)
+    if progress is not None:
+        progress.start(carrier, len(engine.layers(carrier)))
+    result = engine.push(carrier, on_event=progress.event if progress is not None else None)
+    if progress is not None:
+        progress.done(result)
+    host, remote_repo, _ = split_ref(carrier)
+    reg = Registry(host)
+    try:
+        pushed = reg.manifest(remote_repo, result.digest)
+        if pushed is None or pushed.config_digest != image_id:
+            raise PublishRefused(f"{carrier}@{result.digest} does not hold image {image_id[:19]}")
+        if sbom is not None:
+            push_sbom(reg, remote_repo, image_labels, sbom, result.digest)
+    except RegistryError as exc:
+        raise PublishRefused(f"the registry: {exc}") from None
+    return carrier, result.digest
+
+
+def push_sbom(reg: Registry, repository: str, image_labels: Mapping[str, str], sbom: Path, digest: str) -> str:
+    """The SBOM as an OCI artifact under the tag the image's label names, its bytes the ones the label hashes."""
+    tag = image_labels.get(labels.SBOM)
+    want = image_labels.get(labels.SBOM_SHA256)
+    if not tag or not want:
+        raise PublishRefused(f"the image names no SBOM (labels {labels.SBOM}, {labels.SBOM_SHA256})")
+    try:
+        data = sbom.read_bytes()
+    except OSError as exc:
+        raise PublishRefused(f"the SBOM {sbom} cannot be read ({exc.strerror}): build the image again") from None
+    if hashlib.sha256(data).hexdigest() != want:
+        raise PublishRefused(f"{sbom} is not the SBOM the image was built with (sha256 {want})")
+    reg.push_artifact(repository, tag, data, labels.SBOM_MEDIA_TYPE, labels.SBOM_MEDIA_TYPE,
+                      {"org.opencontainers.image.ref.name": tag, "io.pinwheel.sbom.of": digest})
+    return f"{reg.host}/{repository}:{tag}"
+
+
+def promote(registry_ref: str, tags: Sequence[str], smoke_results: Path, declared: DeclaredSmoke | None = None,
+            require_gpu: bool = False) -> Published:
+    """Point ``tags`` at the image ``registry_ref`` (host/repository@sha256:...) names, already in the
+    registry, only when the smoke recorded for its config (the image id the smoke ran on) passed.
+
+    No engine is needed: the manifest is read by digest, and the tags are that manifest's bytes.
+    """
+    host, repository, digest = split_ref(registry_ref)
+    if not digest.startswith("sha256:"):
+        raise PublishRefused(f"{registry_ref}: promote takes an image by digest (repository@sha256:...)")
+    reg = Registry(host)
+    try:
+        manifest = reg.manifest(repository, digest)
+    except RegistryError as exc:
+        raise PublishRefused(f"the registry: {exc}") from None
+    if manifest is None:
+        raise PublishRefused(f"{registry_ref}: not in the registry")
+    image_id = manifest.config_digest
+    if not image_id:
+        raise PublishRefused(f"{registry_ref}: a {manifest.media_type}, not one image; promote each platform's image")
+    try:
+        smoke = recorded(image_id, smoke_results)
+    except (OSError, ValueError) as exc:
+        raise PublishRefused(f"the smoke record of image {image_id[:19]} is unreadable ({exc})") from None
+    declared = declared or DeclaredSmoke(LEVELS, "nothing declares the smoke's levels, so every level is required")
+    extra, notes = gate(smoke, image_id, declared, None, require_gpu)
+    assert not extra  # no allowance is given here, so a passing gate adds no labels
     digests: dict[str, str] = {}
-    pushes: dict[str, PushResult] = {}
-    for remote in remotes:
-        if progress is not None:
-            progress.start(remote, len(engine.layers(remote)))
-        result = engine.push(remote, on_event=progress.event if progress is not None else None)
-        if progress is not None:
-            progress.done(result)
-        digests[remote] = result.digest
-        pushes[remote] = result
-    return Published(image_id, tuple(remotes), digests, pushed_id, labels, pushes, notes)
+    moved = []
+    try:
+        for tag in tags:
+            name = tag.rsplit(":", 1)[-1] if ":" in tag else tag
+            ref = f"{host}/{repository}:{name}"
+            digests[ref], changed = reg.point(repository, name, digest)
+            if changed:
+                moved.append(ref)
+    except RegistryError as exc:
+        raise PublishRefused(f"the registry: {exc}") from None
+    return Published(image_id, tuple(digests), digests, image_id, {}, {}, notes, tuple(moved))
 
 
-def publish_index(engine: Engine, tags: Sequence[str], registry: str, platforms: Mapping[str, Published]) -> dict[str, str]:
-    """One multi-platform index per tag, made of each platform's image as published (and smoked) above.
+NO_GPU_SMOKE = f"{LABEL}.no-gpu-smoke"  # index annotation: JSON {platform: why it has no GPU smoke}
+INDEX_TYPE = "application/vnd.oci.image.index.v1+json"
+INDEX_COPIED = (labels.OCI_CREATED, labels.OCI_SOURCE, labels.OCI_REVISION, labels.OCI_VERSION, labels.OCI_TITLE)
 
-    ``platforms`` maps a container platform (linux/amd64) to its Published result; each index names every
-    platform's image by digest, so it holds exactly what was pushed. Returns each index ref's digest.
+
+def publish_index(tags: Sequence[str], registry: str, platforms: Mapping[str, Published],
+                  no_gpu_smoke: Mapping[str, str] | None = None,
+                  image_labels: Mapping[str, str] | None = None) -> dict[str, str]:
+    """One multi-platform index (OCI image index) per tag, made of each platform's image as published (and
+    smoked) above, put through the registry API so that it carries annotations: why a platform was published
+    without a GPU smoke (``no_gpu_smoke``, the manifest's), on the index and on that platform's entry, and
+    the OCI keys of ``image_labels`` (the variant's own platform's image).
+
+    ``platforms`` maps a container platform (linux/amd64) to its Published result; each entry names that
+    platform's image by digest, so the index holds exactly what was pushed. Returns each index ref's digest.
     """
     if not platforms:
         raise PublishRefused("no platform images to put in an index")
-    sources = []
-    for platform, published in platforms.items():
-        remote = published.refs[0]
-        repository = remote.rsplit(":", 1)[0] if ":" in remote.rsplit("/", 1)[-1] else remote
-        sources.append(f"{repository}@{published.digests[remote]}")
-    out: dict[str, str] = {}
-    for tag in tags:
-        ref = f"{registry.rstrip('/')}/{tag}"
-        out[ref] = engine.push_index(ref, sources)
+    no_gpu_smoke = dict(no_gpu_smoke or {})
+    entries = []
+    host = repository = None
+    try:
+        for platform, published in platforms.items():
+            remote = published.refs[0]
+            host, repository, _ = split_ref(remote)
+            reg = Registry(host)
+            image = reg.manifest(repository, published.digests[remote])
+            if image is None:
+                raise PublishRefused(f"{remote}@{published.digests[remote]} is not in the registry")
+            os_name, _, arch = platform.partition("/")
+            entry: dict = {"mediaType": image.media_type, "digest": image.digest, "size": len(image.raw),
+                           "platform": {"architecture": arch.split("/")[0], "os": os_name}}
+            if "/" in arch:
+                entry["platform"]["variant"] = arch.split("/", 1)[1]
+            notes = {k: v for k, v in published.labels.items() if k in (LABEL_LEVELS, LABEL_ALLOWED, LABEL_REASON)}
+            if platform in no_gpu_smoke:
+                notes[NO_GPU_SMOKE] = no_gpu_smoke[platform]
+            if notes:
+                entry["annotations"] = dict(sorted(notes.items()))
+            entries.append(entry)
+        annotations = {k: v for k, v in (image_labels or {}).items() if k in INDEX_COPIED}
+        if no_gpu_smoke:
+            annotations[NO_GPU_SMOKE] = json.dumps(no_gpu_smoke, sort_keys=True, separators=(",", ":"))
+        index = {"schemaVersion": 2, "mediaType": INDEX_TYPE, "manifests": entries}
+        if annotations:
+            index["annotations"] = dict(sorted(annotations.items()))
+        raw = json.dumps(index, sort_keys=True, separators=(",", ":")).encode()
+        manifest = Manifest("sha256:" + hashlib.sha256(raw).hexdigest(), INDEX_TYPE, raw)
+        assert host is not None and repository is not None
+        reg = Registry(host)
+        out: dict[str, str] = {}
+        for tag in tags:
+            _, tag_repo, name = split_ref(f"{registry.rstrip('/')}/{tag}")
+            out[f"{registry.rstrip('/')}/{tag}"] = reg.put_manifest(tag_repo, name, manifest)
+    except RegistryError as exc:
+        raise PublishRefused(f"the registry: {exc}") from None
     return out
 
 
@@ -454,5 +626,5 @@ class PushPrinter:
 
 __all__ = [
     "DeclaredSmoke", "LEVELS", "PublishRefused", "Published", "PushPrinter", "declared_smoke", "derive", "gate",
-    "parse_allowances", "publish", "summary",
+    "parse_allowances", "promote", "publish", "push_candidate", "summary",
 ]

@@ -194,15 +194,36 @@ def _platforms(r: Reader, m: dict, key: str, platform: str) -> tuple[str, ...]:
     return tuple(out)
 
 
+def _no_gpu_smoke(r: Reader, m: dict, key: str, platform: str) -> tuple[tuple[str, str], ...]:
+    """`no_gpu_smoke: {linux/arm64: "why"}`: platforms published without a GPU smoke, and why."""
+    if "no_gpu_smoke" not in m:
+        return ()
+    node = m["no_gpu_smoke"]
+    if not isinstance(node, Node) or not isinstance(node.value, dict) or not node.value:
+        raise r.fail(node.line, f"{key}.no_gpu_smoke", "must map a platform of `platforms` to why it has no GPU smoke")
+    listed = _platforms(r, m, key, platform)
+    out = []
+    for name, why in node.value.items():
+        where = f"{key}.no_gpu_smoke.{name}"
+        if name not in listed:
+            raise r.fail(node.lines[name], where, f"{name} is not one of the variant's platforms "
+                                                  f"({', '.join(listed) or 'none listed'})")
+        text = " ".join(r.string(why, where).split())
+        if not text:
+            raise r.fail(node.lines[name], where, "needs the reason (recorded in the published index)")
+        out.append((name, text))
+    return tuple(out)
+
+
 def _variants(r: Reader, node: Any) -> dict[str, Variant]:
     if not isinstance(node, Node) or not isinstance(node.value, dict):
         raise r.fail(node.line, "variants", f"must be a mapping, got {node_kind(node)}")
     if not node.value:
         raise r.fail(node.line, "variants", "needs at least one variant")
     allowed = {"cuda", "torch", "python", "platform", "platforms", "base", "tag", "torch_index_env", "environment",
-               "system_site_packages", "interpreter", "base_variant"}
+               "system_site_packages", "interpreter", "base_variant", "no_gpu_smoke"}
     optional = {"torch_index_env", "environment", "system_site_packages", "interpreter", "base_variant", "base",
-                "platforms"}
+                "platforms", "no_gpu_smoke"}
     out: dict[str, Variant] = {}
     for name, v in node.value.items():
         key = f"variants.{name}"
@@ -222,6 +243,7 @@ def _variants(r: Reader, node: Any) -> dict[str, Variant]:
             python=python,
             platform=platform,
             platforms=_platforms(r, m, key, platform),
+            no_gpu_smoke=_no_gpu_smoke(r, m, key, platform),
             base=_base(r, m, key, node.lines[name]),
             tag=tag,
             torch_index_env=(r.string(m["torch_index_env"], f"{key}.torch_index_env", _ENV_NAME, "environment variable name")

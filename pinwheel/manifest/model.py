@@ -96,6 +96,8 @@ class Variant:
     base_variant: str | None = None  # the base is this other variant's image, built first
     # The container platforms it is built for (linux/amd64, linux/arm64); () is `platform`'s own only.
     platforms: tuple[str, ...] = ()
+    # Platforms published without a GPU smoke (none runs there), and why: (linux/arm64, reason).
+    no_gpu_smoke: tuple[tuple[str, str], ...] = ()
 
     @property
     def arch(self) -> str:

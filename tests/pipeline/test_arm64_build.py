@@ -18,6 +18,7 @@ from pinwheel.image.engine import Engine
 from pipeline_support import Project, registry_get, require_qemu
 
 OWN = "    platform: manylinux_2_36_x86_64\n"
+ARM_WHY = "no arm64 GPU runner; its static smoke runs under QEMU"
 
 
 @pytest.fixture(scope="module")
@@ -26,9 +27,11 @@ def project(project_factory, engine: Engine) -> Project:
     p = project_factory("arm64")
     text = p.manifest.read_text()
     assert OWN in text
-    text = text.replace(OWN, OWN + "    platforms: [linux/amd64, linux/arm64]\n", 1)
+    text = text.replace(OWN, OWN + "    platforms: [linux/amd64, linux/arm64]\n"
+                                  f'    no_gpu_smoke: {{linux/arm64: "{ARM_WHY}"}}\n', 1)
     # installer: pip: the test index serves the host's own uv (x86_64) only, and the arm64 lock pins its own files
     p.manifest.write_text(text.replace("  name: tiny\n", "  name: tiny\n  installer: pip\n", 1))
+    p.cli("render", check=True)  # the installer is in the Dockerfile
     p.cli("lock", "--engine", "uv", check=True)
     return p
 
@@ -66,13 +69,17 @@ def test_publish_pushes_one_index_carrying_both_platforms(project: Project, engi
         assert smoke.returncode == 0, smoke.output[-3000:]
         images[platform] = built
     ns = f"multi-{uuid.uuid4().hex[:10]}"
+    # without the allowance for its own platform, amd64 (no GPU here) is refused, and nothing is pushed
+    refused = project.cli("publish", "--variant", "cu130", "--registry", f"{registry}/{ns}")
+    assert refused.returncode == 1 and "linux" not in refused.stdout, refused.output[-3000:]
+    # --allow-skipped covers the variant's own platform; arm64 is published because the manifest says why
     pushed = project.cli("publish", "--variant", "cu130", "--registry", f"{registry}/{ns}",
                          "--allow-skipped", "import", "--allow-skipped", "gpu", "--reason", REASON)
     assert pushed.returncode == 0, pushed.output[-3000:]
     per_platform = {}
     for line in pushed.stdout.splitlines():
         words = line.split()
-        if words[:1] == ["pushed"] and words[-1] in ("(linux/amd64)", "(linux/arm64)"):
+        if words[:1] in (["pushed"], ["tagged"]) and words[-1] in ("(linux/amd64)", "(linux/arm64)"):
             per_platform.setdefault(words[-1].strip("()"), set()).add(words[2])
     assert set(per_platform) == {"linux/amd64", "linux/arm64"}
     assert all(len(d) == 1 for d in per_platform.values()), per_platform  # both tags of a platform: one image
@@ -84,4 +91,7 @@ def test_publish_pushes_one_index_carrying_both_platforms(project: Project, engi
         assert index["mediaType"] in INDEX_ACCEPT
         found = {f"{m['platform']['os']}/{m['platform']['architecture']}": m["digest"] for m in index["manifests"]}
         assert found == {p: next(iter(d)) for p, d in per_platform.items()}
+        assert json.loads(index["annotations"]["io.pinwheel.smoke.no-gpu-smoke"]) == {"linux/arm64": ARM_WHY}
+        arm = next(m for m in index["manifests"] if m["platform"]["architecture"] == "arm64")
+        assert arm["annotations"]["io.pinwheel.smoke.no-gpu-smoke"] == ARM_WHY
         assert f"pushed index {registry}/{ns}/{tag} {headers['Docker-Content-Digest']}" in pushed.stdout

@@ -86,12 +86,18 @@ def expect_pins(project: Project) -> dict[str, str]:
 def test_labels_and_tags(full_image, project: Project, engine: Engine, base_image: str):
     manifest_sha = sha256_file(project.manifest)
     lock_sha = lock_sha256(project.lock_dir)
-    inputs = hashlib.sha256(f"{manifest_sha}\n{lock_sha}".encode()).hexdigest()[:12]
     repo = project.repository
     dated, immutable = full_image.tags
     days = {dt.datetime.now(dt.timezone.utc).date() + dt.timedelta(days=d) for d in (-1, 0)}  # a run across midnight
     assert dated in {f"{repo}:cu130-pipe-{d:%Y%m%d}" for d in days}
-    assert immutable == f"{repo}:cu130-{inputs}"
+    # the immutable tag hashes every input, each named in the io.pinwheel.inputs label
+    inputs = json.loads(full_image.labels["io.pinwheel.inputs"])
+    assert inputs["manifest"] == manifest_sha and inputs["lock"] == lock_sha
+    assert inputs["base"] == {"name": base_image,
+                              "digest": engine.repo_digest(base_image) or engine.image_id(base_image)}
+    assert {w["package"] for w in inputs["local_wheels"]} == {"pw-kern-fail", "pw-kern-skip", "pw-kern-fb"}
+    digest = hashlib.sha256(json.dumps(inputs, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
+    assert immutable == f"{repo}:cu130-{digest[:12]}"
     for tag in full_image.tags:  # (first in this module: no later build has moved the tags yet)
         assert engine.image_id(tag) == full_image.image_id
 
@@ -288,7 +294,8 @@ def test_smoke_then_publish_and_republish(project: Project, registry: str):
     first = project.cli("publish", "--variant", "cu130", "--registry", registry, *allow)
     assert first.returncode == 0, first.output[-3000:]
     names = sorted(t.split(":", 1)[1] for t in tags)
-    assert registry_tags(registry, project.repository) == names
+    sbom = f"{tags[1].split(':', 1)[1]}.sbom"  # the SBOM, pushed beside the image
+    assert registry_tags(registry, project.repository) == sorted(names + [sbom])
     digests = {n: manifest_digest(registry, project.repository, n) for n in names}
     assert all(d and d.startswith("sha256:") for d in digests.values())
     assert len(set(digests.values())) == 1, "both tags name one image"
@@ -297,7 +304,7 @@ def test_smoke_then_publish_and_republish(project: Project, registry: str):
 
     again = project.cli("publish", "--variant", "cu130", "--registry", registry, *allow)
     assert again.returncode == 0, again.output[-3000:]
-    assert registry_tags(registry, project.repository) == names
+    assert registry_tags(registry, project.repository) == sorted(names + [sbom])
     assert {n: manifest_digest(registry, project.repository, n) for n in names} == digests
 
 

@@ -89,13 +89,22 @@ def test_the_base_plan_is_the_platforms_own(tmp_path):
 
 
 class RecordingEngine:
-    """The engine adapter's two calls a build makes, recorded; every base image is there."""
+    """The engine adapter's calls a build makes: builds recorded; every base image is there, with an id
+    of its own (what the image's inputs name as the base's digest)."""
 
     def __init__(self):
         self.builds: list[dict] = []
 
     def image_exists(self, ref: str) -> bool:
         return True
+
+    def repo_digest(self, ref: str) -> None:
+        return None  # built here, never pushed
+
+    def image_id(self, ref: str) -> str:
+        import hashlib
+
+        return "sha256:" + hashlib.sha256(ref.encode()).hexdigest()
 
     def build(self, context, dockerfile, *, tags, labels, build_args, secrets, target, progress, platform):
         self.builds.append({"tags": list(tags), "base": build_args["BASE"], "platform": platform,

@@ -186,6 +186,9 @@ class FakeEngine:
     def platform(self, ref):
         return "linux/amd64"
 
+    def labels(self, ref):
+        return {}
+
     def tag(self, src, dst):
         self.calls.append(("tag", src, dst))
         self.images[dst] = self.images[src]
@@ -230,31 +233,8 @@ def test_refused_publishes_touch_nothing(tmp_path: Path):
     assert engine.calls == []
 
 
-def test_without_allowance_the_smoked_image_itself_is_pushed(tmp_path: Path):
-    engine = FakeEngine()
-    recorded_smoke(tmp_path, static="passed", **{"import": "passed"}, gpu="passed")
-    result = publish(engine, ["repo:a", "repo:b"], "reg:5000/ns", tmp_path, declared=ALL)
-    assert engine.calls == [("tag", "repo:a", "reg:5000/ns/repo:a"), ("tag", "repo:b", "reg:5000/ns/repo:b"),
-                            ("push", "reg:5000/ns/repo:a"), ("push", "reg:5000/ns/repo:b")]
-    assert result.pushed_id == IMAGE and result.labels == {}
-
-
-def test_an_allowance_pushes_a_derived_image_with_the_labels(tmp_path: Path):
-    engine = FakeEngine()
-    recorded_smoke(tmp_path, static="passed", **{"import": "skipped"}, gpu="skipped")
-    result = publish(engine, ["repo:a", "repo:b"], "reg:5000", tmp_path, declared=ALL,
-                     allowed={"import": "no GPU host", "gpu": "no GPU host"})
-    kinds = [c[0] for c in engine.calls]
-    assert kinds == ["tag", "build", "remove", "push", "push"]
-    _, tagged, source = engine.calls[0]
-    assert tagged == IMAGE  # the smoked image by id, not a tag that could move
-    _, dockerfile, tags, labels = engine.calls[1]
-    assert dockerfile == f"FROM {source}\n" and engine.calls[2] == ("remove", source)
-    assert tags == ("reg:5000/repo:a", "reg:5000/repo:b")
-    assert labels["io.pinwheel.smoke.allowed-skipped"] == "import,gpu"
-    assert labels["io.pinwheel.smoke.skip-reason"] == "no GPU host"
-    assert labels["io.pinwheel.smoke.image-id"] == IMAGE
-    assert result.image_id == IMAGE and result.pushed_id != IMAGE and result.labels == labels
+# What is pushed and tagged once the gate passes (the smoked image by digest, the derived one for an
+# allowance, tags pointed at that digest) needs the registry: tests/pipeline/test_publish.py.
 
 
 def test_a_derived_image_with_other_layers_is_not_pushed(tmp_path: Path):
@@ -356,23 +336,4 @@ def test_publish_refuses_a_floating_base_before_the_engine(tmp_path: Path, capsy
     assert "not pinned by digest" in err and "--allow-floating-base" in err
 
 
-def test_publish_index_names_each_platform_image_by_digest():
-    from pinwheel.image.publish import Published, publish_index
-
-    calls = []
-
-    class IndexEngine:
-        def push_index(self, ref, images):
-            calls.append((ref, tuple(images)))
-            return "sha256:" + "ab" * 32
-
-    amd = Published("sha256:" + "01" * 32, ("127.0.0.1:5000/pinwheel/train:cu130-x",),
-                    {"127.0.0.1:5000/pinwheel/train:cu130-x": "sha256:" + "0a" * 32}, "sha256:" + "01" * 32)
-    arm = Published("sha256:" + "02" * 32, ("127.0.0.1:5000/pinwheel/train:cu130-x-arm64",),
-                    {"127.0.0.1:5000/pinwheel/train:cu130-x-arm64": "sha256:" + "0b" * 32}, "sha256:" + "02" * 32)
-    got = publish_index(IndexEngine(), ["pinwheel/train:cu130-x", "pinwheel/train:cu130-abc"], "127.0.0.1:5000",
-                        {"linux/amd64": amd, "linux/arm64": arm})
-    sources = ("127.0.0.1:5000/pinwheel/train@sha256:" + "0a" * 32, "127.0.0.1:5000/pinwheel/train@sha256:" + "0b" * 32)
-    assert calls == [("127.0.0.1:5000/pinwheel/train:cu130-x", sources),
-                     ("127.0.0.1:5000/pinwheel/train:cu130-abc", sources)]
-    assert set(got) == {"127.0.0.1:5000/pinwheel/train:cu130-x", "127.0.0.1:5000/pinwheel/train:cu130-abc"}
+# publish_index puts the index through the registry API: tests/engine/test_publish_index.py.

@@ -1,0 +1,128 @@
+"""What decides an image, as one value: the immutable tag and the labels hash all of it.
+
+The inputs are the manifest and the lock, the base's digest, the bytes of every
+local wheel the build mounts (or, for one that is missing, what stood in for
+it: its fallback pin, or nothing), every release asset's sha256, every git
+source's commit and every patch's bytes. Two builds with equal inputs get the
+same tag; a replaced local wheel, a moved base or an edited patch gets another.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..fsutil import sha256_file
+from ..lock import lock_sha256
+from ..plan import Plan
+from ..steps.asset import AssetStep, plan_assets
+from ..steps.git import GitStep
+from ..steps.patch import plan_patches
+from ..workspace import Workspace
+from . import labels
+
+FORMAT = "pinwheel.inputs/1"
+
+
+@dataclass(frozen=True)
+class LocalWheelInput:
+    package: str
+    glob: str
+    wheel: str | None  # the file the build mounts; None when it is missing
+    sha256: str | None
+    stand_in: str | None  # for a missing wheel: "fallback pkg==1.0" | "skipped"
+
+    def to_json(self) -> dict:
+        if self.wheel is not None:
+            return {"package": self.package, "glob": self.glob, "wheel": self.wheel, "sha256": self.sha256}
+        return {"package": self.package, "glob": self.glob, "missing": self.stand_in}
+
+
+@dataclass(frozen=True)
+class ContentInputs:
+    """Everything that decides one Plan's image; ``digest`` names it."""
+
+    manifest_sha256: str
+    lock_sha256: str
+    base: str  # the reference FROM is given
+    base_digest: str | None  # what it named when built (digest or image id); None: not resolvable here
+    local_wheels: tuple[LocalWheelInput, ...]
+    assets: tuple[tuple[str, str, str], ...]  # (step, url, sha256)
+    sources: tuple[tuple[str, str, str], ...]  # (step, git url, commit)
+    patches: tuple[tuple[str, str, str], ...]  # (step, file, sha256 of its bytes)
+    platform: str
+
+    def to_json(self) -> dict:
+        return {
+            "format": FORMAT,
+            "manifest": self.manifest_sha256,
+            "lock": self.lock_sha256,
+            "platform": self.platform,
+            "base": {"name": self.base, "digest": self.base_digest},
+            "local_wheels": [w.to_json() for w in self.local_wheels],
+            "assets": [{"step": s, "url": u, "sha256": h} for s, u, h in self.assets],
+            "sources": [{"step": s, "url": u, "commit": c} for s, u, c in self.sources],
+            "patches": [{"step": s, "file": f, "sha256": h} for s, f, h in self.patches],
+        }
+
+    @property
+    def digest(self) -> str:
+        text = json.dumps(self.to_json(), sort_keys=True, separators=(",", ":"))
+        return hashlib.sha256(text.encode()).hexdigest()
+
+    def labels(self) -> dict[str, str]:
+        return {
+            labels.INPUTS: json.dumps(self.to_json(), sort_keys=True, separators=(",", ":")),
+            labels.INPUTS_SHA256: self.digest,
+        }
+
+
+def base_digest(engine, base: str) -> str | None:
+    """What the base reference names: the digest it pins, else the local image's registry digest or id."""
+    if "@sha256:" in base:
+        return base.rsplit("@", 1)[1]
+    if engine is None or not engine.image_exists(base):
+        return None
+    return engine.repo_digest(base) or engine.image_id(base)
+
+
+def local_wheel_inputs(plan: Plan, wheels_dir: Path) -> tuple[LocalWheelInput, ...]:
+    out = []
+    for pkg in plan.packages():
+        if not pkg.local:
+            continue
+        found = [w for w in plan.local_wheels(wheels_dir, pkg.local.glob) if w.is_file()]
+        if found:  # more than one match is refused before any build; each is hashed all the same
+            out.extend(LocalWheelInput(pkg.name, pkg.local.glob, w.name, sha256_file(w), None) for w in found)
+            continue
+        if pkg.local.if_missing == "fallback" and pkg.fallback:
+            stand_in = f"fallback {pkg.fallback.pinned}" + (" --no-deps" if pkg.fallback.no_deps else "")
+        else:
+            stand_in = "skipped" if pkg.local.if_missing == "skip" else "missing"
+        out.append(LocalWheelInput(pkg.name, pkg.local.glob, None, None, stand_in))
+    return tuple(out)
+
+
+def content_inputs(plan: Plan, root: Path, base: str, base_id: str | None) -> ContentInputs:
+    """The inputs of ``plan``'s image built FROM ``base`` (which named ``base_id``)."""
+    ws = Workspace(Path(root), plan.image)
+    assets = tuple((s.name, a.url, a.sha256) for s, a in plan_assets(plan) if isinstance(s.spec, AssetStep))
+    sources = tuple((s.name, s.spec.url, s.spec.rev) for s in plan.steps
+                    if s.active and isinstance(s.spec, GitStep))
+    patches = []
+    for step, _, patch in plan_patches(plan):
+        if step.active:  # the bytes as they are now; staging refuses a file that no longer matches the manifest
+            path = Path(root) / patch.file
+            patches.append((step.name, patch.file, sha256_file(path) if path.is_file() else "missing"))
+    return ContentInputs(
+        manifest_sha256=plan.manifest_sha256,
+        lock_sha256=lock_sha256(ws.plan_lock_dir(plan)),
+        base=base,
+        base_digest=base_id,
+        local_wheels=local_wheel_inputs(plan, ws.wheels_dir),
+        assets=assets,
+        sources=sources,
+        patches=tuple(patches),
+        platform=plan.container_platform,
+    )
