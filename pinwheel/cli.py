@@ -18,8 +18,8 @@ from typing import TYPE_CHECKING, Sequence
 from . import manifest as manifest_mod
 from .commands.common import (
     DEFAULT_REGISTRY, EXIT_BAD_INPUT, EXIT_OK, EXIT_PROBLEM, EXIT_UNCHECKED, UsageError, add_deadline_arg,
-    add_engine_args, add_platform_arg, add_variant_args, engine_or_fail, err, escape, index_client, inventory_engine,
-    lock_state, out, plans_for, require_fresh_inventory, require_fresh_lock, select_plan, select_platform_plans, select_variant,
+    add_engine_args, add_platform_arg, add_variant_args, engine_for, engine_or_fail, err, escape, index_client,
+    inventory_engine, lock_state, out, plans_for, require_fresh_inventory, require_fresh_lock, select_plan, select_platform_plans, select_variant,
 )
 from .commands.forensics import add_forensics_parsers
 from .index.target import container_arch
@@ -156,20 +156,19 @@ def cmd_base(args: argparse.Namespace) -> int:
     ws = Workspace.of(m)
     plan = plan_variant(m, select_variant(m, args))
     if args.action == "inventory":
-        return base_inventory(plan, ws, args.check)
+        return base_inventory(plan, ws, args)
     ensure_variant_base(plan, ws, engine_or_fail(args))
     out().print(f"base image {plan.variant.base} is ready")
     return EXIT_OK
 
 
-def base_inventory(plan: Plan, ws: Workspace, check: bool) -> int:
+def base_inventory(plan: Plan, ws: Workspace, args: argparse.Namespace) -> int:
     """Read the base image's distributions from its layers into images/<image>/inventory/<variant>.json."""
     from .distributions import InventoryError
-    from .image.engine import Engine
     from .image.inventory import check_inventory, read_image, write_inventory
     path = ws.inventory_file(plan.variant.name)
-    if check:
-        engine = Engine()
+    if args.check:
+        engine = engine_for(args)
         status, detail = check_inventory(path, plan.variant.base, None if engine.unavailable_reason() else engine)
         if status == "ok":
             out().print(f"{plan.variant.name}: inventory up to date ({escape(detail)})")
