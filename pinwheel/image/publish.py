@@ -328,19 +328,8 @@ def publish(engine: Engine, tags: list[str], registry: str, smoke_results: Path,
     pushed_id = derive(engine, image_id, [carrier], extra) if extra else image_id
     if not extra:
         engine.tag(image_id, carrier)
-    if progress is not None:
-        progress.start(carrier, len(engine.layers(carrier)))
-    result = engine.push(carrier, on_event=progress.event if progress is not None else None)
-    if progress is not None:
-        progress.done(result)
-
-    host, remote_repo, _ = split_ref(carrier)
-    reg = Registry(host)
+    result, reg, remote_repo = _push_by_digest(engine, carrier, pushed_id, progress)
     try:
-        pushed = reg.manifest(remote_repo, result.digest)
-        if pushed is None or pushed.config_digest != pushed_id:
-            raise PublishRefused(f"{carrier}@{result.digest} does not hold image {pushed_id[:19]} "
-                                 f"(its config is {pushed.config_digest if pushed else 'missing'}); no tag was made")
         digests = {carrier: result.digest}
         moved: list[str] = []
         for remote in remotes:
@@ -361,6 +350,27 @@ def publish(engine: Engine, tags: list[str], registry: str, smoke_results: Path,
     return Published(image_id, refs, digests, pushed_id, extra, {carrier: result}, notes, tuple(moved))
 
 
+def _push_by_digest(engine: Engine, carrier: str, image_id: str,
+                    progress: PushProgress | None) -> tuple[PushResult, Registry, str]:
+    """Push ``carrier``, then read its manifest back by the digest the push reported: the registry must hold
+    exactly ``image_id`` there before any tag points at it. Returns (the push, the registry, the repository)."""
+    if progress is not None:
+        progress.start(carrier, len(engine.layers(carrier)))
+    result = engine.push(carrier, on_event=progress.event if progress is not None else None)
+    if progress is not None:
+        progress.done(result)
+    host, remote_repo, _ = split_ref(carrier)
+    reg = Registry(host)
+    try:
+        pushed = reg.manifest(remote_repo, result.digest)
+    except RegistryError as exc:
+        raise PublishRefused(f"the registry: {exc}") from None
+    if pushed is None or pushed.config_digest != image_id:
+        raise PublishRefused(f"{carrier}@{result.digest} does not hold image {image_id[:19]} "
+                             f"(its config is {pushed.config_digest if pushed else 'missing'}); no tag was made")
+    return result, reg, remote_repo
+
+
 def push_candidate(engine: Engine, tag: str, registry: str, sbom: Path | None = None,
                    progress: PushProgress | None = None) -> tuple[str, str]:
     """Push a built image by digest under its content tag only, for a smoke on another host (which pulls
@@ -373,17 +383,8 @@ def push_candidate(engine: Engine, tag: str, registry: str, sbom: Path | None = 
     repository = tag.rsplit(":", 1)[0]
     carrier = f"{registry.rstrip('/')}/{repository}:{name}"
     engine.tag(image_id, carrier)
-    if progress is not None:
-        progress.start(carrier, len(engine.layers(carrier)))
-    result = engine.push(carrier, on_event=progress.event if progress is not None else None)
-    if progress is not None:
-        progress.done(result)
-    host, remote_repo, _ = split_ref(carrier)
-    reg = Registry(host)
+    result, reg, remote_repo = _push_by_digest(engine, carrier, image_id, progress)
     try:
-        pushed = reg.manifest(remote_repo, result.digest)
-        if pushed is None or pushed.config_digest != image_id:
-            raise PublishRefused(f"{carrier}@{result.digest} does not hold image {image_id[:19]}")
         if sbom is not None:
             push_sbom(reg, remote_repo, image_labels, sbom, result.digest)
     except RegistryError as exc:
