@@ -52,3 +52,27 @@ def assert_refused_at(text: str, tmp_path, line: int, key: str, fragment: str) -
     assert (e.line, e.key) == (line, key), str(e)
     assert fragment in e.message, str(e)
     assert str(e).startswith(f"{tmp_path / 'wheels_manifest.yaml'}:{line}: {key}: ")
+
+
+def two_platform_manifest(kernel: str, *, base_why: str, kernel_why: str) -> str:
+    """A cu130 variant on linux/amd64 and linux/arm64 (installer pip: the test index has the host's uv only):
+    a `base` set with the pwt-torchy stand-in, then a `kernels` set holding `kernel`."""
+    import sys
+
+    py = f"{sys.version_info.major}.{sys.version_info.minor}"
+    return f"""\
+manifest_version: 1
+image: {{name: demo, repository: pinwheel/demo, installer: pip}}  # the test index has the host's uv only
+variants:
+  cu130: {{cuda: "13.0", torch: "2.0", python: "{py}", platform: manylinux_2_36_x86_64,
+          platforms: [linux/amd64, linux/arm64], base: "pinwheel/base:bookworm-py311", tag: "cu130-{{date}}"}}
+wheel_sets:
+  - name: base
+    why: "{base_why}"
+    packages:
+      - {{requirement: "pwt-torchy==2.0"}}
+  - name: kernels
+    why: "{kernel_why}"
+    packages:
+      - {{requirement: "{kernel}"}}
+"""

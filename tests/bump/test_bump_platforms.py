@@ -13,27 +13,14 @@ import pytest
 
 from pinwheel import cli
 
+from manifests import two_platform_manifest
+
 PY = f"{sys.version_info.major}.{sys.version_info.minor}"
 CP = f"cp{sys.version_info.major}{sys.version_info.minor}"
 X86 = f"{CP}-{CP}-manylinux_2_28_x86_64"
 ARM = f"{CP}-{CP}-manylinux_2_28_aarch64"
 
-MANIFEST = f"""\
-manifest_version: 1
-image: {{name: demo, repository: pinwheel/demo, installer: pip}}  # the test index has the host's uv only
-variants:
-  cu130: {{cuda: "13.0", torch: "2.0", python: "{PY}", platform: manylinux_2_36_x86_64,
-          platforms: [linux/amd64, linux/arm64], base: "pinwheel/base:bookworm-py311", tag: "cu130-{{date}}"}}
-wheel_sets:
-  - name: base
-    why: "the torch stand-in"
-    packages:
-      - {{requirement: "pwt-torchy==2.0"}}
-  - name: kernels
-    why: "a kernel"
-    packages:
-      - {{requirement: "pwt-kern==1.0"}}
-"""
+MANIFEST = two_platform_manifest("pwt-kern==1.0", base_why="the torch stand-in", kernel_why="a kernel")
 
 
 @pytest.fixture

@@ -13,25 +13,12 @@ import pytest
 
 from pinwheel import cli
 
+from manifests import two_platform_manifest
+
 PY = f"{sys.version_info.major}.{sys.version_info.minor}"
 CP = f"cp{sys.version_info.major}{sys.version_info.minor}"
 
-MANIFEST = f"""\
-manifest_version: 1
-image: {{name: demo, repository: pinwheel/demo, installer: pip}}  # the test index has the host's uv only
-variants:
-  cu130: {{cuda: "13.0", torch: "2.0", python: "{PY}", platform: manylinux_2_36_x86_64,
-          platforms: [linux/amd64, linux/arm64], base: "pinwheel/base:bookworm-py311", tag: "cu130-{{date}}"}}
-wheel_sets:
-  - name: base
-    why: "the torch stand-in, one wheel per architecture"
-    packages:
-      - {{requirement: "pwt-torchy==2.0"}}
-  - name: kernels
-    why: "a kernel built for x86_64 only"
-    packages:
-      - {{requirement: "pwt-x86only==1.0"}}
-"""
+MANIFEST = two_platform_manifest("pwt-x86only==1.0", base_why="the torch stand-in, one wheel per architecture", kernel_why="a kernel built for x86_64 only")
 
 
 @pytest.fixture
