@@ -652,13 +652,12 @@ def top_level_modules(dist) -> list:
     """A distribution's top-level modules: top_level.txt, else the first path part of its RECORD."""
     names = []
     text = dist.read_text("top_level.txt")
-    files = dist.files or ()
     if text:
         names = [line.strip().replace("/", ".") for line in text.splitlines() if line.strip()]
         # only what is there: a top_level.txt may name a directory it never shipped (Debian's setuptools: debian)
         names = [n for n in names if _on_disk(dist, n.split(".")[0])]
     else:
-        for f in files:
+        for f in dist.files or ():  # only here: parsing a RECORD into paths is most of this function's time
             parts = f.parts
             if not parts or parts[0] in ("..", "__pycache__") or parts[0].endswith((".dist-info", ".data", ".pth")):
                 continue
@@ -992,9 +991,11 @@ def _record_files(dist_info: str) -> list | None:
     data = _read_bytes(dist_info, "RECORD")
     if data is None:
         return None
-    base = os.path.dirname(dist_info)
-    return [os.path.normpath(os.path.join(base, row[0]))
-            for row in csv.reader(data.decode("utf-8", "replace").splitlines()) if row and row[0]]
+    base, join, norm = os.path.dirname(dist_info), os.path.join, os.path.normpath
+    lines = data.decode("utf-8", "replace").splitlines()
+    if any('"' in line for line in lines):  # a quoted path (a comma in it): the csv module's reading
+        return [norm(join(base, row[0])) for row in csv.reader(lines) if row and row[0]]
+    return [norm(join(base, line.rsplit(",", 2)[0])) for line in lines if line.rsplit(",", 2)[0]]
 
 
 def distribution_fingerprint(dist_info: str) -> str | None:
