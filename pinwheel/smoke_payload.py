@@ -31,6 +31,19 @@ static  any host. Every pin in expect.json is installed at exactly that
         distribution, the module and the error's last line. Distributions
         expect.json lists under "import_skip" (manifest `needs: driver`) are
         skipped with their reason, and left to the import level.
+        With --cache-dir DIR (the build's invariant, a BuildKit cache mount),
+        a passing pip check or import check is stored there and reused while
+        every input it read is unchanged; the stage says "reused" with its key
+        and when it passed. pip check's key: every distribution's metadata
+        directory name and bytes, the interpreter, the host, pip's version.
+        The import check's: those and the module and skip lists, then what the
+        import processes read, recorded by an audit hook and a last finder:
+        each distribution owning a file they loaded (its RECORD, and size,
+        mtime, ctime of every file it lists), every other file by its stat
+        when first read, every directory listed, the loader's search paths,
+        the .pth files, and every name no finder found, which must still be
+        unfindable. Anything else runs the check again. --fresh-checks (or
+        PINWHEEL_FRESH_CHECKS=1) reuses nothing; other levels never do.
 import  needs an NVIDIA driver. What the manifest declares, nothing else: the top-level
         modules of each import_skip distribution (manifest `needs: driver`), and each
         package's verify check with needs: driver (its imports, then its snippet).
