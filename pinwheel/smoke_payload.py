@@ -571,34 +571,61 @@ if _record:  # what the imports read, as it was when first read, for reusing a p
         except OSError:
             return None
     def _audit(event, args):
-        if _inside or event not in ("open", "os.listdir", "os.scandir", "ctypes.dlopen"):
+        if _inside or event not in _EVENTS:
             return
         _inside.append(1)  # the hook's own listdir raises the event again
         try:
-            if event == "open":
-                path, mode, flags = args
-                if isinstance(path, int):
-                    return
-                path = _abspath(_fsdecode(path))
-                if path in _read or path in _written:
-                    return
-                if (mode is None and flags & os.O_TRUNC and flags & (os.O_WRONLY | os.O_RDWR)) or (
-                        isinstance(mode, str) and ("w" in mode or "x" in mode)):
-                    _written.add(path)  # created or emptied: what is read from it later, this run wrote
-                else:
-                    _read[path] = _state(path)
-            elif event == "ctypes.dlopen":
-                if isinstance(args[0], (str, bytes)) and os.sep in _fsdecode(args[0]):
-                    path = _abspath(_fsdecode(args[0]))
-                    _read.setdefault(path, _state(path))
-            elif isinstance(args[0], int):
-                _opaque.append(f"{event} of a file descriptor")
-            else:
-                path = _abspath(_fsdecode(args[0] if args[0] is not None else "."))
-                if path not in _listed:
-                    _listed[path] = _names(path)
+            _note(event, args)
+        except Exception as exc:  # never in the way of the import itself; the record is then not trusted
+            _opaque.append(f"{event}: {exc!r}")
         finally:
             _inside.pop()
+    _SPAWN = ("subprocess.Popen", "os.system", "os.exec", "os.posix_spawn", "os.spawn", "os.fork", "pty.spawn")
+    _EVENTS = ("open", "os.listdir", "os.scandir", "ctypes.dlopen", *_SPAWN)
+    def _note(event, args):
+        if event == "open":
+            path, mode, flags = args
+            if isinstance(path, int):
+                return
+            path = _abspath(_fsdecode(path))
+            if path in _read or path in _written:
+                return
+            if (mode is None and flags & os.O_TRUNC and flags & (os.O_WRONLY | os.O_RDWR)) or (
+                    isinstance(mode, str) and ("w" in mode or "x" in mode)):
+                _written.add(path)  # created or emptied: what is read from it later, this run wrote
+            else:
+                _read[path] = _state(path)
+        elif event == "subprocess.Popen":
+            _spawned(*args)
+        elif event in _SPAWN:  # what another program reads is not seen here
+            _opaque.append(f"an import ran another program ({event} {str(args[0])[:200]})")
+        elif event == "ctypes.dlopen":
+            if isinstance(args[0], (str, bytes)) and os.sep in _fsdecode(args[0]):
+                path = _abspath(_fsdecode(args[0]))
+                _read.setdefault(path, _state(path))
+        elif isinstance(args[0], int):
+            _opaque.append(f"{event} of a file descriptor")
+        else:
+            path = _abspath(_fsdecode(args[0] if args[0] is not None else "."))
+            if path not in _listed:
+                _listed[path] = _names(path)
+    def _spawned(executable, argv, cwd, env):
+        # what another program reads is not seen here: only a program that is not there (its absence is
+        # what the import saw, by every path it was looked for on) or `ldconfig -p` (it prints
+        # /etc/ld.so.cache, which is recorded) keeps the record whole
+        argv = [argv] if isinstance(argv, (str, bytes)) else list(argv or [])
+        prog = _fsdecode(executable if executable is not None else (argv[0] if argv else ""))
+        where = [prog] if os.sep in prog else [os.path.join(d or ".", prog) for d in
+                                                (env or os.environ).get("PATH", os.defpath).split(os.pathsep)]
+        found = [p for p in map(_abspath, where) if os.path.isfile(p)]
+        if not found:
+            for p in map(_abspath, where):
+                _read.setdefault(p, None)
+        elif os.path.basename(found[0]) == "ldconfig" and [_fsdecode(a) for a in argv[1:]] == ["-p"]:
+            _read.setdefault(found[0], _state(found[0]))
+            _read.setdefault("/etc/ld.so.cache", _state("/etc/ld.so.cache"))
+        else:
+            _opaque.append(f"an import ran another program ({found[0]})")
     sys.addaudithook(_audit)
     class _AbsentNames:  # last on sys.meta_path: asked only when no finder before it found the name
         @staticmethod

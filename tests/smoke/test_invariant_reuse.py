@@ -189,3 +189,25 @@ def test_the_payload_reads_the_build_arg_the_template_sets():
     from pinwheel.workspace import InImage
 
     assert smoke_payload.FRESH_CHECKS_ENV == InImage.FRESH_CHECKS_ARG
+
+
+def test_an_import_that_runs_a_program_is_not_stored_unless_the_program_is_absent(tmp_path):
+    site = make_site(tmp_path)
+    bindir = tmp_path / "bin"
+    bindir.mkdir()
+    # pwi_good runs `pwi-tool` when it can (as a package asks git for its version); nothing provides it yet
+    (site / "pwi_good" / "__init__.py").write_text(
+        "import subprocess\ntry:\n    subprocess.run(['pwi-tool'])\nexcept OSError:\n    pass\n")
+    env = {"PATH": f"{bindir}{os.pathsep}{os.environ['PATH']}"}
+    proc, doc = run(tmp_path, site, env=env)
+    assert stage(doc)["cache"] == "stored", stage(doc)  # its absence is what the import saw, and is recorded
+    assert stage(run(tmp_path, site, env=env)[1])["reused"] is True
+    tool = bindir / "pwi-tool"
+    tool.write_text("#!/bin/sh\nexit 0\n")
+    tool.chmod(0o755)
+    proc, doc = run(tmp_path, site, env=env)
+    s = stage(doc)
+    assert s["reused"] is False and s["fresh_because"] == f"file {tool} changed", s
+    # now the program is there and runs: what it reads is not seen, so the result is not stored
+    assert s["cache"] == f"not stored: an import ran another program ({tool})", s
+    assert stage(run(tmp_path, site, env=env)[1])["reused"] is False
