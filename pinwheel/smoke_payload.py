@@ -781,11 +781,15 @@ def run_imports(expect: dict) -> dict:
         else:
             key = _sha({"interpreter": _interpreter(), "metadata": meta, "modules": modules, "skipped": skipped})
             entry = cache.load("imports", key)
-            changed = ("--fresh-checks" if cache.fresh else "no passing result under this key") if entry is None \
-                else unchanged_since(entry["inputs"])
+            try:
+                changed = ("--fresh-checks" if cache.fresh else "no passing result under this key") \
+                    if entry is None else unchanged_since(entry["inputs"])
+                reused = {} if changed else {**entry["result"], "cache_key": entry["cache_key"],
+                                             "passed_at": entry["passed_at"]}
+            except (KeyError, TypeError, AttributeError, ValueError) as exc:
+                changed = f"the stored result is not readable ({exc!r})"
             if changed is None:
-                return _stage("static", "imports", "passed", **entry["result"], processes=0, reused=True,
-                              cache_key=entry["cache_key"], passed_at=entry["passed_at"],
+                return _stage("static", "imports", "passed", **reused, processes=0, reused=True,
                               seconds=round(time.perf_counter() - t0, 2))
             cache_fields["fresh_because"] = changed
     records = []
@@ -1854,6 +1858,9 @@ def run_pip_check(expect: dict) -> dict:
         cache_fields["cache"] = "not used: a distribution's metadata is not a directory on disk"
     if key is not None:
         entry = cache.load("pip-check", key)
+        if entry is not None and not (isinstance(entry.get("found"), list) and isinstance(entry.get("how"), str)
+                                      and isinstance(entry.get("passed_at"), str)):
+            entry = None
         if entry is not None:
             cache_fields = {"reused": True, "cache_key": "sha256:" + key, "passed_at": entry["passed_at"]}
         else:
@@ -2006,7 +2013,9 @@ def summary(doc: dict) -> str:
             text = (f"{what} (unchanged since a passing {'import' if s['name'] == 'imports' else 'pip check'} "
                     f"at {s['passed_at']}: cache key {s['cache_key']}; inputs checked in {s['seconds']:.2f} s)"
                     + "".join(f"; SKIPPED {k['distribution']} ({', '.join(k['modules'])}): {k['reason']}"
-                              for k in s.get("skipped", ())))
+                              for k in s.get("skipped", ()))
+                    + ("; base: already broken: " + "; ".join(s["accepted_baseline"])
+                       if s.get("accepted_baseline") else ""))
         elif s["name"] == "imports" and s["status"] == "passed":
             text = (f"{s['imported']} modules imported on the CPU in {s['seconds']:.2f} s ({s['processes']} process(es))"
                     + "".join(f"; SKIPPED {k['distribution']} ({', '.join(k['modules'])}): {k['reason']}"

@@ -211,3 +211,15 @@ def test_an_import_that_runs_a_program_is_not_stored_unless_the_program_is_absen
     # now the program is there and runs: what it reads is not seen, so the result is not stored
     assert s["cache"] == f"not stored: an import ran another program ({tool})", s
     assert stage(run(tmp_path, site, env=env)[1])["reused"] is False
+
+
+def test_a_stored_result_that_cannot_be_read_checks_afresh(tmp_path):
+    site = make_site(tmp_path)
+    assert run(tmp_path, site)[0].returncode == 0
+    entry_file = stored(tmp_path, "imports")[0]
+    entry = json.loads(entry_file.read_text())
+    entry_file.write_text(json.dumps({"schema": entry["schema"], "key": entry["key"], "inputs": {}}))
+    proc, doc = run(tmp_path, site)
+    s = stage(doc)
+    assert proc.returncode == 0 and s["reused"] is False and s["fresh_because"].startswith(
+        "the stored result is not readable"), s
