@@ -10,7 +10,6 @@ import json
 import os
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 PAYLOAD = Path(__file__).resolve().parents[2] / "pinwheel" / "smoke_payload.py"
