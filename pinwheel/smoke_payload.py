@@ -34,8 +34,9 @@ static  any host. Every pin in expect.json is installed at exactly that
         With --cache-dir DIR (the build's invariant, a BuildKit cache mount),
         a passing pip check or import check is stored there and reused while
         every input it read is unchanged; the stage says "reused" with its key
-        and when it passed. pip check's key: every distribution's metadata
-        directory name and bytes, the interpreter, the host, pip's version.
+        and when it passed. pip check's key: this payload's own bytes, every
+        distribution's metadata directory name and bytes, the interpreter,
+        the host, pip's version.
         The import check's: those and the module and skip lists, then what the
         import processes read, recorded by an audit hook and a last finder:
         each distribution owning a file they loaded (its RECORD, and size,
@@ -934,19 +935,31 @@ def _read_bytes(path: str, name: str) -> bytes | None:
 
 
 def metadata_key(files=("METADATA", "PKG-INFO")) -> str | None:
-    """sha256 over every distribution's metadata directory name and metadata bytes; None when one is not on disk."""
+    """sha256 over this payload's own bytes and every distribution's metadata directory name and metadata
+    bytes; None when one is not on disk."""
     import hashlib
 
     dirs = _metadata_dirs()
     if None in dirs:
         return None
-    h = hashlib.sha256()
+    h = hashlib.sha256(_payload_digest().encode())
     for d in sorted(dirs):
         h.update(d.encode() + b"\0")
+        if os.path.isfile(d):  # an egg-info file: the metadata itself
+            h.update(_read_bytes(os.path.dirname(d), os.path.basename(d)) or b"\2")
+            continue
         for name in files:
             data = _read_bytes(d, name)
             h.update(name.encode() + (b"\1" + data if data is not None else b"\2") + b"\0")
     return h.hexdigest()
+
+
+def _payload_digest() -> str:
+    """This file's own sha256: a result stored by another version of these checks is not this one's."""
+    import hashlib
+
+    with open(os.path.abspath(__file__), "rb") as fh:
+        return hashlib.sha256(fh.read()).hexdigest()
 
 
 class ResultCache:

@@ -222,3 +222,18 @@ def test_a_stored_result_that_cannot_be_read_checks_afresh(tmp_path):
     s = stage(doc)
     assert proc.returncode == 0 and s["reused"] is False and s["fresh_because"].startswith(
         "the stored result is not readable"), s
+
+
+def test_another_version_of_the_payload_reuses_nothing(tmp_path):
+    site = make_site(tmp_path)
+    assert run(tmp_path, site)[0].returncode == 0
+    other = tmp_path / "other" / "smoke_payload.py"
+    other.parent.mkdir()
+    other.write_text(PAYLOAD.read_text() + "# another version of the checks\n")
+    expect = tmp_path / "expect.json"
+    proc = subprocess.run([sys.executable, "-S", str(other), "--expect", str(expect), "--check-imports", "--check-pip",
+                           "--site", str(site), "--cache-dir", str(tmp_path / "cache"), "--json", str(tmp_path / "o.json")],
+                          capture_output=True, text=True, timeout=300)
+    doc = json.loads((tmp_path / "o.json").read_text())
+    assert proc.returncode == 0
+    assert stage(doc)["reused"] is False and stage(doc, "pip-check")["reused"] is False
