@@ -19,7 +19,7 @@ from .plan import Plan
 from .steps import kind_of
 from .steps.git import build_point
 from .steps.wheels import StepView, missing_wheel, multiple_wheels
-from .workspace import InImage, LockFiles
+from .workspace import InContext, InImage, LockFiles
 
 __all__ = ["PythonEnvironment", "StepView", "dockerfile_groups", "dockerfile_name", "missing_wheel", "multiple_wheels",
            "preflight_checks", "render_dockerfile", "render_dockerfiles", "shell_glob", "shell_quote"]
@@ -275,6 +275,7 @@ def render_dockerfile(plans: Sequence[Plan]) -> str:
         preflight=preflight,
         preflight_gates=[g.name for g in first.gates if any(g.name in c.gates for c in preflight)],
         paths=InImage,
+        context_paths=InContext,
         preflight_dir=posixpath.dirname(InImage.PREFLIGHT_MARK),
         lock_files=LockFiles,
     )

@@ -44,6 +44,18 @@ class LockFiles:
         return f"{index:02d}-{step}.fallback-{package}.txt"
 
 
+class InContext:
+    """Paths inside the build context pinwheel assembles (image.build.assemble_context), as the Dockerfile
+    names them."""
+
+    WHEELS = "wheels"  # the local wheels the Plan's globs match, for this platform
+
+    @staticmethod
+    def wheel_source(glob: str) -> str:
+        """A COPY source for one local wheel glob: what it matches in the context's wheels directory."""
+        return f"{InContext.WHEELS}/{glob}"
+
+
 class InImage:
     """Paths inside the build and the image that the template, the build context and the smoke share."""
 

@@ -29,7 +29,7 @@ from .engine import CacheExport, Engine
 from ..index import ca_bundle, default_index_url, pip_setting
 from ..lock import lock_sha256, locked_versions
 from ..plan import Plan
-from ..workspace import LockFiles, Workspace
+from ..workspace import InContext, LockFiles, Workspace
 from ..render import dockerfile_groups, missing_wheel, multiple_wheels, render_dockerfile
 
 # The smoke payload is a module of this package, so it ships in the wheel; the
@@ -213,7 +213,7 @@ def assemble_context(plan: Plan, inputs: BuildInputs, context: Path, dockerfile:
     payload = context / "smoke_payload.py"
     payload.write_bytes(PAYLOAD.read_bytes())
     payload.chmod(0o644)
-    wheels = context / "wheels"
+    wheels = context / InContext.WHEELS
     wheels.mkdir()
     for pkg in plan.packages():
         if pkg.local and inputs.wheels_dir.is_dir():

@@ -18,6 +18,13 @@ RUN --mount=type=bind,source=wheels,target=/tmp/wheels \
     if [ "$missing" != 0 ]; then exit 1; fi; \
     mkdir -p /tmp/pinwheel; echo passed > /tmp/pinwheel/preflight
 
+# ---- wheel set 3/3, local: its local wheels alone in a stage. Its RUN
+# bind-mounts this stage, not all of wheels/; the COPY is keyed by the bytes it
+# copies, so a changed wheel re-runs only the step that installs it. A glob
+# that matches nothing copies nothing, and the step's policy decides.
+FROM scratch AS wheels-local
+COPY wheels/demo_fail-*.whl wheels/demo_skip-*.whl wheels/demo_fallback-1.?-*.whl /
+
 # ---- lock: the variant's lock files, alone in a stage. The stages below copy
 # from it, so each COPY is keyed by the bytes it copies, not by the variant's
 # name: variants share every layer up to their first differing step.
@@ -75,7 +82,7 @@ COPY --from=lock /03-local.fallback-demo-fallback.txt /tmp/pinwheel/lock/03-loca
 RUN --mount=type=cache,target=/root/.cache/pip,sharing=locked \
     --mount=type=secret,id=ca,target=/run/secrets/ca \
     --mount=type=secret,id=pipconf,target=/run/secrets/pipconf \
-    --mount=type=bind,source=wheels,target=/tmp/wheels \
+    --mount=type=bind,from=wheels-local,target=/tmp/wheels \
     set -eu; \
     if [ -s /run/secrets/ca ]; then export PIP_CERT=/run/secrets/ca; fi; \
     if [ -s /run/secrets/pipconf ]; then export PIP_CONFIG_FILE=/run/secrets/pipconf; fi; \

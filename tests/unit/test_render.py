@@ -243,7 +243,7 @@ RUN --mount=type=bind,source=wheels,target=/tmp/wheels \\
 def test_preflight_checks_every_fail_wheel_under_its_gates_before_any_install(tmp_path):
     text = render_text(GATED_PREFLIGHT, tmp_path)
     start = text.index("ARG BASE=")
-    end = text.index("# ---- lock:")  # the lock stage, then the installer's (uv), follow the preflight's
+    end = text.index("# ---- wheel set 1/2, core:")  # the wheel sets' stages, the lock's, the installer's follow
     assert text[start:end] == GATED_PREFLIGHT_STAGE
     # the image stage's first RUN waits for the preflight's marker; every install comes after it
     image = text[text.index("FROM ${BASE} AS image\n"):]
@@ -254,6 +254,45 @@ def test_preflight_checks_every_fail_wheel_under_its_gates_before_any_install(tm
     assert "pip install" not in text[:end] and "pip install" not in image[:first_run]
     # skip and fallback wheels are not the preflight's business
     assert "demo_skip" not in text[:end]
+
+
+GATED_WHEEL_STAGES = """\
+# ---- wheel set 1/2, core: its local wheels alone in a stage. Its RUN
+# bind-mounts this stage, not all of wheels/; the COPY is keyed by the bytes it
+# copies, so a changed wheel re-runs only the step that installs it. A glob
+# that matches nothing copies nothing, and the step's policy decides.
+FROM scratch AS wheels-core
+COPY wheels/demo_a-*.whl wheels/demo_skip-*.whl /
+
+# ---- wheel set 2/2, cuda13: its local wheels alone in a stage. Its RUN
+# bind-mounts this stage, not all of wheels/; the COPY is keyed by the bytes it
+# copies, so a changed wheel re-runs only the step that installs it. A glob
+# that matches nothing copies nothing, and the step's policy decides.
+FROM scratch AS wheels-cuda13
+COPY wheels/demo_b-1.?-*.whl wheels/demo_c-*.whl /
+
+"""
+
+
+def test_each_wheel_set_mounts_a_stage_of_only_its_own_local_wheels(tmp_path):
+    """Gated or not, every local wheel is in its set's stage (the context holds only the active ones); the
+    whole wheels/ directory is bind-mounted by the preflight alone, so a changed wheel re-runs no other set."""
+    text = render_text(GATED_PREFLIGHT, tmp_path)
+    start = text.index("# ---- wheel set 1/2, core:")
+    assert text[start:text.index("# ---- lock:")] == GATED_WHEEL_STAGES
+    runs = re.findall(r"^RUN .*?(?<!\\)$", text, flags=re.M | re.S)
+    mounts = [re.findall(r"--mount=type=bind,(?:source=wheels|from=wheels-[a-z0-9-]+),target=/tmp/wheels", r)
+              for r in runs]
+    assert [m for m in mounts if m] == [["--mount=type=bind,source=wheels,target=/tmp/wheels"],  # the preflight
+                                        ["--mount=type=bind,from=wheels-core,target=/tmp/wheels"],
+                                        ["--mount=type=bind,from=wheels-cuda13,target=/tmp/wheels"]]
+
+
+def test_a_wheel_set_without_local_wheels_has_no_stage_and_mounts_none(tmp_path):
+    text = render_text(POLICIES, tmp_path)
+    assert re.findall(r"^FROM scratch AS (wheels-\S+)$", text, flags=re.M) == ["wheels-local"]
+    shared = text[text.index("# ---- wheel set 1/3: core."):text.index("# ---- wheel set 3/3: local.")]
+    assert "/tmp/wheels" not in shared
 
 
 def test_no_fail_policy_no_preflight():
