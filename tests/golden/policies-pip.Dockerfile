@@ -18,7 +18,7 @@ RUN --mount=type=bind,source=wheels,target=/tmp/wheels \
     if [ "$missing" != 0 ]; then exit 1; fi; \
     mkdir -p /tmp/pinwheel; echo passed > /tmp/pinwheel/preflight
 
-# ---- wheel set 3/3, local: its local wheels alone in a stage. Its RUN
+# ---- local wheels of wheel set 3/3, local, alone in a stage. Its RUN
 # bind-mounts this stage, not all of wheels/; the COPY is keyed by the bytes it
 # copies, so a changed wheel re-runs only the step that installs it. A glob
 # that matches nothing copies nothing, and the step's policy decides.

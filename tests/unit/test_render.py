@@ -243,7 +243,7 @@ RUN --mount=type=bind,source=wheels,target=/tmp/wheels \\
 def test_preflight_checks_every_fail_wheel_under_its_gates_before_any_install(tmp_path):
     text = render_text(GATED_PREFLIGHT, tmp_path)
     start = text.index("ARG BASE=")
-    end = text.index("# ---- wheel set 1/2, core:")  # the wheel sets' stages, the lock's, the installer's follow
+    end = text.index("# ---- local wheels of wheel set 1/2")  # the wheel sets' stages, the lock's, the installer's follow
     assert text[start:end] == GATED_PREFLIGHT_STAGE
     # the image stage's first RUN waits for the preflight's marker; every install comes after it
     image = text[text.index("FROM ${BASE} AS image\n"):]
@@ -257,14 +257,14 @@ def test_preflight_checks_every_fail_wheel_under_its_gates_before_any_install(tm
 
 
 GATED_WHEEL_STAGES = """\
-# ---- wheel set 1/2, core: its local wheels alone in a stage. Its RUN
+# ---- local wheels of wheel set 1/2, core, alone in a stage. Its RUN
 # bind-mounts this stage, not all of wheels/; the COPY is keyed by the bytes it
 # copies, so a changed wheel re-runs only the step that installs it. A glob
 # that matches nothing copies nothing, and the step's policy decides.
 FROM scratch AS wheels-core
 COPY wheels/demo_a-*.whl wheels/demo_skip-*.whl /
 
-# ---- wheel set 2/2, cuda13: its local wheels alone in a stage. Its RUN
+# ---- local wheels of wheel set 2/2, cuda13, alone in a stage. Its RUN
 # bind-mounts this stage, not all of wheels/; the COPY is keyed by the bytes it
 # copies, so a changed wheel re-runs only the step that installs it. A glob
 # that matches nothing copies nothing, and the step's policy decides.
@@ -278,7 +278,7 @@ def test_each_wheel_set_mounts_a_stage_of_only_its_own_local_wheels(tmp_path):
     """Gated or not, every local wheel is in its set's stage (the context holds only the active ones); the
     whole wheels/ directory is bind-mounted by the preflight alone, so a changed wheel re-runs no other set."""
     text = render_text(GATED_PREFLIGHT, tmp_path)
-    start = text.index("# ---- wheel set 1/2, core:")
+    start = text.index("# ---- local wheels of wheel set 1/2")
     assert text[start:text.index("# ---- lock:")] == GATED_WHEEL_STAGES
     runs = re.findall(r"^RUN .*?(?<!\\)$", text, flags=re.M | re.S)
     mounts = [re.findall(r"--mount=type=bind,(?:source=wheels|from=wheels-[a-z0-9-]+),target=/tmp/wheels", r)
