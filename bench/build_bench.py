@@ -32,7 +32,7 @@ size      the image's size as the engine reports it (uncompressed).
 With --local-wheel also:
 new-wheel an in-house wheel (a stub fast_hadamard_transform) appears in
           wheels/, the way a freshly built kernel is dropped in. pinwheel binds
-          its set's own wheel stage into the last step only; the seed COPYs
+          the last set's own wheels/<set>/ into its step only; the seed COPYs
           wheels/ before torch.
 
 Goals (pinwheel, uv): cold build <= 0.6x the seed's (median of the rounds),

@@ -48,12 +48,12 @@ class InContext:
     """Paths inside the build context pinwheel assembles (image.build.assemble_context), as the Dockerfile
     names them."""
 
-    WHEELS = "wheels"  # the local wheels the Plan's globs match, for this platform
+    WHEELS = "wheels"  # the local wheels the Plan's globs match, for this platform, one directory per wheel set
 
     @staticmethod
-    def wheel_source(glob: str) -> str:
-        """A COPY source for one local wheel glob: what it matches in the context's wheels directory."""
-        return f"{InContext.WHEELS}/{glob}"
+    def wheel_set(step_name: str) -> str:
+        """wheels/<step>/: one wheel set's own local wheels, all its RUN mounts."""
+        return f"{InContext.WHEELS}/{step_name}"
 
 
 class InImage:

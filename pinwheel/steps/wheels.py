@@ -11,9 +11,8 @@ The building block of kind `wheels`:
 - lock: its index packages form its slice, NN-<step>.txt, and each local
   wheel's fallback its own file;
 - partial: templates/steps/wheels.j2, one RUN that installs the slice with
-  --no-deps --require-hashes and guards each local wheel; a set with local
-  wheels also gets a stage `wheels-<step>` holding only its own wheels, which
-  that RUN bind-mounts;
+  --no-deps --require-hashes and guards each local wheel, bind-mounting the
+  context's wheels/<step>/, which holds only this set's local wheels;
 - invariant: none of its own; every pin is checked with the whole Python
   environment after the last step (expect.json, Dockerfile.j2).
 """
@@ -370,20 +369,11 @@ class StepView:
         return f"pinwheel: {self.step.gate}=0: skipping wheel set {self.step.name}"
 
     @property
-    def stage(self) -> str:
-        """The stage that holds only this set's local wheels, which its RUN bind-mounts instead of all of
-        wheels/: the stage's COPY is keyed by the bytes it copies, so another set's changed wheel leaves this
-        set's layer cached. Present only for a set with local wheels."""
-        if not self.locals:
-            raise AttributeError("stage")  # nothing to mount: no stage
-        return f"wheels-{self.step.name}"
-
-    @property
-    def wheel_sources(self) -> tuple[str, ...]:
-        """What that stage COPYs: each local wheel's glob in the build context's wheels directory, active in
-        this variant or not (the context holds only the active ones; a glob that matches nothing copies
-        nothing, and the RUN's guard applies the policy)."""
-        return tuple(dict.fromkeys(InContext.wheel_source(lv.local.glob) for lv in self.locals))
+    def wheels_dir(self) -> str:
+        """The build context's directory of this set's own local wheels, which its RUN bind-mounts instead of
+        all of wheels/: BuildKit keys the mount by that directory's bytes, so another set's changed wheel
+        leaves this set's layer cached."""
+        return InContext.wheel_set(self.step.name)
 
     def __getattr__(self, name: str):
         return getattr(self.step, name)

@@ -7,23 +7,17 @@ ARG BASE=pinwheel/base:bookworm-py311
 # ---- preflight: every wheel the manifest requires (if_missing: fail) is in
 # wheels/, exactly once, before anything is installed. A stage of its own: the
 # image stage reads only its marker, so a changed wheel re-runs this check and
-# no layer below it.
+# no layer below it. The build context holds each wheel set's own wheels in
+# wheels/<set>/, which that set's step mounts.
 FROM ${BASE} AS preflight
 RUN --mount=type=bind,source=wheels,target=/tmp/wheels \
     set -eu; \
     missing=0; \
-    set -- /tmp/wheels/demo_fail-*.whl; \
+    set -- /tmp/wheels/local/demo_fail-*.whl; \
     if [ ! -e "$1" ]; then echo 'pinwheel: ERROR: wheels/demo_fail-*.whl is missing and demo-fail is required. run `make wheels` in ../demo' >&2; missing=1; \
     elif [ "$#" -gt 1 ]; then echo 'pinwheel: ERROR: more than one wheel in wheels/ matches demo_fail-*.whl; keep one:' "$@" >&2; missing=1; fi; \
     if [ "$missing" != 0 ]; then exit 1; fi; \
     mkdir -p /tmp/pinwheel; echo passed > /tmp/pinwheel/preflight
-
-# ---- local wheels of wheel set 3/3, local, alone in a stage. Its RUN
-# bind-mounts this stage, not all of wheels/; the COPY is keyed by the bytes it
-# copies, so a changed wheel re-runs only the step that installs it. A glob
-# that matches nothing copies nothing, and the step's policy decides.
-FROM scratch AS wheels-local
-COPY wheels/demo_fail-*.whl wheels/demo_skip-*.whl wheels/demo_fallback-1.?-*.whl /
 
 # ---- lock: the variant's lock files, alone in a stage. The stages below copy
 # from it, so each COPY is keyed by the bytes it copies, not by the variant's
@@ -82,7 +76,7 @@ COPY --from=lock /03-local.fallback-demo-fallback.txt /tmp/pinwheel/lock/03-loca
 RUN --mount=type=cache,target=/root/.cache/pip,sharing=locked \
     --mount=type=secret,id=ca,target=/run/secrets/ca \
     --mount=type=secret,id=pipconf,target=/run/secrets/pipconf \
-    --mount=type=bind,from=wheels-local,target=/tmp/wheels \
+    --mount=type=bind,source=wheels/local,target=/tmp/wheels \
     set -eu; \
     if [ -s /run/secrets/ca ]; then export PIP_CERT=/run/secrets/ca; fi; \
     if [ -s /run/secrets/pipconf ]; then export PIP_CONFIG_FILE=/run/secrets/pipconf; fi; \

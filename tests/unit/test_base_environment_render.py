@@ -408,9 +408,9 @@ def test_a_gated_remove_step_is_allowed_where_its_gate_is_off_on_a_fresh_venv(tm
     assert [s.kind for s in m.steps] == ["wheels", "remove"]
 
 
-def test_a_local_wheel_on_a_base_is_mounted_from_its_sets_own_stage(tmp_path):
+def test_a_local_wheel_on_a_base_is_mounted_from_its_sets_own_directory(tmp_path):
     """Installing into the base's python (or a venv that sees it) changes only the words that install: the
-    wheel set's step mounts the stage of its own wheels in every environment."""
+    wheel set's step mounts the context's directory of its own wheels in every environment."""
     text = MANIFEST.replace('      - {requirement: "six==1.16.0", why: "tiny and stable"}\n',
                             '      - {requirement: "six==1.16.0", why: "tiny and stable"}\n'
                             '      - requirement: "demo-k==1.0"\n'
@@ -421,8 +421,8 @@ def test_a_local_wheel_on_a_base_is_mounted_from_its_sets_own_stage(tmp_path):
                "Dockerfile.seen": "/tmp/pinwheel/bin/uv pip install --python /opt/venv/bin/python"}
     assert list(rendered) == list(install)
     for name, dockerfile in rendered.items():
-        assert "\nFROM scratch AS wheels-core\nCOPY wheels/demo_k-1.0+cu13-*.whl /\n" in dockerfile, name
         assert dockerfile.count("/tmp/wheels") == 2, name  # the mount, and the glob its guard expands
-        assert "    --mount=type=bind,from=wheels-core,target=/tmp/wheels \\\n" in dockerfile, name
+        assert "    --mount=type=bind,source=wheels/core,target=/tmp/wheels \\\n" in dockerfile, name
+        assert "    set -- /tmp/wheels/demo_k-1.0+cu13-*.whl; \\\n" in dockerfile, name
         assert f"      {install[name]} --no-deps \"$1\"; \\\n" in dockerfile, name
-        assert "source=wheels" not in dockerfile, name  # no preflight: nothing mounts all of wheels/
+        assert "source=wheels," not in dockerfile, name  # no preflight: nothing mounts all of wheels/

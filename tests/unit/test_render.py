@@ -214,23 +214,24 @@ ARG BASE=pinwheel/base:bookworm-py311
 # ---- preflight: every wheel the manifest requires (if_missing: fail) is in
 # wheels/, exactly once, before anything is installed. A stage of its own: the
 # image stage reads only its marker, so a changed wheel re-runs this check and
-# no layer below it.
+# no layer below it. The build context holds each wheel set's own wheels in
+# wheels/<set>/, which that set's step mounts.
 FROM ${BASE} AS preflight
 ARG ENABLE_CUDA_13=1
 ARG ENABLE_TORCH_214=0
 RUN --mount=type=bind,source=wheels,target=/tmp/wheels \\
     set -eu; \\
     missing=0; \\
-    set -- /tmp/wheels/demo_a-*.whl; \\
+    set -- /tmp/wheels/core/demo_a-*.whl; \\
     if [ ! -e "$1" ]; then echo 'pinwheel: ERROR: wheels/demo_a-*.whl is missing and demo-a is required. make a' >&2; missing=1; \\
     elif [ "$#" -gt 1 ]; then echo 'pinwheel: ERROR: more than one wheel in wheels/ matches demo_a-*.whl; keep one:' "$@" >&2; missing=1; fi; \\
     if [ "${ENABLE_CUDA_13}" = "1" ]; then \\
-    set -- /tmp/wheels/demo_b-1.?-*.whl; \\
+    set -- /tmp/wheels/cuda13/demo_b-1.?-*.whl; \\
     if [ ! -e "$1" ]; then echo 'pinwheel: ERROR: wheels/demo_b-1.?-*.whl is missing and demo-b is required. make b' >&2; missing=1; \\
     elif [ "$#" -gt 1 ]; then echo 'pinwheel: ERROR: more than one wheel in wheels/ matches demo_b-1.?-*.whl; keep one:' "$@" >&2; missing=1; fi; \\
     fi; \\
     if [ "${ENABLE_CUDA_13}" = "1" ] && [ "${ENABLE_TORCH_214}" = "1" ]; then \\
-    set -- /tmp/wheels/demo_c-*.whl; \\
+    set -- /tmp/wheels/cuda13/demo_c-*.whl; \\
     if [ ! -e "$1" ]; then echo 'pinwheel: ERROR: wheels/demo_c-*.whl is missing and demo-c is required. make c' >&2; missing=1; \\
     elif [ "$#" -gt 1 ]; then echo 'pinwheel: ERROR: more than one wheel in wheels/ matches demo_c-*.whl; keep one:' "$@" >&2; missing=1; fi; \\
     fi; \\
@@ -243,7 +244,7 @@ RUN --mount=type=bind,source=wheels,target=/tmp/wheels \\
 def test_preflight_checks_every_fail_wheel_under_its_gates_before_any_install(tmp_path):
     text = render_text(GATED_PREFLIGHT, tmp_path)
     start = text.index("ARG BASE=")
-    end = text.index("# ---- local wheels of wheel set 1/2")  # the wheel sets' stages, the lock's, the installer's follow
+    end = text.index("# ---- lock:")  # the lock stage, then the installer's (uv), follow the preflight's
     assert text[start:end] == GATED_PREFLIGHT_STAGE
     # the image stage's first RUN waits for the preflight's marker; every install comes after it
     image = text[text.index("FROM ${BASE} AS image\n"):]
@@ -256,43 +257,23 @@ def test_preflight_checks_every_fail_wheel_under_its_gates_before_any_install(tm
     assert "demo_skip" not in text[:end]
 
 
-GATED_WHEEL_STAGES = """\
-# ---- local wheels of wheel set 1/2, core, alone in a stage. Its RUN
-# bind-mounts this stage, not all of wheels/; the COPY is keyed by the bytes it
-# copies, so a changed wheel re-runs only the step that installs it. A glob
-# that matches nothing copies nothing, and the step's policy decides.
-FROM scratch AS wheels-core
-COPY wheels/demo_a-*.whl wheels/demo_skip-*.whl /
-
-# ---- local wheels of wheel set 2/2, cuda13, alone in a stage. Its RUN
-# bind-mounts this stage, not all of wheels/; the COPY is keyed by the bytes it
-# copies, so a changed wheel re-runs only the step that installs it. A glob
-# that matches nothing copies nothing, and the step's policy decides.
-FROM scratch AS wheels-cuda13
-COPY wheels/demo_b-1.?-*.whl wheels/demo_c-*.whl /
-
-"""
-
-
-def test_each_wheel_set_mounts_a_stage_of_only_its_own_local_wheels(tmp_path):
-    """Gated or not, every local wheel is in its set's stage (the context holds only the active ones); the
-    whole wheels/ directory is bind-mounted by the preflight alone, so a changed wheel re-runs no other set."""
+def test_each_wheel_set_mounts_only_its_own_local_wheels(tmp_path):
+    """Gated or not, each set with local wheels mounts its own directory of the build context (which holds only
+    the active ones); the whole wheels/ directory is mounted by the preflight alone, so a changed wheel re-runs
+    no other set."""
     text = render_text(GATED_PREFLIGHT, tmp_path)
-    start = text.index("# ---- local wheels of wheel set 1/2")
-    assert text[start:text.index("# ---- lock:")] == GATED_WHEEL_STAGES
     runs = re.findall(r"^RUN .*?(?<!\\)$", text, flags=re.M | re.S)
-    mounts = [re.findall(r"--mount=type=bind,(?:source=wheels|from=wheels-[a-z0-9-]+),target=/tmp/wheels", r)
-              for r in runs]
+    mounts = [re.findall(r"--mount=type=bind,source=wheels\S*,target=/tmp/wheels", r) for r in runs]
     assert [m for m in mounts if m] == [["--mount=type=bind,source=wheels,target=/tmp/wheels"],  # the preflight
-                                        ["--mount=type=bind,from=wheels-core,target=/tmp/wheels"],
-                                        ["--mount=type=bind,from=wheels-cuda13,target=/tmp/wheels"]]
+                                        ["--mount=type=bind,source=wheels/core,target=/tmp/wheels"],
+                                        ["--mount=type=bind,source=wheels/cuda13,target=/tmp/wheels"]]
 
 
-def test_a_wheel_set_without_local_wheels_has_no_stage_and_mounts_none(tmp_path):
+def test_a_wheel_set_without_local_wheels_mounts_none(tmp_path):
     text = render_text(POLICIES, tmp_path)
-    assert re.findall(r"^FROM scratch AS (wheels-\S+)$", text, flags=re.M) == ["wheels-local"]
     shared = text[text.index("# ---- wheel set 1/3: core."):text.index("# ---- wheel set 3/3: local.")]
-    assert "/tmp/wheels" not in shared
+    assert "wheels" not in shared
+    assert text.count("--mount=type=bind,source=wheels/local,target=/tmp/wheels \\\n") == 1
 
 
 def test_no_fail_policy_no_preflight():

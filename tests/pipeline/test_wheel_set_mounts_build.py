@@ -1,7 +1,7 @@
 """A changed local wheel re-runs only the wheel set that installs it, on the real engine.
 
-Each wheel set with local wheels bind-mounts a stage that holds only its own wheels (`FROM scratch`, a COPY
-of its globs), not all of wheels/. Here the pipeline image's local wheels are split over two sets: `local`
+Each wheel set with local wheels bind-mounts the build context's wheels/<set>/, which holds only its own
+wheels, not all of wheels/. Here the pipeline image's local wheels are split over two sets: `local`
 (pw-kern-fail, pw-kern-skip) and, after it, `late` (pw-kern-fb, by a glob with '+' and '?', which COPY and
 the guard's sh must read alike). New bytes for late's wheel re-run late's step and leave local's cached; a
 wheel that no glob matches, in the context of a plain build of the committed Dockerfile, re-runs no install
@@ -38,7 +38,7 @@ PAYLOAD = ("import hashlib, pathlib, pw_kern_fb; "
 
 @pytest.fixture(scope="module", params=["uv", "pip"])
 def project(request, project_factory) -> Project:
-    project = project_factory(f"wheel-stages-{request.param}")
+    project = project_factory(f"wheel-mounts-{request.param}")
     text = project.manifest.read_text()
     text = text.replace('      - requirement: "pw-kern-fb==1.0.0+inhouse"\n', LATE_SET, 1)
     # a glob with '+' and '?', which COPY (Go's filepath.Match) and the guard's sh must read alike
@@ -67,9 +67,9 @@ def install_steps(steps: dict[str, bool]) -> dict[str, bool]:
 def test_a_changed_wheel_of_a_later_set_leaves_the_earlier_sets_step_cached(project: Project, engine: Engine,
                                                                             local_wheel_files, tmp_path, capsys):
     text = (project.root / "images" / "tiny" / "Dockerfile").read_text()
-    assert "--mount=type=bind,from=wheels-local,target=/tmp/wheels" in text
-    assert "--mount=type=bind,from=wheels-late,target=/tmp/wheels" in text
-    assert "\nCOPY wheels/pw_kern_fb-1.0.?+inhouse-*.whl /\n" in text
+    assert "--mount=type=bind,source=wheels/local,target=/tmp/wheels" in text
+    assert "--mount=type=bind,source=wheels/late,target=/tmp/wheels" in text
+    assert "    set -- /tmp/wheels/pw_kern_fb-1.0.?+inhouse-*.whl; \\\n" in text
     _, plans, plan = project.load()
     build_image(plans, plan, project.root, engine, progress=False)
     rebuilt = build_local_wheels(tmp_path / "again")["pw-kern-fb"]  # same name, new bytes
@@ -85,8 +85,6 @@ def test_a_changed_wheel_of_a_later_set_leaves_the_earlier_sets_step_cached(proj
     assert step(steps, r"^\[image +\d+/\d+\] RUN .*/tmp/wheels/pw_kern_fb") is False  # the set that installs it
     for lock_file in ("01-core.txt", "02-top.txt", "03-nodeps.txt"):
         assert step(steps, rf"^\[image +\d+/\d+\] RUN .*install .*/{re.escape(lock_file)}") is True, lock_file
-    assert step(steps, r"^\[wheels-local 1/1\] COPY ") is True
-    assert step(steps, r"^\[wheels-late 1/1\] COPY ") is False
     assert step(steps, r"^\[preflight 2/2\] RUN ") is False  # it checks all of wheels/; the image reads its marker
     # and the re-run installed the new bytes
     result = engine.run(built.image_id, ["python", "-c", PAYLOAD])
@@ -97,8 +95,8 @@ def test_a_changed_wheel_of_a_later_set_leaves_the_earlier_sets_step_cached(proj
 
 def test_a_wheel_no_glob_matches_reruns_no_install_step(project: Project, engine: Engine, tmp_path, capsys):
     """A plain build of the committed Dockerfile from a context whose wheels/ holds a stray wheel as well:
-    no set's stage copies it, so every install step is cached (only the preflight, which checks all of
-    wheels/, runs again)."""
+    no set mounts it, so every install step is cached (only the preflight, which checks all of wheels/,
+    runs again)."""
     _, _, plan = project.load()
     inputs = BuildInputs.for_plan(plan, project.root)
     stray = build_wheel(tmp_path / "stray", "pw-stray", "1.0.0", payload_size=16)
@@ -127,3 +125,23 @@ def test_a_wheel_no_glob_matches_reruns_no_install_step(project: Project, engine
     assert len(installs) == 5, sorted(steps)  # core, top, nodeps, local, late
     assert all(installs.values()), installs
     assert step(steps, r"^\[preflight 2/2\] RUN ") is False
+
+
+def test_a_set_with_none_of_its_wheels_mounts_its_empty_directory_and_follows_its_policy(project: Project,
+                                                                                         engine: Engine, capsys):
+    """late's only wheel is missing: its directory in the context is empty, the mount still works, and the
+    fallback is installed (the image without any of wheels/ a set mounts is a normal case: flash-mla's)."""
+    project.set_wheels("pw-kern-fail", "pw-kern-skip")
+    try:
+        _, plans, plan = project.load()
+        capsys.readouterr()
+        built = build_image(plans, plan, project.root, engine, progress=True)
+        log = capsys.readouterr().err
+    finally:
+        project.set_wheels(*LOCAL_WHEELS)
+    assert re.search(r"^#\d+ \d+\.\d+ " + re.escape("pinwheel: WARNING: wheels/pw_kern_fb-1.0.?+inhouse-*.whl is "
+                                                    "missing; installing fallback pw-kern-fb-stable==1.0.0 --no-deps"),
+                     log, re.M), log[-3000:]
+    result = engine.run(built.image_id, ["python", "-c", "import pw_kern_fb_stable, importlib.util; "
+                                                       "print(importlib.util.find_spec('pw_kern_fb') is None)"])
+    assert result.ok and result.stdout.strip() == "True", (result.stdout, result.stderr)
