@@ -19,19 +19,25 @@ realistic dependency shape, and a manifest that lists those N packages:
 - the entries are spread over wheel sets of about ten, in dependency order;
   one set is gated.
 
-With the metadata cache warm (one untimed run of every command first), each
-round times, in turn: `report --offline --json` with the answer memo dropped
-(the real evaluation, as bench/report_bench.py's headline row), `lock` (uv,
-the default engine), `render`, and `uv pip compile --offline` on the same input
-(requirements and constraints built as report_bench builds them). The rounds
-go through every size and command interleaved, so a slow moment of the
-machine falls on all of them; each cell is the median of --runs.
+With the metadata cache warm (an online report and uv run, then one untimed
+round), each round times, in turn: `lock` (uv, the default engine); `report
+--offline --json` with the answer memo dropped, twice: first right after the
+lock, whose online revalidation rewrote every cached page (so the report
+parses each page again and stores it in the parsed cache), then again with
+everything parsed (the headline, as bench/report_bench.py's); `render`; and
+`uv pip compile --offline` on the same input (requirements and constraints
+built as report_bench builds them). The rounds go through every size and
+command interleaved, so a slow moment of the machine falls on all of them;
+each cell is the median of --runs.
 
     .venv/bin/python bench/scale_bench.py [--sizes 10,50,200] [--runs 5] [--json bench/results/scale.json]
                                           [--png docs/scale.png]
 
-Prints a table, the log-log slope of each command from the smallest to the
-largest size, and the time per package at the largest size over the smallest.
+Prints a table, the log-log slope of each command over the sizes (1 is linear,
+2 quadratic), the time per package at the largest size over the smallest, and
+the time each added package costs between sizes (constant when linear: the
+fixed start-up is left out). Writes the medians and every run as JSON, and
+the plot (matplotlib) unless --no-plot.
 """
 from __future__ import annotations
 
@@ -58,9 +64,11 @@ COMPILED_TAGS = [f"{py}-{py}-manylinux_2_17_{arch}.manylinux2014_{arch}"
                  for py in ("cp310", "cp311", "cp312") for arch in ("x86_64", "aarch64")]
 VERSIONS = ["1.0", "1.1", "1.2", "2.0", "2.1", "3.0"]
 SET_SIZE = 10
-COMMANDS = ("report", "lock", "render", "uv")
+COMMANDS = ("report", "report_after_lock", "lock", "render", "uv")
+ROUND = ("lock", "report_after_lock", "report", "render", "uv")  # the order within a round
 LABELS = {
     "report": "report --offline --json, memo dropped",
+    "report_after_lock": "the same, first after a lock",
     "lock": "lock (uv)",
     "render": "render",
     "uv": "uv pip compile --offline",
@@ -225,7 +233,13 @@ class Size:
 
 
 def prepare(base: Path, n: int, seed: int) -> Size:
-    from localindex import LocalIndex  # tests/ is on the path (main)
+    import localindex  # tests/ is on the path (main)
+    from localindex import LocalIndex
+
+    # Answer as a real index does: the test server writes a response's headers and body in two sends, and
+    # with Nagle's algorithm on, the body waits for the client's delayed ACK, 40 ms per request. lock revalidates
+    # every project page one after another, so that wait alone made a 200-package lock 12 s instead of 2.
+    localindex._IndexHandler.disable_nagle_algorithm = True
 
     root = base / f"n{n}"
     index = LocalIndex(root / "index")
@@ -246,6 +260,7 @@ def prepare(base: Path, n: int, seed: int) -> Size:
           "--index-url", url, "-c", str(con), str(req), "-o", str(root / "uv.txt")]
     commands = {
         "report": cli + ["report", "--variant", "cu130", "--offline", "--json"],
+        "report_after_lock": cli + ["report", "--variant", "cu130", "--offline", "--json"],
         "lock": cli + ["lock", "--variant", "cu130"],
         "render": cli + ["render"],
         "uv": uv,
@@ -257,9 +272,9 @@ def run_once(size: Size, command: str, *, warm: bool = False) -> float:
     cmd = size.commands[command]
     if warm and command == "uv":  # uv needs one online run to fill its cache before --offline can work
         cmd = [c for c in cmd if c != "--offline"]
-    if warm and command == "report":  # the first report fills the metadata cache from the index
+    if warm and command == "report":  # the first report fills the metadata cache from the index (online)
         cmd = [c for c in cmd if c != "--offline"]
-    if command == "report":
+    if command.startswith("report"):
         size.drop_memo()
     start = time.perf_counter()
     proc = subprocess.run(cmd, cwd=size.manifest.parent, capture_output=True, text=True, env=size.env)
@@ -301,7 +316,7 @@ def plot(sizes: list[int], medians: dict[str, dict[int, float]], path: Path, tit
     import matplotlib.pyplot as plt
 
     fig, ax = plt.subplots(figsize=(7, 4.5), dpi=120)
-    markers = {"report": "o", "lock": "s", "render": "^", "uv": "D"}
+    markers = {"report": "o", "report_after_lock": "o", "lock": "s", "render": "^", "uv": "D"}
     for c in COMMANDS:
         ys = [medians[c][n] for n in sizes]
         ax.plot(sizes, ys, marker=markers[c], label=LABELS[c])
@@ -348,13 +363,13 @@ def main(argv: list[str] | None = None) -> int:
             print(f"n={n}: {s.gen.wheels} wheels, {s.gen.requirements} requirements, "
                   f"{len(s.gen.no_deps)} no_deps, {len(s.gen.shared)} shared pins "
                   f"(generated in {time.perf_counter() - started:.1f}s)", file=sys.stderr)
-        for s in prepared:  # warm-up: caches filled, bytecode written; untimed
-            for c in ("lock", "report", "render", "uv"):
-                run_once(s, c, warm=True)
+        for s in prepared:  # warm-up, untimed: caches filled from the index (online), bytecode written, a round
+            for i, c in enumerate(("report", "uv", *ROUND)):
+                run_once(s, c, warm=i < 2)
         times: dict[str, dict[int, list[float]]] = {c: {n: [] for n in sizes} for c in COMMANDS}
         for r in range(args.runs):
             for s in prepared:
-                for c in COMMANDS:
+                for c in ROUND:
                     times[c][s.n].append(run_once(s, c))
             print(f"round {r + 1}/{args.runs} done", file=sys.stderr)
         load_after = os.getloadavg()
@@ -373,10 +388,14 @@ def main(argv: list[str] | None = None) -> int:
         print(f"| {n} | {cells} | {medians['report'][n] / medians['uv'][n]:.2f}× "
               f"| {medians['lock'][n] / medians['uv'][n]:.2f}× |")
     lo, hi = sizes[0], sizes[-1]
-    print(f"\n| command | log-log slope ({lo}..{hi}) | time per package, {hi} vs {lo} |")
-    print("|---|---|---|")
+    steps = [f"{a}-{b}" for a, b in zip(sizes, sizes[1:])]
+    print(f"\n| command | log-log slope ({lo}..{hi}) | time per package, {hi} vs {lo} | "
+          + " | ".join(f"ms per added package, {st}" for st in steps) + " |")
+    print("|---|---|---|" + "---|" * len(steps))
     for c in COMMANDS:
-        print(f"| {LABELS[c]} | {growth[c]['slope_log_log']:.2f} | {growth[c]['per_package_ratio']:.2f}× |")
+        g = growth[c]
+        print(f"| {LABELS[c]} | {g['slope_log_log']:.2f} | {g['per_package_ratio']:.2f}× | "
+              + " | ".join(f"{g['marginal_ms_per_package'][st]:.1f}" for st in steps) + " |")
     print(f"\nload average {load_before[0]:.2f} before, {load_after[0]:.2f} after; {os.cpu_count()} cores")
     doc = {
         "bench": "scale", "runs": args.runs, "seed": args.seed, "sizes": sizes,
