@@ -296,7 +296,10 @@ def summarise(sizes: list[int], medians: dict[str, dict[int, float]]) -> dict:
     growth = {}
     for c in COMMANDS:
         ys = [medians[c][n] for n in sizes]
+        a, b = linear_fit(sizes, ys)
         growth[c] = {
+            "linear_fit": {"fixed_s": round(a, 4), "ms_per_package": round(1000 * b, 3),
+                           "worst_residual_s": round(max(abs(y - a - b * n) for n, y in zip(sizes, ys)), 4)},
             "slope_log_log": round(slope(sizes, ys), 3),
             "slope_ends": round(math.log(medians[c][hi] / medians[c][lo]) / math.log(hi / lo), 3),
             "per_package_ratio": round((medians[c][hi] / hi) / (medians[c][lo] / lo), 3),
@@ -309,28 +312,44 @@ def summarise(sizes: list[int], medians: dict[str, dict[int, float]]) -> dict:
     return growth
 
 
+def linear_fit(xs: list[float], ys: list[float]) -> tuple[float, float]:
+    """Least squares t = a + b·N: (a, the fixed cost in s; b, the cost per package in s)."""
+    mx, my = statistics.fmean(xs), statistics.fmean(ys)
+    b = sum((x - mx) * (y - my) for x, y in zip(xs, ys)) / sum((x - mx) ** 2 for x in xs)
+    return my - b * mx, b
+
+
 def plot(sizes: list[int], medians: dict[str, dict[int, float]], path: Path, title: str) -> None:
     import matplotlib  # only the bench plots; tests and the CLI never import it
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, ax = plt.subplots(figsize=(7, 4.5), dpi=120)
-    markers = {"report": "o", "report_after_lock": "o", "lock": "s", "render": "^", "uv": "D"}
+    fig, (log_ax, lin_ax) = plt.subplots(1, 2, figsize=(11, 4.6), dpi=110)
+    markers = {"report": "o", "report_after_lock": "v", "lock": "s", "render": "^", "uv": "D"}
     for c in COMMANDS:
         ys = [medians[c][n] for n in sizes]
-        ax.plot(sizes, ys, marker=markers[c], label=LABELS[c])
-        # a linear reference through the smallest size: t(N) = t(N0) * N / N0
-        ax.plot(sizes, [ys[0] * n / sizes[0] for n in sizes], linestyle=":", linewidth=0.8,
-                color=ax.lines[-1].get_color())
-    ax.set_xscale("log")
-    ax.set_yscale("log")
-    ax.set_xticks(sizes, [str(n) for n in sizes])
-    ax.set_xlabel("packages in the manifest")
-    ax.set_ylabel("wall time, median (s)")
-    ax.set_title(title, fontsize=9)
-    ax.grid(True, which="both", linewidth=0.3)
-    ax.legend(fontsize=8, title="dotted: linear from the smallest size", title_fontsize=7)
+        (line,) = log_ax.plot(sizes, ys, marker=markers[c], label=LABELS[c])
+        # proportional to N through the smallest size: where a command with no fixed cost would go
+        log_ax.plot(sizes, [ys[0] * n / sizes[0] for n in sizes], linestyle=":", linewidth=0.8, color=line.get_color())
+        a, b = linear_fit(sizes, ys)
+        lin_ax.plot(sizes, ys, marker=markers[c], linestyle="none", color=line.get_color(),
+                    label=f"{LABELS[c]}: {a:.2f} s + {1000 * b:.1f} ms/package")
+        lin_ax.plot([0, sizes[-1]], [a, a + b * sizes[-1]], linestyle="--", linewidth=0.9, color=line.get_color())
+    log_ax.set_xscale("log")
+    log_ax.set_yscale("log")
+    log_ax.set_xticks(sizes, [str(n) for n in sizes])
+    log_ax.set_title("log-log; dotted: proportional to N from the smallest size", fontsize=8)
+    lin_ax.set_title("linear; dashed: least-squares fixed cost + cost per package", fontsize=8)
+    lin_ax.set_xlim(0, sizes[-1] * 1.05)
+    lin_ax.set_ylim(0, None)
+    for ax in (log_ax, lin_ax):
+        ax.set_xlabel("packages in the manifest")
+        ax.set_ylabel("wall time, median (s)")
+        ax.grid(True, which="both", linewidth=0.3)
+    log_ax.legend(fontsize=7)
+    lin_ax.legend(fontsize=7)
+    fig.suptitle(title, fontsize=9)
     fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, metadata={"Software": None})  # no version stamp: a re-run differs only by its figures
