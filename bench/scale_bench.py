@@ -47,6 +47,7 @@ import math
 import os
 import platform
 import random
+import resource
 import shutil
 import statistics
 import subprocess
@@ -64,6 +65,7 @@ COMPILED_TAGS = [f"{py}-{py}-manylinux_2_17_{arch}.manylinux2014_{arch}"
                  for py in ("cp310", "cp311", "cp312") for arch in ("x86_64", "aarch64")]
 VERSIONS = ["1.0", "1.1", "1.2", "2.0", "2.1", "3.0"]
 SET_SIZE = 10
+METRICS = ("wall", "cpu")
 COMMANDS = ("report", "report_after_lock", "lock", "render", "uv")
 ROUND = ("lock", "report_after_lock", "report", "render", "uv")  # the order within a round
 LABELS = {
@@ -268,7 +270,10 @@ def prepare(base: Path, n: int, seed: int) -> Size:
     return Size(n, root, index, gen, env, commands)
 
 
-def run_once(size: Size, command: str, *, warm: bool = False) -> float:
+def run_once(size: Size, command: str, *, warm: bool = False) -> tuple[float, float]:
+    """(wall seconds, CPU seconds) of one run. The CPU time is the command's user + system time with the
+    processes it waited for (lock's uv), not the local index serving it from this process: on a shared
+    machine it moves far less with the load than the wall time does."""
     cmd = size.commands[command]
     if warm and command == "uv":  # uv needs one online run to fill its cache before --offline can work
         cmd = [c for c in cmd if c != "--offline"]
@@ -276,12 +281,14 @@ def run_once(size: Size, command: str, *, warm: bool = False) -> float:
         cmd = [c for c in cmd if c != "--offline"]
     if command.startswith("report"):
         size.drop_memo()
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.perf_counter()
     proc = subprocess.run(cmd, cwd=size.manifest.parent, capture_output=True, text=True, env=size.env)
     elapsed = time.perf_counter() - start
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
     if proc.returncode not in (0, 1):  # report exits 1 on conflicts, still a full run
         raise SystemExit(f"n={size.n}: {' '.join(cmd)} failed ({proc.returncode}):\n{proc.stderr[-3000:]}")
-    return elapsed
+    return elapsed, (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
 
 
 def slope(xs: list[float], ys: list[float]) -> float:
@@ -319,7 +326,9 @@ def linear_fit(xs: list[float], ys: list[float]) -> tuple[float, float]:
     return my - b * mx, b
 
 
-def plot(sizes: list[int], medians: dict[str, dict[int, float]], path: Path, title: str) -> None:
+def plot(sizes: list[int], medians: dict[str, dict[str, dict[int, float]]], path: Path, title: str) -> None:
+    """Left: wall time, log-log, each command with a line proportional to N through its smallest size.
+    Right: CPU time, linear axes, each command with its least-squares fixed cost + cost per package."""
     import matplotlib  # only the bench plots; tests and the CLI never import it
 
     matplotlib.use("Agg")
@@ -328,27 +337,27 @@ def plot(sizes: list[int], medians: dict[str, dict[int, float]], path: Path, tit
     fig, (log_ax, lin_ax) = plt.subplots(1, 2, figsize=(11, 4.6), dpi=110)
     markers = {"report": "o", "report_after_lock": "v", "lock": "s", "render": "^", "uv": "D"}
     for c in COMMANDS:
-        ys = [medians[c][n] for n in sizes]
+        ys = [medians["wall"][c][n] for n in sizes]
         (line,) = log_ax.plot(sizes, ys, marker=markers[c], label=LABELS[c])
-        # proportional to N through the smallest size: where a command with no fixed cost would go
         log_ax.plot(sizes, [ys[0] * n / sizes[0] for n in sizes], linestyle=":", linewidth=0.8, color=line.get_color())
-        a, b = linear_fit(sizes, ys)
-        lin_ax.plot(sizes, ys, marker=markers[c], linestyle="none", color=line.get_color(),
+        cpu = [medians["cpu"][c][n] for n in sizes]
+        a, b = linear_fit(sizes, cpu)
+        lin_ax.plot(sizes, cpu, marker=markers[c], linestyle="none", color=line.get_color(),
                     label=f"{LABELS[c]}: {a:.2f} s + {1000 * b:.1f} ms/package")
         lin_ax.plot([0, sizes[-1]], [a, a + b * sizes[-1]], linestyle="--", linewidth=0.9, color=line.get_color())
     log_ax.set_xscale("log")
     log_ax.set_yscale("log")
     log_ax.set_xticks(sizes, [str(n) for n in sizes])
-    log_ax.set_title("log-log; dotted: proportional to N from the smallest size", fontsize=8)
-    lin_ax.set_title("linear; dashed: least-squares fixed cost + cost per package", fontsize=8)
+    log_ax.set_ylabel("wall time, median (s)")
+    log_ax.set_title("wall time, log-log; dotted: proportional to N from the smallest size", fontsize=8)
+    lin_ax.set_ylabel("CPU time (user + system), median (s)")
+    lin_ax.set_title("CPU time, linear; dashed: least-squares fixed cost + cost per package", fontsize=8)
     lin_ax.set_xlim(0, sizes[-1] * 1.05)
     lin_ax.set_ylim(0, None)
     for ax in (log_ax, lin_ax):
         ax.set_xlabel("packages in the manifest")
-        ax.set_ylabel("wall time, median (s)")
         ax.grid(True, which="both", linewidth=0.3)
-    log_ax.legend(fontsize=7)
-    lin_ax.legend(fontsize=7)
+        ax.legend(fontsize=7)
     fig.suptitle(title, fontsize=9)
     fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -385,11 +394,13 @@ def main(argv: list[str] | None = None) -> int:
         for s in prepared:  # warm-up, untimed: caches filled from the index (online), bytecode written, a round
             for i, c in enumerate(("report", "uv", *ROUND)):
                 run_once(s, c, warm=i < 2)
-        times: dict[str, dict[int, list[float]]] = {c: {n: [] for n in sizes} for c in COMMANDS}
+        times: dict[str, dict[str, dict[int, list[float]]]] = {
+            m: {c: {n: [] for n in sizes} for c in COMMANDS} for m in METRICS}
         for r in range(args.runs):
             for s in prepared:
                 for c in ROUND:
-                    times[c][s.n].append(run_once(s, c))
+                    for m, value in zip(METRICS, run_once(s, c)):
+                        times[m][c][s.n].append(value)
             print(f"round {r + 1}/{args.runs} done", file=sys.stderr)
         load_after = os.getloadavg()
         packages = {s.n: _lock_count(s) for s in prepared}
@@ -398,43 +409,56 @@ def main(argv: list[str] | None = None) -> int:
             s.index.close()
         if not args.keep:
             shutil.rmtree(base, ignore_errors=True)
-    medians = {c: {n: statistics.median(times[c][n]) for n in sizes} for c in COMMANDS}
-    growth = summarise(sizes, medians)
-    print(f"| packages | {' | '.join(LABELS[c] for c in COMMANDS)} | report × uv | lock × uv |")
-    print("|---|" + "---|" * (len(COMMANDS) + 2))
-    for n in sizes:
-        cells = " | ".join(f"{medians[c][n]:.3f} s" for c in COMMANDS)
-        print(f"| {n} | {cells} | {medians['report'][n] / medians['uv'][n]:.2f}× "
-              f"| {medians['lock'][n] / medians['uv'][n]:.2f}× |")
-    lo, hi = sizes[0], sizes[-1]
-    steps = [f"{a}-{b}" for a, b in zip(sizes, sizes[1:])]
-    print(f"\n| command | log-log slope ({lo}..{hi}) | time per package, {hi} vs {lo} | "
-          + " | ".join(f"ms per added package, {st}" for st in steps) + " |")
-    print("|---|---|---|" + "---|" * len(steps))
-    for c in COMMANDS:
-        g = growth[c]
-        print(f"| {LABELS[c]} | {g['slope_log_log']:.2f} | {g['per_package_ratio']:.2f}× | "
-              + " | ".join(f"{g['marginal_ms_per_package'][st]:.1f}" for st in steps) + " |")
+    medians = {m: {c: {n: statistics.median(times[m][c][n]) for n in sizes} for c in COMMANDS} for m in METRICS}
+    growth = {m: summarise(sizes, medians[m]) for m in METRICS}
+    for m in METRICS:
+        print_tables(sizes, m, medians[m], growth[m])
     print(f"\nload average {load_before[0]:.2f} before, {load_after[0]:.2f} after; {os.cpu_count()} cores")
     doc = {
         "bench": "scale", "runs": args.runs, "seed": args.seed, "sizes": sizes,
         "machine": {"cores": os.cpu_count(), "load_before": [round(x, 2) for x in load_before],
                     "load_after": [round(x, 2) for x in load_after], "python": platform.python_version()},
-        "packages_locked": packages,
-        "median_s": {c: {str(n): round(medians[c][n], 4) for n in sizes} for c in COMMANDS},
-        "runs_s": {c: {str(n): [round(t, 4) for t in times[c][n]] for n in sizes} for c in COMMANDS},
-        "ratio_to_uv": {c: {str(n): round(medians[c][n] / medians["uv"][n], 3) for n in sizes}
-                        for c in COMMANDS if c != "uv"},
-        "growth": growth,
+        "inputs": {str(s.n): {"wheels": s.gen.wheels, "requirements": s.gen.requirements,
+                              "no_deps": len(s.gen.no_deps), "shared_pins": len(s.gen.shared),
+                              "wheel_sets": math.ceil(s.n / SET_SIZE), "packages_locked": packages[s.n]}
+                   for s in prepared},
+        **{m: {
+            "median_s": {c: {str(n): round(medians[m][c][n], 4) for n in sizes} for c in COMMANDS},
+            "runs_s": {c: {str(n): [round(t, 4) for t in times[m][c][n]] for n in sizes} for c in COMMANDS},
+            "ratio_to_uv": {c: {str(n): round(medians[m][c][n] / medians[m]["uv"][n], 3) for n in sizes}
+                            for c in COMMANDS if c != "uv"},
+            "growth": growth[m],
+        } for m in METRICS},
     }
     args.json.parent.mkdir(parents=True, exist_ok=True)
     args.json.write_text(json.dumps(doc, indent=2) + "\n")
     print(f"wrote {args.json}", file=sys.stderr)
     if not args.no_plot:
-        plot(sizes, medians, args.png, f"pinwheel: cost against manifest size (median of {args.runs}, "
-                                       f"{os.cpu_count()} cores, load {load_before[0]:.1f})")
+        plot(sizes, medians, args.png, f"pinwheel: cost against manifest size (medians of {args.runs} interleaved "
+                                       f"runs, {os.cpu_count()} cores, load average {load_before[0]:.1f})")
         print(f"wrote {args.png}", file=sys.stderr)
     return 0
+
+
+def print_tables(sizes: list[int], metric: str, medians: dict[str, dict[int, float]], growth: dict) -> None:
+    print(f"\n{metric} time, median (s)\n")
+    print(f"| packages | {' | '.join(LABELS[c] for c in COMMANDS)} | report × uv | lock × uv |")
+    print("|---|" + "---|" * (len(COMMANDS) + 2))
+    for n in sizes:
+        cells = " | ".join(f"{medians[c][n]:.3f}" for c in COMMANDS)
+        print(f"| {n} | {cells} | {medians['report'][n] / medians['uv'][n]:.2f}× "
+              f"| {medians['lock'][n] / medians['uv'][n]:.2f}× |")
+    lo, hi = sizes[0], sizes[-1]
+    steps = [f"{a}-{b}" for a, b in zip(sizes, sizes[1:])]
+    print(f"\n| {metric} | log-log slope ({lo}..{hi}) | per package, {hi} vs {lo} | fit: fixed + per package | "
+          + " | ".join(f"ms per added package, {st}" for st in steps) + " |")
+    print("|---|---|---|---|" + "---|" * len(steps))
+    for c in COMMANDS:
+        g = growth[c]
+        fit = g["linear_fit"]
+        print(f"| {LABELS[c]} | {g['slope_log_log']:.2f} | {g['per_package_ratio']:.2f}× "
+              f"| {fit['fixed_s']:.2f} s + {fit['ms_per_package']:.1f} ms | "
+              + " | ".join(f"{g['marginal_ms_per_package'][st]:.1f}" for st in steps) + " |")
 
 
 def _lock_count(s: Size) -> int:
