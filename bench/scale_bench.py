@@ -298,6 +298,29 @@ def slope(xs: list[float], ys: list[float]) -> float:
     return sum((a - mx) * (b - my) for a, b in zip(lx, ly)) / sum((a - mx) ** 2 for a in lx)
 
 
+def variable_exponent(sizes: list[int], ys: list[float]) -> float | None:
+    """k of t = a + c·N^k through the smallest, a middle and the largest size: the growth of what the size
+    adds, with the fixed start-up left out (1 is linear). None where the times do not rise with the size
+    (a flat command, or noise larger than what the size adds)."""
+    if len(sizes) < 3:
+        return None
+    (n1, n2, n3), (t1, t2, t3) = (sizes[0], sizes[len(sizes) // 2], sizes[-1]), (ys[0], ys[len(ys) // 2], ys[-1])
+    if not (t3 > t2 > t1):
+        return None
+    want = (t3 - t2) / (t2 - t1)
+
+    def ratio(k: float) -> float:  # rises with k
+        return (n3 ** k - n2 ** k) / (n2 ** k - n1 ** k)
+
+    lo, hi = 0.05, 4.0
+    if not ratio(lo) <= want <= ratio(hi):
+        return None
+    for _ in range(60):
+        mid = (lo + hi) / 2
+        lo, hi = (mid, hi) if ratio(mid) < want else (lo, mid)
+    return (lo + hi) / 2
+
+
 def summarise(sizes: list[int], medians: dict[str, dict[int, float]]) -> dict:
     lo, hi = sizes[0], sizes[-1]
     growth = {}
@@ -308,6 +331,7 @@ def summarise(sizes: list[int], medians: dict[str, dict[int, float]]) -> dict:
             "linear_fit": {"fixed_s": round(a, 4), "ms_per_package": round(1000 * b, 3),
                            "worst_residual_s": round(max(abs(y - a - b * n) for n, y in zip(sizes, ys)), 4)},
             "slope_log_log": round(slope(sizes, ys), 3),
+            "variable_exponent": None if (k := variable_exponent(sizes, ys)) is None else round(k, 2),
             "slope_ends": round(math.log(medians[c][hi] / medians[c][lo]) / math.log(hi / lo), 3),
             "per_package_ratio": round((medians[c][hi] / hi) / (medians[c][lo] / lo), 3),
             # the time above the smallest size, per package added: the marginal cost, fixed start-up left out
@@ -450,13 +474,14 @@ def print_tables(sizes: list[int], metric: str, medians: dict[str, dict[int, flo
               f"| {medians['lock'][n] / medians['uv'][n]:.2f}× |")
     lo, hi = sizes[0], sizes[-1]
     steps = [f"{a}-{b}" for a, b in zip(sizes, sizes[1:])]
-    print(f"\n| {metric} | log-log slope ({lo}..{hi}) | per package, {hi} vs {lo} | fit: fixed + per package | "
-          + " | ".join(f"ms per added package, {st}" for st in steps) + " |")
-    print("|---|---|---|---|" + "---|" * len(steps))
+    print(f"\n| {metric} | log-log slope ({lo}..{hi}) | exponent of the part that grows | per package, {hi} vs {lo} "
+          "| fit: fixed + per package | " + " | ".join(f"ms per added package, {st}" for st in steps) + " |")
+    print("|---|---|---|---|---|" + "---|" * len(steps))
     for c in COMMANDS:
         g = growth[c]
         fit = g["linear_fit"]
-        print(f"| {LABELS[c]} | {g['slope_log_log']:.2f} | {g['per_package_ratio']:.2f}× "
+        k = "flat" if g["variable_exponent"] is None else f"{g['variable_exponent']:.2f}"
+        print(f"| {LABELS[c]} | {g['slope_log_log']:.2f} | {k} | {g['per_package_ratio']:.2f}× "
               f"| {fit['fixed_s']:.2f} s + {fit['ms_per_package']:.1f} ms | "
               + " | ".join(f"{g['marginal_ms_per_package'][st]:.1f}" for st in steps) + " |")
 
