@@ -320,6 +320,15 @@ def build_local_wheels(directory: Path) -> dict[str, Path]:
     return {name: build_wheel(directory, name, LOCAL_VERSION, payload_size=16) for name in LOCAL_WHEELS}
 
 
+def replace_local_wheel(project_root: Path, name: str, first: dict[str, Path], directory: Path) -> Path:
+    """Put a new build of local wheel `name` into the project's wheels/: the same file name, other bytes."""
+    rebuilt = build_local_wheels(directory)[name]
+    assert rebuilt.name == first[name].name
+    assert rebuilt.read_bytes() != first[name].read_bytes()
+    (project_root / "wheels" / rebuilt.name).write_bytes(rebuilt.read_bytes())
+    return rebuilt
+
+
 @dataclass
 class CLIResult:
     returncode: int

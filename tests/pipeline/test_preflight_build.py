@@ -64,16 +64,13 @@ def test_a_changed_local_wheel_reruns_the_preflight_but_no_layer_below_it(projec
     its marker, whose bytes never change, so the wheel sets below stay cached up to the local one."""
     from pinwheel.image.build import build_image
 
-    from pipeline_support import LOCAL_WHEELS, build_local_wheels
+    from pipeline_support import LOCAL_WHEELS, replace_local_wheel
 
     project: Project = project_factory("preflight-cache")
     project.set_wheels(*LOCAL_WHEELS)
     _, plans, plan = project.load()
     build_image(plans, plan, project.root, engine, progress=False)
-    rebuilt = build_local_wheels(tmp_path / "again")["pw-kern-fail"]  # same name, new bytes
-    assert rebuilt.name == local_wheel_files["pw-kern-fail"].name
-    assert rebuilt.read_bytes() != local_wheel_files["pw-kern-fail"].read_bytes()
-    (project.root / "wheels" / rebuilt.name).write_bytes(rebuilt.read_bytes())
+    replace_local_wheel(project.root, "pw-kern-fail", local_wheel_files, tmp_path / "again")
     capsys.readouterr()
     build_image(plans, plan, project.root, engine, progress=True)
     steps = steps_in(capsys.readouterr().err)

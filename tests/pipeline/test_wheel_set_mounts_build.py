@@ -21,7 +21,7 @@ from pinwheel.image.build import BuildInputs, assemble_context, build_image, wri
 from pinwheel.image.engine import Engine
 
 from localindex import build_wheel
-from pipeline_support import LOCAL_WHEELS, Project, build_local_wheels, steps_in
+from pipeline_support import LOCAL_WHEELS, Project, replace_local_wheel, steps_in
 
 pytestmark = pytest.mark.engine
 
@@ -72,10 +72,7 @@ def test_a_changed_wheel_of_a_later_set_leaves_the_earlier_sets_step_cached(proj
     assert "    set -- /tmp/wheels/pw_kern_fb-1.0.?+inhouse-*.whl; \\\n" in text
     _, plans, plan = project.load()
     build_image(plans, plan, project.root, engine, progress=False)
-    rebuilt = build_local_wheels(tmp_path / "again")["pw-kern-fb"]  # same name, new bytes
-    assert rebuilt.name == local_wheel_files["pw-kern-fb"].name
-    assert rebuilt.read_bytes() != local_wheel_files["pw-kern-fb"].read_bytes()
-    (project.root / "wheels" / rebuilt.name).write_bytes(rebuilt.read_bytes())
+    rebuilt = replace_local_wheel(project.root, "pw-kern-fb", local_wheel_files, tmp_path / "again")
     capsys.readouterr()
     built = build_image(plans, plan, project.root, engine, progress=True)
     steps = steps_in(capsys.readouterr().err)
