@@ -85,7 +85,8 @@ class _Page:
     """A project's files as its page lists them, grouped by version; a group is built on first use.
 
     ``versions`` maps each version's text (the first file's) to the text of its first unyanked file's
-    version, or None when every file of it is yanked; ``load_group`` gives one version's files and
+    version, or None when every file of it is yanked, in ascending version order (so the sort a caller
+    does is one pass over a sorted list); ``load_group`` gives one version's files and
     ``load_all`` every file in page order.
     """
 
@@ -106,9 +107,9 @@ class _Page:
         page._groups, page._all = groups, files
         return page
 
-    def versions(self, include_yanked: bool) -> set[Version]:
-        return {parse_version(text if include_yanked else unyanked) for text, unyanked in self._versions.items()
-                if include_yanked or unyanked is not None}
+    def versions(self, include_yanked: bool) -> list[Version]:
+        return [parse_version(text if include_yanked else unyanked) for text, unyanked in self._versions.items()
+                if include_yanked or unyanked is not None]
 
     def files_of(self, want: Version) -> list[IndexFile]:
         """The files of one version, in page order (equal versions share one group)."""
@@ -151,11 +152,12 @@ def _may_match(filename: str, interpreters: frozenset[str], platforms: frozenset
 
 
 def group_by_version(files: list[IndexFile]) -> dict[str, list[IndexFile]]:
-    """Files grouped by equal versions, each group keyed by its first file's version text, in page order."""
+    """Files grouped by equal versions, each group keyed by its first file's version text, in ascending version
+    order; the files of a group in page order."""
     groups: dict[Version, list[IndexFile]] = {}
     for f in files:
         groups.setdefault(f.version, []).append(f)
-    return {str(group[0].version): group for group in groups.values()}
+    return {str(groups[v][0].version): groups[v] for v in sorted(groups)}
 
 
 class IndexClient:

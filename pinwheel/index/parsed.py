@@ -28,7 +28,8 @@ log = logging.getLogger(__name__)
 # The database under the index cache.
 DATABASE = "parsed.sqlite"
 # Bumped when what a row holds changes: rows of another layout are never read.
-LAYOUT = 1
+# 2: a page's versions are stored in ascending version order (read back by rowid).
+LAYOUT = 2
 
 _SCHEMA = (
     "CREATE TABLE IF NOT EXISTS page_versions (path TEXT, size INTEGER, mtime INTEGER, version TEXT, "
@@ -124,8 +125,8 @@ class ParsedStore:
         head = self._query("SELECT fetched FROM pages WHERE path = ? AND size = ? AND mtime = ?", (key, *stat))
         if not head:
             return None
-        rows = self._query("SELECT version, unyanked FROM page_versions WHERE path = ? AND size = ? AND mtime = ?",
-                           (key, *stat))
+        rows = self._query("SELECT version, unyanked FROM page_versions WHERE path = ? AND size = ? AND mtime = ? "
+                           "ORDER BY rowid", (key, *stat))
         if rows is None:
             return None
         return head[0][0], dict(rows)
@@ -142,7 +143,7 @@ class ParsedStore:
     def store_page(self, path: Path, stat: Stat, fetched: float,
                    groups: dict[str, tuple[str | None, list[dict]]]) -> None:
         """Remember a page file read with ``stat``: per version text, its first unyanked file's version text
-        (None when all are yanked) and its files."""
+        (None when all are yanked) and its files; page() gives the versions back in the order of ``groups``."""
         key = self._key(path)
         self._write([("DELETE FROM page_versions WHERE path = ?", (key,)),
                      ("INSERT OR REPLACE INTO pages VALUES (?, ?, ?, ?)", (key, *stat, fetched))]
