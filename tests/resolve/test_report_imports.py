@@ -1,7 +1,7 @@
 """Each command loads only what it runs: `--help` and an offline `report --json` never import the table
 view (rich), the network (requests), the templates (jinja2), the engine (python-on-whales) or pip; nor what
 only a cache miss, a lock run or an error message needs (LAZY): the ELF reader, the zip, HTML, email, tar
-and TOML readers, difflib, and the lock maker.
+and TOML readers, difflib, the lock maker, and statistics (the smoke payload's CUDA timer).
 
 The modules a real process ends with are read from `sys.modules`, in a fresh interpreter per case; a
 structural check, not a timed one.
@@ -18,7 +18,7 @@ from pinwheel import cli
 
 ROOT = Path(__file__).resolve().parents[2]
 HEAVY = ("rich", "requests", "urllib3", "jinja2", "python_on_whales", "pip")
-LAZY = ("elftools", "zipfile", "html", "email", "tarfile", "tomllib", "difflib", "pinwheel.lock.make")
+LAZY = ("elftools", "zipfile", "html", "email", "tarfile", "tomllib", "difflib", "pinwheel.lock.make", "statistics")
 
 MANIFEST = """\
 manifest_version: 1
