@@ -32,7 +32,8 @@ size      the image's size as the engine reports it (uncompressed).
 With --local-wheel also:
 new-wheel an in-house wheel (a stub fast_hadamard_transform) appears in
           wheels/, the way a freshly built kernel is dropped in. pinwheel binds
-          wheels/ into the last step only; the seed COPYs wheels/ before torch.
+          the last set's own wheels/<set>/ into its step only; the seed COPYs
+          wheels/ before torch.
 
 Goals (pinwheel, uv): cold build <= 0.6x the seed's (median of the rounds),
 no-op <= 10 s, last-pin rebuild <= 1.2x the seed's, size <= 0.87x the seed's.

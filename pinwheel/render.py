@@ -19,7 +19,7 @@ from .plan import Plan
 from .steps import kind_of
 from .steps.git import build_point
 from .steps.wheels import StepView, missing_wheel, multiple_wheels
-from .workspace import InImage, LockFiles
+from .workspace import InContext, InImage, LockFiles
 
 __all__ = ["PythonEnvironment", "StepView", "dockerfile_groups", "dockerfile_name", "missing_wheel", "multiple_wheels",
            "preflight_checks", "render_dockerfile", "render_dockerfiles", "shell_glob", "shell_quote"]
@@ -44,6 +44,7 @@ class PreflightCheck:
     """One wheel the manifest requires (if_missing: fail), checked before anything is installed."""
 
     glob: str
+    directory: str  # where the preflight's mount of wheels/ holds its wheel set's own wheels
     gates: tuple[str, ...]  # the wheel set's gate and the package's: the check runs when all are on
     condition: str  # those gates as one shell test; empty when ungated
     missing_message: str
@@ -61,6 +62,8 @@ def preflight_checks(plan: Plan) -> tuple[PreflightCheck, ...]:
             level, missing = missing_wheel(p)
             checks.append(PreflightCheck(
                 glob=p.local.glob,
+                directory=posixpath.join(InImage.WHEELS_MOUNT,
+                                         posixpath.relpath(InContext.wheel_set(step.name), InContext.WHEELS)),
                 gates=gates,
                 condition=" && ".join(f'[ "${{{g}}}" = "1" ]' for g in gates),
                 missing_message=f"pinwheel: {level}: {missing}",
@@ -275,6 +278,7 @@ def render_dockerfile(plans: Sequence[Plan]) -> str:
         preflight=preflight,
         preflight_gates=[g.name for g in first.gates if any(g.name in c.gates for c in preflight)],
         paths=InImage,
+        context_paths=InContext,
         preflight_dir=posixpath.dirname(InImage.PREFLIGHT_MARK),
         lock_files=LockFiles,
     )

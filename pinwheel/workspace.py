@@ -44,6 +44,18 @@ class LockFiles:
         return f"{index:02d}-{step}.fallback-{package}.txt"
 
 
+class InContext:
+    """Paths inside the build context pinwheel assembles (image.build.assemble_context), as the Dockerfile
+    names them."""
+
+    WHEELS = "wheels"  # the local wheels the Plan's globs match, for this platform, one directory per wheel set
+
+    @staticmethod
+    def wheel_set(step_name: str) -> str:
+        """wheels/<step>/: one wheel set's own local wheels, all its RUN mounts."""
+        return f"{InContext.WHEELS}/{step_name}"
+
+
 class InImage:
     """Paths inside the build and the image that the template, the build context and the smoke share."""
 

@@ -2,8 +2,8 @@
 
 The build context holds only what the Dockerfile reads (the rendered file,
 the variant's lock, the smoke payload, the local wheels that match the
-manifest's globs), so nothing else in the checkout can leak into a layer or
-invalidate the cache. Secrets travel as BuildKit secrets and live in a
+manifest's globs, each wheel set's in a directory of its own), so nothing else
+in the checkout can leak into a layer or invalidate the cache. Secrets travel as BuildKit secrets and live in a
 temporary directory outside the context.
 """
 from __future__ import annotations
@@ -29,7 +29,7 @@ from .engine import CacheExport, Engine
 from ..index import ca_bundle, default_index_url, pip_setting
 from ..lock import lock_sha256, locked_versions
 from ..plan import Plan
-from ..workspace import LockFiles, Workspace
+from ..workspace import InContext, LockFiles, Workspace
 from ..render import dockerfile_groups, missing_wheel, multiple_wheels, render_dockerfile
 
 # The smoke payload is a module of this package, so it ships in the wheel; the
@@ -213,12 +213,17 @@ def assemble_context(plan: Plan, inputs: BuildInputs, context: Path, dockerfile:
     payload = context / "smoke_payload.py"
     payload.write_bytes(PAYLOAD.read_bytes())
     payload.chmod(0o644)
-    wheels = context / "wheels"
-    wheels.mkdir()
-    for pkg in plan.packages():
-        if pkg.local and inputs.wheels_dir.is_dir():
-            for wheel in plan.local_wheels(inputs.wheels_dir, pkg.local.glob):  # the Plan's platform's only
-                shutil.copy2(wheel, wheels / wheel.name)
+    (context / InContext.WHEELS).mkdir()
+    for step in plan.steps:  # each wheel set's own local wheels in a directory of its own, which its step mounts
+        local = [p for p in step.packages if p.local]
+        if not local:
+            continue
+        wheels = context / InContext.wheel_set(step.name)
+        wheels.mkdir()  # even empty (its gate off, its wheels missing): the step mounts it all the same
+        for pkg in local:
+            if pkg.active and inputs.wheels_dir.is_dir():
+                for wheel in plan.local_wheels(inputs.wheels_dir, pkg.local.glob):  # the Plan's platform's only
+                    shutil.copy2(wheel, wheels / wheel.name)
 
 
 def write_secrets(plan: Plan, secrets_dir: Path) -> dict[str, Path]:

@@ -11,7 +11,8 @@ The building block of kind `wheels`:
 - lock: its index packages form its slice, NN-<step>.txt, and each local
   wheel's fallback its own file;
 - partial: templates/steps/wheels.j2, one RUN that installs the slice with
-  --no-deps --require-hashes and guards each local wheel;
+  --no-deps --require-hashes and guards each local wheel, bind-mounting the
+  context's wheels/<step>/, which holds only this set's local wheels;
 - invariant: none of its own; every pin is checked with the whole Python
   environment after the last step (expect.json, Dockerfile.j2).
 """
@@ -28,7 +29,7 @@ from packaging.utils import canonicalize_name
 from ..manifest.model import Gate, StepSpec, pinned_version
 from ..manifest.reader import Reader, StepReading
 from ..smoke_payload import NAMED_CHECKS
-from ..workspace import LockFiles
+from ..workspace import InContext, LockFiles
 from .base import Effect, StepKind
 
 if TYPE_CHECKING:
@@ -366,6 +367,13 @@ class StepView:
     @property
     def gate_off_message(self) -> str:
         return f"pinwheel: {self.step.gate}=0: skipping wheel set {self.step.name}"
+
+    @property
+    def wheels_dir(self) -> str:
+        """The build context's directory of this set's own local wheels, which its RUN bind-mounts instead of
+        all of wheels/: BuildKit keys the mount by that directory's bytes, so another set's changed wheel
+        leaves this set's layer cached."""
+        return InContext.wheel_set(self.step.name)
 
     def __getattr__(self, name: str):
         return getattr(self.step, name)

@@ -7,12 +7,13 @@ ARG BASE=pinwheel/base:bookworm-py311
 # ---- preflight: every wheel the manifest requires (if_missing: fail) is in
 # wheels/, exactly once, before anything is installed. A stage of its own: the
 # image stage reads only its marker, so a changed wheel re-runs this check and
-# no layer below it.
+# no layer below it. The build context holds each wheel set's own wheels in
+# wheels/<set>/, which that set's step mounts.
 FROM ${BASE} AS preflight
 RUN --mount=type=bind,source=wheels,target=/tmp/wheels \
     set -eu; \
     missing=0; \
-    set -- /tmp/wheels/demo_fail-*.whl; \
+    set -- /tmp/wheels/local/demo_fail-*.whl; \
     if [ ! -e "$1" ]; then echo 'pinwheel: ERROR: wheels/demo_fail-*.whl is missing and demo-fail is required. run `make wheels` in ../demo' >&2; missing=1; \
     elif [ "$#" -gt 1 ]; then echo 'pinwheel: ERROR: more than one wheel in wheels/ matches demo_fail-*.whl; keep one:' "$@" >&2; missing=1; fi; \
     if [ "$missing" != 0 ]; then exit 1; fi; \
@@ -96,7 +97,7 @@ COPY --from=lock /03-local.fallback-demo-fallback.txt /tmp/pinwheel/lock/03-loca
 RUN --mount=type=bind,from=installer,source=/opt/pinwheel/uv/bin/uv,target=/tmp/pinwheel/bin/uv \
     --mount=type=secret,id=ca,target=/run/secrets/ca \
     --mount=type=secret,id=uvconf,target=/run/secrets/uvconf \
-    --mount=type=bind,source=wheels,target=/tmp/wheels \
+    --mount=type=bind,source=wheels/local,target=/tmp/wheels \
     set -eu; \
     if [ -s /run/secrets/ca ]; then export SSL_CERT_FILE=/run/secrets/ca; fi; \
     if [ -s /run/secrets/uvconf ]; then export UV_CONFIG_FILE=/run/secrets/uvconf; fi; \

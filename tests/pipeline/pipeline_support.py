@@ -26,6 +26,7 @@ import fcntl
 import hashlib
 import ipaddress
 import os
+import re
 import shutil
 import socket
 import ssl
@@ -427,6 +428,19 @@ def scan_saved_image(tarball: Path, needles: Sequence[bytes], chunk: int = 8 << 
                         found[n].append(member.name)
                 tail = window[-overlap:] if overlap > 0 else b""
     return found
+
+
+def steps_in(log: str) -> dict[str, bool]:
+    """Each build step's header ("[image 3/12] RUN ...") in a plain-progress log -> whether BuildKit took it
+    from the cache."""
+    headers: dict[str, str] = {}
+    cached: set[str] = set()
+    for number, rest in re.findall(r"^#(\d+) (.*)$", log, re.M):
+        if rest.startswith("[") and number not in headers:
+            headers[number] = rest
+        elif rest == "CACHED":
+            cached.add(number)
+    return {header: number in cached for number, header in headers.items()}
 
 
 def layer_members(tarball: Path) -> list[str]:

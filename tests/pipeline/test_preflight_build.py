@@ -17,7 +17,7 @@ import pytest
 from pinwheel.image.build import BuildError, BuildInputs, assemble_context, check_local_wheels, write_secrets
 from pinwheel.image.engine import BuildFailed, Engine
 
-from pipeline_support import Project
+from pipeline_support import Project, steps_in
 
 pytestmark = pytest.mark.engine
 
@@ -56,18 +56,6 @@ def test_missing_required_wheel_fails_in_the_preflight_before_any_install(projec
     assert not re.search(r"^#\d+ \[installer \d+/\d+\] RUN", log, re.M)  # uv's stage waits for the preflight too
     assert not re.search(r"^#\d+ \d+\.\d+ (Prepared|Installed) \d+ package|^#\d+ \d+\.\d+  \+ ", log, re.M)  # uv's
     assert not engine.image_exists(f"{project.repository}:preflight")
-
-
-def steps_in(log: str) -> dict[str, bool]:
-    """Each build step's header ("[image 3/12] RUN ...") -> whether BuildKit took it from the cache."""
-    headers: dict[str, str] = {}
-    cached: set[str] = set()
-    for number, rest in re.findall(r"^#(\d+) (.*)$", log, re.M):
-        if rest.startswith("[") and number not in headers:
-            headers[number] = rest
-        elif rest == "CACHED":
-            cached.add(number)
-    return {header: number in cached for number, header in headers.items()}
 
 
 def test_a_changed_local_wheel_reruns_the_preflight_but_no_layer_below_it(project_factory, engine: Engine,

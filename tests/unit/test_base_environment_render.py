@@ -406,3 +406,23 @@ def test_a_gated_remove_step_is_allowed_where_its_gate_is_off_on_a_fresh_venv(tm
     text = text.replace('  seen:\n    cuda: "13.0"', '  seen:\n    cuda: "12.9"')
     m = load_text(text, tmp_path)
     assert [s.kind for s in m.steps] == ["wheels", "remove"]
+
+
+def test_a_local_wheel_on_a_base_is_mounted_from_its_sets_own_directory(tmp_path):
+    """Installing into the base's python (or a venv that sees it) changes only the words that install: the
+    wheel set's step mounts the context's directory of its own wheels in every environment."""
+    text = MANIFEST.replace('      - {requirement: "six==1.16.0", why: "tiny and stable"}\n',
+                            '      - {requirement: "six==1.16.0", why: "tiny and stable"}\n'
+                            '      - requirement: "demo-k==1.0"\n'
+                            '        why: "in-house"\n'
+                            '        local: {glob: "demo_k-1.0+cu13-*.whl", if_missing: skip}\n', 1)
+    rendered = render_dockerfiles(plans(text, tmp_path))
+    install = {"Dockerfile": "/tmp/pinwheel/bin/uv pip install --python /usr/bin/python3 --break-system-packages",
+               "Dockerfile.seen": "/tmp/pinwheel/bin/uv pip install --python /opt/venv/bin/python"}
+    assert list(rendered) == list(install)
+    for name, dockerfile in rendered.items():
+        assert dockerfile.count("/tmp/wheels") == 2, name  # the mount, and the glob its guard expands
+        assert "    --mount=type=bind,source=wheels/core,target=/tmp/wheels \\\n" in dockerfile, name
+        assert "    set -- /tmp/wheels/demo_k-1.0+cu13-*.whl; \\\n" in dockerfile, name
+        assert f"      {install[name]} --no-deps \"$1\"; \\\n" in dockerfile, name
+        assert "source=wheels," not in dockerfile, name  # no preflight: nothing mounts all of wheels/

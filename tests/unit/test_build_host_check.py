@@ -126,3 +126,58 @@ def test_build_exits_2_before_any_engine_call(project, monkeypatch, capsys):
     assert rc == 2, err
     assert "demo_fail-*.whl" in err and "run `make wheels` in ../demo" in err
     assert "Traceback" not in err
+
+
+def test_the_context_holds_each_sets_active_wheels_in_a_directory_of_its_own(project, tmp_path_factory):
+    """What each wheel set's step mounts (wheels/<set>/): only its own active wheels; a set without local
+    wheels has no directory, and a wheel no glob matches stays out of the context."""
+    from pinwheel.image.build import assemble_context
+
+    put(project, "demo_fail-1.0-py3-none-any.whl", "demo_cuda-1.0-py3-none-any.whl",
+        "demo_skip-1.0-py3-none-any.whl", "stray-1.0-py3-none-any.whl")
+    m = manifest.load(project / "wheels_manifest.yaml")
+    image_dir = project / "images" / m.image.name
+    image_dir.mkdir(parents=True)
+    (image_dir / "Dockerfile").write_text("FROM scratch\n")
+    found = {}
+    for variant in ("cu130", "cu129"):  # cu129: ENABLE_CUDA_13 is off, so demo-cuda is not installed
+        plan = plan_variant(m, variant)
+        context = tmp_path_factory.mktemp(f"context-{variant}")
+        assemble_context(plan, BuildInputs.for_plan(plan, project), context)
+        found[variant] = sorted(p.relative_to(context).as_posix() for p in (context / "wheels").rglob("*"))
+    assert found["cu130"] == ["wheels/local", "wheels/local/demo_cuda-1.0-py3-none-any.whl",
+                              "wheels/local/demo_fail-1.0-py3-none-any.whl",
+                              "wheels/local/demo_skip-1.0-py3-none-any.whl"]
+    assert found["cu129"] == ["wheels/local", "wheels/local/demo_fail-1.0-py3-none-any.whl",
+                              "wheels/local/demo_skip-1.0-py3-none-any.whl"]
+
+
+def test_a_gated_off_set_still_has_its_directory_for_the_mount(tmp_path_factory):
+    """One Dockerfile serves every variant, so a set whose gate is off still mounts wheels/<set>/: it is there,
+    empty (the step then says it skips the set)."""
+    from pinwheel.image.build import assemble_context
+
+    root = tmp_path_factory.mktemp("gated-set")
+    (root / "wheels_manifest.yaml").write_text(manifest_yaml(
+        variants=[variant("cu130"), variant("cu129", cuda="12.9")], gates=CUDA_13_GATE, steps="""\
+  - name: cuda13
+    why: "CUDA 13 kernels"
+    gate: ENABLE_CUDA_13
+    packages:
+      - requirement: "demo-skip==1.0"
+        why: "nice to have"
+        local: {glob: "demo_skip-*.whl", if_missing: skip}
+"""))
+    (root / "wheels").mkdir()
+    put(root, "demo_skip-1.0-py3-none-any.whl")
+    m = manifest.load(root / "wheels_manifest.yaml")
+    (root / "images" / m.image.name).mkdir(parents=True)
+    (root / "images" / m.image.name / "Dockerfile").write_text("FROM scratch\n")
+    found = {}
+    for name in ("cu130", "cu129"):
+        plan = plan_variant(m, name)
+        context = tmp_path_factory.mktemp(f"context-{name}")
+        assemble_context(plan, BuildInputs.for_plan(plan, root), context)
+        found[name] = sorted(p.relative_to(context).as_posix() for p in (context / "wheels").rglob("*"))
+    assert found == {"cu130": ["wheels/cuda13", "wheels/cuda13/demo_skip-1.0-py3-none-any.whl"],
+                     "cu129": ["wheels/cuda13"]}

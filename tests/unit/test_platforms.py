@@ -163,7 +163,8 @@ def test_per_arch_local_wheels_are_one_match_per_platform(tmp_path):
     context = tmp_path / "ctx"
     context.mkdir()
     assemble_context(arm, BuildInputs(tmp_path, image_dir, tmp_path / "lock", wheels), context)
-    assert [w.name for w in (context / "wheels").iterdir()] == ["flash_mla-1.0.0-cp311-cp311-linux_aarch64.whl"]
+    assert sorted(p.relative_to(context).as_posix() for p in (context / "wheels").rglob("*")) == [
+        "wheels/local-kernels", "wheels/local-kernels/flash_mla-1.0.0-cp311-cp311-linux_aarch64.whl"]
     # a variant without platforms counts every match, as before
     single = plan_variant(parse(variants=[variant("cu130")], steps=LOCAL_STEPS, gates=""), "cu130")
     assert len(single.local_wheels(wheels, "flash_mla-*.whl")) == 2

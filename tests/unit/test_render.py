@@ -214,23 +214,24 @@ ARG BASE=pinwheel/base:bookworm-py311
 # ---- preflight: every wheel the manifest requires (if_missing: fail) is in
 # wheels/, exactly once, before anything is installed. A stage of its own: the
 # image stage reads only its marker, so a changed wheel re-runs this check and
-# no layer below it.
+# no layer below it. The build context holds each wheel set's own wheels in
+# wheels/<set>/, which that set's step mounts.
 FROM ${BASE} AS preflight
 ARG ENABLE_CUDA_13=1
 ARG ENABLE_TORCH_214=0
 RUN --mount=type=bind,source=wheels,target=/tmp/wheels \\
     set -eu; \\
     missing=0; \\
-    set -- /tmp/wheels/demo_a-*.whl; \\
+    set -- /tmp/wheels/core/demo_a-*.whl; \\
     if [ ! -e "$1" ]; then echo 'pinwheel: ERROR: wheels/demo_a-*.whl is missing and demo-a is required. make a' >&2; missing=1; \\
     elif [ "$#" -gt 1 ]; then echo 'pinwheel: ERROR: more than one wheel in wheels/ matches demo_a-*.whl; keep one:' "$@" >&2; missing=1; fi; \\
     if [ "${ENABLE_CUDA_13}" = "1" ]; then \\
-    set -- /tmp/wheels/demo_b-1.?-*.whl; \\
+    set -- /tmp/wheels/cuda13/demo_b-1.?-*.whl; \\
     if [ ! -e "$1" ]; then echo 'pinwheel: ERROR: wheels/demo_b-1.?-*.whl is missing and demo-b is required. make b' >&2; missing=1; \\
     elif [ "$#" -gt 1 ]; then echo 'pinwheel: ERROR: more than one wheel in wheels/ matches demo_b-1.?-*.whl; keep one:' "$@" >&2; missing=1; fi; \\
     fi; \\
     if [ "${ENABLE_CUDA_13}" = "1" ] && [ "${ENABLE_TORCH_214}" = "1" ]; then \\
-    set -- /tmp/wheels/demo_c-*.whl; \\
+    set -- /tmp/wheels/cuda13/demo_c-*.whl; \\
     if [ ! -e "$1" ]; then echo 'pinwheel: ERROR: wheels/demo_c-*.whl is missing and demo-c is required. make c' >&2; missing=1; \\
     elif [ "$#" -gt 1 ]; then echo 'pinwheel: ERROR: more than one wheel in wheels/ matches demo_c-*.whl; keep one:' "$@" >&2; missing=1; fi; \\
     fi; \\
@@ -254,6 +255,25 @@ def test_preflight_checks_every_fail_wheel_under_its_gates_before_any_install(tm
     assert "pip install" not in text[:end] and "pip install" not in image[:first_run]
     # skip and fallback wheels are not the preflight's business
     assert "demo_skip" not in text[:end]
+
+
+def test_each_wheel_set_mounts_only_its_own_local_wheels(tmp_path):
+    """Gated or not, each set with local wheels mounts its own directory of the build context (which holds only
+    the active ones); the whole wheels/ directory is mounted by the preflight alone, so a changed wheel re-runs
+    no other set."""
+    text = render_text(GATED_PREFLIGHT, tmp_path)
+    runs = re.findall(r"^RUN .*?(?<!\\)$", text, flags=re.M | re.S)
+    mounts = [re.findall(r"--mount=type=bind,source=wheels\S*,target=/tmp/wheels", r) for r in runs]
+    assert [m for m in mounts if m] == [["--mount=type=bind,source=wheels,target=/tmp/wheels"],  # the preflight
+                                        ["--mount=type=bind,source=wheels/core,target=/tmp/wheels"],
+                                        ["--mount=type=bind,source=wheels/cuda13,target=/tmp/wheels"]]
+
+
+def test_a_wheel_set_without_local_wheels_mounts_none(tmp_path):
+    text = render_text(POLICIES, tmp_path)
+    shared = text[text.index("# ---- wheel set 1/3: core."):text.index("# ---- wheel set 3/3: local.")]
+    assert "wheels" not in shared
+    assert text.count("--mount=type=bind,source=wheels/local,target=/tmp/wheels \\\n") == 1
 
 
 def test_no_fail_policy_no_preflight():
