@@ -15,7 +15,7 @@ PLATFORMS ?=
 comma := ,
 platform_list = $(subst $(comma), ,$(PLATFORMS))
 
-.PHONY: help deps engine engine2 qemu registry tools render check-render report lock image smoke publish bump base e2e test bench bench-cache clean
+.PHONY: help deps engine engine2 qemu registry tools render check-render report lock image smoke publish bump base e2e test bench bench-cache bench-scale clean
 
 help:
 	@echo "make image CUDA=13     build the CUDA 13 image (installs the engine if needed)"
@@ -24,7 +24,7 @@ help:
 	@echo "make lock              regenerate hashed locks under images/"
 	@echo "make render            regenerate images/*/Dockerfile"
 	@echo "make bump TORCH=2.14.1 what breaks if torch is bumped"
-	@echo "make smoke | publish | e2e | bench"
+	@echo "make smoke | publish | e2e | bench | bench-scale"
 
 $(VENV)/.deps: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -93,6 +93,15 @@ bench: deps engine
 # the layer cache across engines; empties the second engine's store (it is the bench's own)
 bench-cache: deps engine engine2 registry
 	$(PY) bench/cache_bench.py --json bench/results/cache_bench.json
+
+# report, lock and render time against manifest size (10, 50, 200 packages), uv as the peer:
+# bench/results/scale.json and docs/scale.png (matplotlib, from the bench extra)
+$(VENV)/.bench-deps: $(VENV)/.deps
+	$(PY) -m pip install -q -e '.[test,bench]'
+	touch $@
+
+bench-scale: $(VENV)/.bench-deps
+	$(PY) bench/scale_bench.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache

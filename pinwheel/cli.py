@@ -202,15 +202,17 @@ def base_variant_plan(m: Manifest, plan: Plan) -> Plan:
     return plan_variant(m, plan.variant.base_variant, platform=plan.container_platform)
 
 
-def build_variant(m: Manifest, plan: Plan, engine, target: str, quiet: bool, cache: BuildCache | None = None):
+def build_variant(m: Manifest, plan: Plan, engine, target: str, quiet: bool, cache: BuildCache | None = None,
+                  fresh_checks: bool = False):
     """The built image, or None when the build failed (its log tail already printed). A variant built on
     another variant's image (base_variant) builds that one first, for the same platform, and starts FROM it.
-    ``cache``: the layer cache refs of this variant's build (--cache-from/--cache-to)."""
+    ``cache``: the layer cache refs of this variant's build (--cache-from/--cache-to); ``fresh_checks``: the
+    invariant reuses no earlier passing result (--fresh-checks)."""
     from .image.build import BuildError, build_image
     from .image.engine import BuildFailed
     base_image = None
     if plan.variant.base_variant:
-        base = build_variant(m, base_variant_plan(m, plan), engine, "image", quiet)
+        base = build_variant(m, base_variant_plan(m, plan), engine, "image", quiet, fresh_checks=fresh_checks)
         if base is None:
             return None
         # by its immutable tag: BuildKit resolves FROM as a reference, and an image id is not one
@@ -220,7 +222,7 @@ def build_variant(m: Manifest, plan: Plan, engine, target: str, quiet: bool, cac
         ensure_variant_base(plan, Workspace.of(m), engine)
     try:
         return build_image(plans_for(m, None), plan, m.path.parent, engine, target=target, progress=not quiet,
-                           base_image=base_image, cache=cache)
+                           base_image=base_image, cache=cache, fresh_checks=fresh_checks)
     except BuildError as exc:
         raise UsageError(str(exc)) from None
     except BuildFailed as exc:
@@ -241,7 +243,7 @@ def cmd_build(args: argparse.Namespace) -> int:
     cache = BuildCache(tuple(r or cache_ref(plan, args.registry) for r in args.cache_from),
                        None if args.cache_to is None else args.cache_to or cache_ref(plan, args.registry))
     engine = engine_or_fail(args)
-    built = build_variant(m, plan, engine, args.target, args.quiet, cache)
+    built = build_variant(m, plan, engine, args.target, args.quiet, cache, fresh_checks=args.fresh_checks)
     if built is None:
         return EXIT_PROBLEM
     for export in built.cache_exports:
@@ -610,6 +612,9 @@ def build_parser() -> argparse.ArgumentParser:
                         "the inline cache with the image pushed to REF; bare: the variant's cache ref")
     b.add_argument("--registry", default=DEFAULT_REGISTRY,
                    help=f"the publish registry, home of the default cache refs (default: {DEFAULT_REGISTRY})")
+    b.add_argument("--fresh-checks", action="store_true",
+                   help="the invariant runs pip check and the import check again, reusing no earlier passing "
+                        "result (by default one is reused while every input it read is unchanged)")
     b.set_defaults(func=cmd_build)
 
     ba = sub.add_parser("base", help="the variant's base image: create a bootstrap base, or read its inventory",

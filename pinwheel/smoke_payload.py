@@ -31,6 +31,20 @@ static  any host. Every pin in expect.json is installed at exactly that
         distribution, the module and the error's last line. Distributions
         expect.json lists under "import_skip" (manifest `needs: driver`) are
         skipped with their reason, and left to the import level.
+        With --cache-dir DIR (the build's invariant, a BuildKit cache mount),
+        a passing pip check or import check is stored there and reused while
+        every input it read is unchanged; the stage says "reused" with its key
+        and when it passed. pip check's key: this payload's own bytes, every
+        distribution's metadata directory name and bytes, the interpreter,
+        the host, pip's version.
+        The import check's: those and the module and skip lists, then what the
+        import processes read, recorded by an audit hook and a last finder:
+        each distribution owning a file they loaded (its RECORD, and size,
+        mtime, ctime of every file it lists), every other file by its stat
+        when first read, every directory listed, the loader's search paths,
+        the .pth files, and every name no finder found, which must still be
+        unfindable. Anything else runs the check again. --fresh-checks (or
+        PINWHEEL_FRESH_CHECKS=1) reuses nothing; other levels never do.
 import  needs an NVIDIA driver. What the manifest declares, nothing else: the top-level
         modules of each import_skip distribution (manifest `needs: driver`), and each
         package's verify check with needs: driver (its imports, then its snippet).
@@ -540,6 +554,86 @@ _IMPORT_CHILD = r"""
 import importlib, json, os, site, sys, traceback
 for d in filter(None, os.environ.get("PINWHEEL_IMPORT_SITES", "").split(os.pathsep)):
     site.addsitedir(d)
+_record = os.environ.get("PINWHEEL_IMPORT_RECORD")
+if _record:  # what the imports read, as it was when first read, for reusing a passing result (see import_inputs)
+    import hashlib
+    _read, _listed, _written, _absent, _opaque, _inside = {}, {}, set(), set(), [], []
+    _abspath, _fsdecode, _stat, _listdir = os.path.abspath, os.fsdecode, os.stat, os.listdir
+    def _state(path):
+        try:
+            st = _stat(path)
+        except OSError:
+            return None
+        return [st.st_size, st.st_mtime_ns, st.st_ctime_ns]
+    def _names(path):
+        try:
+            return hashlib.sha256(json.dumps(sorted(_listdir(path))).encode()).hexdigest()
+        except OSError:
+            return None
+    def _audit(event, args):
+        if _inside or event not in _EVENTS:
+            return
+        _inside.append(1)  # the hook's own listdir raises the event again
+        try:
+            _note(event, args)
+        except Exception as exc:  # never in the way of the import itself; the record is then not trusted
+            _opaque.append(f"{event}: {exc!r}")
+        finally:
+            _inside.pop()
+    _SPAWN = ("subprocess.Popen", "os.system", "os.exec", "os.posix_spawn", "os.spawn", "os.fork", "pty.spawn")
+    _EVENTS = ("open", "os.listdir", "os.scandir", "ctypes.dlopen", *_SPAWN)
+    def _note(event, args):
+        if event == "open":
+            path, mode, flags = args
+            if isinstance(path, int):
+                return
+            path = _abspath(_fsdecode(path))
+            if path in _read or path in _written:
+                return
+            if (mode is None and flags & os.O_TRUNC and flags & (os.O_WRONLY | os.O_RDWR)) or (
+                    isinstance(mode, str) and ("w" in mode or "x" in mode)):
+                _written.add(path)  # created or emptied: what is read from it later, this run wrote
+            else:
+                _read[path] = _state(path)
+        elif event == "subprocess.Popen":
+            _spawned(*args)
+        elif event in _SPAWN:  # what another program reads is not seen here
+            _opaque.append(f"an import ran another program ({event} {str(args[0])[:200]})")
+        elif event == "ctypes.dlopen":
+            if isinstance(args[0], (str, bytes)) and os.sep in _fsdecode(args[0]):
+                path = _abspath(_fsdecode(args[0]))
+                _read.setdefault(path, _state(path))
+        elif isinstance(args[0], int):
+            _opaque.append(f"{event} of a file descriptor")
+        else:
+            path = _abspath(_fsdecode(args[0] if args[0] is not None else "."))
+            if path not in _listed:
+                _listed[path] = _names(path)
+    def _spawned(executable, argv, cwd, env):
+        # what another program reads is not seen here: only a program that is not there (its absence is
+        # what the import saw, by every path it was looked for on) or `ldconfig -p` (it prints
+        # /etc/ld.so.cache, which is recorded) keeps the record whole
+        argv = [argv] if isinstance(argv, (str, bytes)) else list(argv or [])
+        prog = _fsdecode(executable if executable is not None else (argv[0] if argv else ""))
+        where = [prog] if os.sep in prog else [os.path.join(d or ".", prog) for d in
+                                                (env or os.environ).get("PATH", os.defpath).split(os.pathsep)]
+        found = [p for p in map(_abspath, where) if os.path.isfile(p)]
+        if not found:
+            for p in map(_abspath, where):
+                _read.setdefault(p, None)
+        elif os.path.basename(found[0]) == "ldconfig" and [_fsdecode(a) for a in argv[1:]] == ["-p"]:
+            _read.setdefault(found[0], _state(found[0]))
+            _read.setdefault("/etc/ld.so.cache", _state("/etc/ld.so.cache"))
+        else:
+            _opaque.append(f"an import ran another program ({found[0]})")
+    sys.addaudithook(_audit)
+    class _AbsentNames:  # last on sys.meta_path: asked only when no finder before it found the name
+        @staticmethod
+        def find_spec(name, path=None, target=None):
+            _absent.add((name, tuple(path) if path is not None and name.count(".") else None))
+            return None
+    sys.meta_path.append(_AbsentNames)
+    _sys_path = list(sys.path)  # as site left it: what the imports searched from
 for mod in sys.argv[1:]:
     print(json.dumps({"module": mod, "started": True}), flush=True)
     try:
@@ -549,6 +643,46 @@ for mod in sys.argv[1:]:
         lines = traceback.format_exception_only(type(exc), exc)
         rec = {"module": mod, "ok": False, "error": (lines[-1] if lines else repr(exc)).strip()}
     print(json.dumps(rec), flush=True)
+if _record:
+    _inside.append(1)  # what follows is the record's own reading
+    for m in list(sys.modules.values()):
+        try:
+            f = getattr(m, "__file__", None)
+        except Exception:
+            f = None
+        if isinstance(f, str):
+            f = _abspath(f)
+            if f not in _written:
+                _read.setdefault(f, _state(f))
+        for d in (getattr(m, "__path__", None) or ()) if not f else ():
+            if isinstance(d, str):
+                _listed.setdefault(_abspath(d), _names(_abspath(d)))
+    try:
+        with open("/proc/self/maps") as fh:
+            for line in fh:
+                part = line.split(None, 5)
+                if len(part) == 6 and part[5].startswith("/") and not part[5].rstrip().endswith("(deleted)"):
+                    path = part[5].rstrip("\n")
+                    if path not in _written:
+                        _read.setdefault(path, _state(path))
+                        _listed.setdefault(os.path.dirname(path), _names(os.path.dirname(path)))
+    except OSError:
+        _opaque.append("no /proc/self/maps: shared objects loaded by the imports are unknown")
+    # where the dynamic loader looks for a library by its name: a library absent then may be there now
+    _read.setdefault("/etc/ld.so.cache", _state("/etc/ld.so.cache"))
+    _arch = getattr(sys.implementation, "_multiarch", "")
+    for d in [*os.environ.get("LD_LIBRARY_PATH", "").split(os.pathsep), "/lib", "/lib64", "/usr/lib", "/usr/lib64",
+              "/usr/local/lib", *([f"/lib/{_arch}", f"/usr/lib/{_arch}"] if _arch else [])]:
+        if d:
+            _listed.setdefault(_abspath(d), _names(_abspath(d)))
+    for name in ("sitecustomize", "usercustomize"):  # site looked for them before this ran
+        if name not in sys.modules:
+            _absent.add((name, None))
+    tmp = _record + ".tmp"
+    with open(tmp, "w") as fh:
+        json.dump({"read": _read, "listed": _listed, "absent": sorted(_absent, key=repr),
+                   "sys_path": _sys_path, "opaque": _opaque}, fh)
+    os.replace(tmp, _record)
 """
 _IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _SITES: list = []  # --site directories, added in the import processes too
@@ -558,13 +692,12 @@ def top_level_modules(dist) -> list:
     """A distribution's top-level modules: top_level.txt, else the first path part of its RECORD."""
     names = []
     text = dist.read_text("top_level.txt")
-    files = dist.files or ()
     if text:
         names = [line.strip().replace("/", ".") for line in text.splitlines() if line.strip()]
         # only what is there: a top_level.txt may name a directory it never shipped (Debian's setuptools: debian)
         names = [n for n in names if _on_disk(dist, n.split(".")[0])]
     else:
-        for f in files:
+        for f in dist.files or ():  # only here: parsing a RECORD into paths is most of this function's time
             parts = f.parts
             if not parts or parts[0] in ("..", "__pycache__") or parts[0].endswith((".dist-info", ".data", ".pth")):
                 continue
@@ -588,14 +721,18 @@ def _on_disk(dist, name: str) -> bool:
         return True  # cannot tell: import it, and let the import say
 
 
-def _import_batch(modules: list, timeout: float) -> tuple:
-    """({module: (ok, error)}, the module it was importing when the process died or timed out, or None)."""
+def _import_batch(modules: list, timeout: float, record: str | None = None) -> tuple:
+    """({module: (ok, error)}, the module it was importing when the process died or timed out, or None).
+
+    With `record`, the process writes there what its imports read (see import_inputs)."""
     results, current = {}, None
     try:
         flags = (["-S"] if sys.flags.no_site else []) + (["-I"] if sys.flags.isolated else [])  # as this one runs
+        env = {**os.environ, "PYTHONDONTWRITEBYTECODE": "1", "PINWHEEL_IMPORT_SITES": os.pathsep.join(_SITES)}
+        if record:
+            env["PINWHEEL_IMPORT_RECORD"] = record
         proc = subprocess.run([sys.executable, *flags, "-c", _IMPORT_CHILD, *modules], capture_output=True, text=True,
-                              timeout=timeout, env={**os.environ, "PYTHONDONTWRITEBYTECODE": "1",
-                                                    "PINWHEEL_IMPORT_SITES": os.pathsep.join(_SITES)})
+                              timeout=timeout, env=env)
         out, died = proc.stdout, (f"the import process exited {proc.returncode}" if proc.returncode else None)
         tail = (proc.stderr.strip().splitlines() or [""])[-1]
     except subprocess.TimeoutExpired as exc:
@@ -636,11 +773,32 @@ def run_imports(expect: dict) -> dict:
             owners.setdefault(m, set()).add(name)
     skipped_modules = {m for s in skipped for m in s["modules"]}
     modules = sorted(m for m in owners if m not in skipped_modules)
+    cache, key, cache_fields = _cache(), None, {"reused": False}
+    if cache is not None:
+        meta = metadata_key(("METADATA", "PKG-INFO", "entry_points.txt"))
+        if meta is None:
+            cache_fields["cache"] = "not used: a distribution's metadata is not a directory on disk"
+        else:
+            key = _sha({"interpreter": _interpreter(), "metadata": meta, "modules": modules, "skipped": skipped})
+            entry = cache.load("imports", key)
+            try:
+                changed = ("--fresh-checks" if cache.fresh else "no passing result under this key") \
+                    if entry is None else unchanged_since(entry["inputs"])
+                reused = {} if changed else {**entry["result"], "cache_key": entry["cache_key"],
+                                             "passed_at": entry["passed_at"]}
+            except (KeyError, TypeError, AttributeError, ValueError) as exc:
+                changed = f"the stored result is not readable ({exc!r})"
+            if changed is None:
+                return _stage("static", "imports", "passed", **reused, processes=0, reused=True,
+                              seconds=round(time.perf_counter() - t0, 2))
+            cache_fields["fresh_because"] = changed
+    records = []
     results: dict = {}
     processes = 0
     pending = list(modules)
     while pending:  # one process; where it died, the rest in a new one
-        got, died_on = _import_batch(pending, IMPORT_TIMEOUT_S)
+        records.append(_record_path(cache, key))
+        got, died_on = _import_batch(pending, IMPORT_TIMEOUT_S, records[-1])
         processes += 1
         results.update(got)
         pending = [m for m in pending if m not in results]
@@ -650,7 +808,8 @@ def run_imports(expect: dict) -> dict:
             pending = []
     failures, after_others = [], []
     for m in [m for m in modules if not results[m][0]]:  # each failure again alone, so none hides another
-        alone, _ = _import_batch([m], IMPORT_ALONE_TIMEOUT_S)
+        records.append(_record_path(cache, key))
+        alone, _ = _import_batch([m], IMPORT_ALONE_TIMEOUT_S, records[-1])
         processes += 1
         ok, error = alone.get(m, (False, "the import process stopped"))
         if ok:  # it imports on its own: it failed only after the others (listed, not a failure)
@@ -663,7 +822,324 @@ def run_imports(expect: dict) -> dict:
               "failed_only_after_others": after_others}
     if failures:
         fields["error"] = "; ".join(f"{f['distribution']}: import {f['module']}: {f['error']}" for f in failures)
-    return _stage("static", "imports", "failed" if failures else "passed", **fields)
+    elif key is not None:  # only a passing result is stored
+        cache_fields.update(_store_imports(cache, key, records, fields))
+    for r in records:
+        if r is not None and os.path.exists(r):
+            os.unlink(r)
+    fields["seconds"] = round(time.perf_counter() - t0, 2)
+    return _stage("static", "imports", "failed" if failures else "passed", **fields, **cache_fields)
+
+
+def _record_path(cache, key) -> str | None:
+    """Where one import process writes what it read: only when its result may be stored."""
+    if key is None:
+        return None
+    import tempfile
+
+    fd, path = tempfile.mkstemp(prefix="pinwheel-imports-", suffix=".json")
+    os.close(fd)
+    os.unlink(path)  # the process creates it at its end: a process that died leaves none
+    return path
+
+
+def _store_imports(cache, key: str, records: list, result: dict) -> dict:
+    seen = {"read": {}, "listed": {}, "absent": set(), "sys_path": None}
+    for r in records:
+        try:
+            with open(r, encoding="utf-8") as fh:
+                one = json.load(fh)
+        except (OSError, ValueError):
+            return {"cache": "not stored: an import process wrote no record of what it read"}
+        if one["opaque"]:
+            return {"cache": f"not stored: {'; '.join(one['opaque'])}"}
+        if seen["sys_path"] not in (None, one["sys_path"]):
+            return {"cache": "not stored: the import processes had different sys.path"}
+        seen["sys_path"] = one["sys_path"]
+        for what in ("read", "listed"):  # as the first process found it
+            for path, state in one[what].items():
+                seen[what].setdefault(path, state)
+        seen["absent"].update((n, tuple(p) if p is not None else None) for n, p in one["absent"])
+    seen["absent"] = sorted(([n, list(p) if p is not None else None] for n, p in seen["absent"]), key=repr)
+    inputs = import_inputs(seen)
+    cache_key = "sha256:" + _sha([key, inputs])
+    stored = {k: v for k, v in result.items() if k not in ("seconds", "processes")}
+    why = cache.store("imports", key, {"inputs": inputs, "result": stored, "cache_key": cache_key})
+    return {"cache": why or "stored", "cache_key": cache_key}
+
+
+# ---------------------------------------------------------------------------
+# Reusing earlier passing results (the build's invariant, --cache-dir)
+#
+# `pip check` and the import check are the invariant's slow part, and a rebuild
+# after one lock line changed mostly re-checks what did not change. A passing
+# result is stored under a key over everything its answer depends on, and
+# reused only while every one of those inputs is provably the same; anything
+# else runs the check again. Stat, not content: torch alone is GBs. Size,
+# mtime and ctime together: an install writes new files, so new times, and
+# the kernel sets ctime on any write, which no installer can preserve.
+
+FRESH_CHECKS_ENV = "PINWHEEL_FRESH_CHECKS"  # "1": reuse nothing (`build.py build --fresh-checks`)
+CACHE_SCHEMA = 1
+CACHE_KEEP = 32  # stored results per check kind; the oldest beyond that are removed
+_HOST_ONLY = ("/proc/", "/sys/", "/dev/")  # no files: the host they describe is in the key (os.uname)
+
+
+def _sha(obj) -> str:
+    import hashlib
+
+    return hashlib.sha256(json.dumps(obj, sort_keys=True, default=repr).encode()).hexdigest()
+
+
+def _stat(path: str):
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return [st.st_size, st.st_mtime_ns, st.st_ctime_ns]
+
+
+def _listing(path: str):
+    """The digest the import process records for a directory it listed (its _names)."""
+    import hashlib
+
+    try:
+        return hashlib.sha256(json.dumps(sorted(os.listdir(path))).encode()).hexdigest()
+    except OSError:
+        return None
+
+
+def _interpreter() -> dict:
+    """What an import or a requirement marker can see of the interpreter and the host."""
+    uname = os.uname()  # less the node name: like HOSTNAME, it names the container, new on every run
+    return {"executable": sys.executable, "version": sys.version, "flags": list(sys.flags),
+            "uname": [uname.sysname, uname.release, uname.version, uname.machine],
+            "platform": platform.platform(), "cwd": os.getcwd(), "sites": list(_SITES),
+            "environ": sorted((k, v) for k, v in os.environ.items() if k not in (FRESH_CHECKS_ENV, "HOSTNAME"))}
+
+
+def _metadata_dirs() -> list:
+    """Every dist-info/egg-info directory importlib.metadata sees, in its order (None where one is not a path)."""
+    import importlib.metadata
+
+    return [str(getattr(dist, "_path", "")) or None for dist in importlib.metadata.distributions()]
+
+
+def _read_bytes(path: str, name: str) -> bytes | None:
+    try:
+        with open(os.path.join(path, name), "rb") as fh:
+            return fh.read()
+    except OSError:
+        return None
+
+
+def metadata_key(files=("METADATA", "PKG-INFO")) -> str | None:
+    """sha256 over this payload's own bytes and every distribution's metadata directory name and metadata
+    bytes; None when one is not on disk."""
+    import hashlib
+
+    dirs = _metadata_dirs()
+    if None in dirs:
+        return None
+    h = hashlib.sha256(_payload_digest().encode())
+    for d in sorted(dirs):
+        h.update(d.encode() + b"\0")
+        if os.path.isfile(d):  # an egg-info file: the metadata itself
+            h.update(_read_bytes(os.path.dirname(d), os.path.basename(d)) or b"\2")
+            continue
+        for name in files:
+            data = _read_bytes(d, name)
+            h.update(name.encode() + (b"\1" + data if data is not None else b"\2") + b"\0")
+    return h.hexdigest()
+
+
+def _payload_digest() -> str:
+    """This file's own sha256: a result stored by another version of these checks is not this one's."""
+    import hashlib
+
+    with open(os.path.abspath(__file__), "rb") as fh:
+        return hashlib.sha256(fh.read()).hexdigest()
+
+
+class ResultCache:
+    """Passing results under --cache-dir: one JSON file per check and key, written atomically."""
+
+    def __init__(self, root: str, fresh: bool):
+        self.root, self.fresh = root, fresh
+
+    def _path(self, kind: str, key: str) -> str:
+        return os.path.join(self.root, f"{kind}-{key}.json")
+
+    def load(self, kind: str, key: str):
+        if self.fresh:
+            return None
+        try:
+            with open(self._path(kind, key), encoding="utf-8") as fh:
+                entry = json.load(fh)
+        except (OSError, ValueError):
+            return None
+        return entry if isinstance(entry, dict) and entry.get("schema") == CACHE_SCHEMA and entry.get("key") == key \
+            else None
+
+    def store(self, kind: str, key: str, entry: dict) -> str | None:
+        """Write the entry (temp file + rename); the reason it was not stored, or None."""
+        import tempfile
+
+        entry = {**entry, "schema": CACHE_SCHEMA, "key": key,
+                 "passed_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+        try:
+            os.makedirs(self.root, exist_ok=True)
+            fd, tmp = tempfile.mkstemp(dir=self.root, prefix=f".{kind}-", suffix=".tmp")
+            with os.fdopen(fd, "w", encoding="utf-8") as fh:
+                json.dump(entry, fh)
+            os.replace(tmp, self._path(kind, key))
+            old = sorted((e for e in os.scandir(self.root) if e.name.startswith(kind + "-")),
+                         key=lambda e: e.stat().st_mtime_ns)
+            for e in old[:-CACHE_KEEP]:
+                os.unlink(e.path)
+        except OSError as exc:
+            return f"not stored: {exc}"
+        return None
+
+
+_CACHE: list = []  # the ResultCache of this run, when --cache-dir is given
+
+
+def _cache():
+    return _CACHE[0] if _CACHE else None
+
+
+def pip_check_key() -> str | None:
+    """What `pip check` answers from: every distribution's metadata, the interpreter and host, pip's own version."""
+    meta = metadata_key()
+    if meta is None:
+        return None
+    import importlib.metadata
+
+    try:
+        pip_version = importlib.metadata.version("pip")
+    except importlib.metadata.PackageNotFoundError:
+        pip_version = None
+    return _sha({"metadata": meta, "interpreter": _interpreter(), "pip": pip_version})
+
+
+class _Owners:
+    """Which distribution (its metadata directory) lists a file in its RECORD."""
+
+    def __init__(self):
+        self.by_file: dict = {}
+        self.record_of: dict = {}
+        for d in _metadata_dirs():
+            if d is None or not d.endswith(".dist-info"):
+                continue
+            files = _record_files(d)
+            if files is None:
+                continue
+            self.record_of[d] = files
+            for f in files:
+                self.by_file.setdefault(f, d)
+
+
+def _record_files(dist_info: str) -> list | None:
+    """The absolute paths a dist-info's RECORD lists, or None without a RECORD."""
+    import csv
+
+    data = _read_bytes(dist_info, "RECORD")
+    if data is None:
+        return None
+    base, join, norm = os.path.dirname(dist_info), os.path.join, os.path.normpath
+    lines = data.decode("utf-8", "replace").splitlines()
+    if any('"' in line for line in lines):  # a quoted path (a comma in it): the csv module's reading
+        return [norm(join(base, row[0])) for row in csv.reader(lines) if row and row[0]]
+    return [norm(join(base, line.rsplit(",", 2)[0])) for line in lines if line.rsplit(",", 2)[0]]
+
+
+def distribution_fingerprint(dist_info: str) -> str | None:
+    """sha256 over a distribution's RECORD bytes and (path, size, mtime, ctime) of each file it lists."""
+    data = _read_bytes(dist_info, "RECORD")
+    if data is None:
+        return None
+    return _sha([data.decode("utf-8", "replace"), [(f, _stat(f)) for f in _record_files(dist_info)]])
+
+
+def import_inputs(seen: dict) -> dict:
+    """What the imports read (the import processes' records), fingerprinted: each distribution owning a file
+    they read, every other file they read by its stat when first read, every directory they listed by its
+    names, the .pth files of their sys.path, and the names no finder found."""
+    owners = _Owners()
+    dists, files = set(), {}
+    for f, state in seen["read"].items():
+        if f.startswith(_HOST_ONLY):
+            continue
+        owner = owners.by_file.get(os.path.normpath(f))
+        if owner is not None:
+            dists.add(owner)
+        else:
+            files[f] = state
+    return {"distributions": {d: distribution_fingerprint(d) for d in sorted(dists)},
+            "files": dict(sorted(files.items())),
+            "directories": {d: h for d, h in sorted(seen["listed"].items()) if not d.startswith(_HOST_ONLY)},
+            "pth": _pth_files(seen["sys_path"]), "absent": seen["absent"], "sys_path": seen["sys_path"]}
+
+
+def _pth_files(sys_path: list) -> dict:
+    """The .pth files site ran before any import (path -> stat)."""
+    out = {}
+    for d in sys_path:
+        try:
+            names = os.listdir(d) if d else []
+        except OSError:
+            continue
+        out.update((os.path.join(d, n), _stat(os.path.join(d, n))) for n in sorted(names) if n.endswith(".pth"))
+    return out
+
+
+_FINDABLE_CHILD = r"""
+import importlib.machinery, json, os, site, sys
+for d in filter(None, os.environ.get("PINWHEEL_IMPORT_SITES", "").split(os.pathsep)):
+    site.addsitedir(d)
+found = []
+for name, path in json.loads(sys.stdin.read()):
+    for finder in sys.meta_path:
+        find = getattr(finder, "find_spec", None)
+        try:
+            spec = find(name, path) if find else None
+        except Exception:
+            spec = None
+        if spec is not None:
+            found.append(name)
+            break
+print(json.dumps({"found": found, "sys_path": sys.path}))
+"""
+
+
+def unchanged_since(stored: dict) -> str | None:
+    """None when every input recorded with a passing import result is the same now; else what changed."""
+    for d, fp in stored["distributions"].items():
+        if distribution_fingerprint(d) != fp:
+            return f"distribution {os.path.basename(d)} changed"
+    for f, st in stored["files"].items():
+        if _stat(f) != st:
+            return f"file {f} changed"
+    for d, listing in stored["directories"].items():
+        if _listing(d) != listing:
+            return f"directory {d} changed"
+    if _pth_files(stored["sys_path"]) != stored["pth"]:
+        return ".pth files changed"
+    flags = (["-S"] if sys.flags.no_site else []) + (["-I"] if sys.flags.isolated else [])
+    try:
+        proc = subprocess.run([sys.executable, *flags, "-c", _FINDABLE_CHILD], input=json.dumps(stored["absent"]),
+                              capture_output=True, text=True, timeout=IMPORT_ALONE_TIMEOUT_S,
+                              env={**os.environ, "PYTHONDONTWRITEBYTECODE": "1",
+                                   "PINWHEEL_IMPORT_SITES": os.pathsep.join(_SITES)})
+        now = json.loads(proc.stdout)
+    except (subprocess.TimeoutExpired, ValueError) as exc:
+        return f"cannot look for the absent names: {exc}"
+    if now["found"]:
+        return f"{', '.join(now['found'])} can be imported now"
+    if now["sys_path"] != stored["sys_path"]:
+        return "sys.path changed"
+    return None
 
 
 VERIFY_TIMEOUT_S = 120
@@ -1388,7 +1864,21 @@ def run_pip_check(expect: dict) -> dict:
     replaces on purpose (overridden) or removes (removed). A baseline finding the
     image no longer has is listed as fixed: never a failure.
     """
-    found, how = broken_requirements()
+    t0 = time.perf_counter()
+    cache, entry, cache_fields = _cache(), None, {"reused": False}
+    key = pip_check_key() if cache is not None else None
+    if cache is not None and key is None:
+        cache_fields["cache"] = "not used: a distribution's metadata is not a directory on disk"
+    if key is not None:
+        entry = cache.load("pip-check", key)
+        if entry is not None and not (isinstance(entry.get("found"), list) and isinstance(entry.get("how"), str)
+                                      and isinstance(entry.get("passed_at"), str)):
+            entry = None
+        if entry is not None:
+            cache_fields = {"reused": True, "cache_key": "sha256:" + key, "passed_at": entry["passed_at"]}
+        else:
+            cache_fields["fresh_because"] = "--fresh-checks" if cache.fresh else "no passing result under this key"
+    found, how = (entry["found"], entry["how"]) if entry is not None else broken_requirements()
     allowed = {normalize(pkg): {parse_requirement(r)["normalized"] for r in reqs}
                for pkg, reqs in expect["suppressed"].items()}
     baseline = _baseline(expect)
@@ -1426,7 +1916,11 @@ def run_pip_check(expect: dict) -> dict:
                                             if (p, d) not in seen_baseline))
     if unexpected:
         fields["error"] = "pip check: " + "; ".join(unexpected)
-    return _stage("static", "pip-check", status, **fields)
+    elif key is not None and entry is None:  # only the findings of a passing check are stored
+        why = cache.store("pip-check", key, {"found": found, "how": how})
+        cache_fields.update(cache=why or "stored", cache_key="sha256:" + key)
+    fields["seconds"] = round(time.perf_counter() - t0, 2)
+    return _stage("static", "pip-check", status, **fields, **cache_fields)
 
 
 def run(args, corrupt) -> dict:
@@ -1527,6 +2021,14 @@ def summary(doc: dict) -> str:
                                     for i in info["dropped"])
                 parts.append(f"{pkg} drops [{dropped}]")
             text = "; ".join(parts) if parts else "no --no-deps packages declared"
+        elif s["name"] in ("imports", "pip-check") and s.get("reused"):
+            what = (f"{s['imported']} modules passed" if s["name"] == "imports" else "no unexpected findings")
+            text = (f"{what} (unchanged since a passing {'import' if s['name'] == 'imports' else 'pip check'} "
+                    f"at {s['passed_at']}: cache key {s['cache_key']}; inputs checked in {s['seconds']:.2f} s)"
+                    + "".join(f"; SKIPPED {k['distribution']} ({', '.join(k['modules'])}): {k['reason']}"
+                              for k in s.get("skipped", ()))
+                    + ("; base: already broken: " + "; ".join(s["accepted_baseline"])
+                       if s.get("accepted_baseline") else ""))
         elif s["name"] == "imports" and s["status"] == "passed":
             text = (f"{s['imported']} modules imported on the CPU in {s['seconds']:.2f} s ({s['processes']} process(es))"
                     + "".join(f"; SKIPPED {k['distribution']} ({', '.join(k['modules'])}): {k['reason']}"
@@ -1602,6 +2104,11 @@ def parse_args(argv):
     p.add_argument("--check-imports", action="store_true",
                    help="static level: import every installed distribution's top-level modules on the CPU, "
                         "except those expect.json's import_skip leaves to a host with a driver")
+    p.add_argument("--cache-dir", metavar="DIR",
+                   help="static level: reuse a passing pip check / import check whose inputs are unchanged, and "
+                        "store passing results here (the build's invariant; a BuildKit cache mount)")
+    p.add_argument("--fresh-checks", action="store_true",
+                   help=f"with --cache-dir: run every check, reuse nothing (also {FRESH_CHECKS_ENV}=1)")
     p.add_argument("--site", action="append", default=[], metavar="DIR",
                    help="site.addsitedir(DIR) before anything is imported (repeatable; .pth files are honoured)")
     p.add_argument("--seq-q", dest="seq_q", type=int, default=GPU_SHAPE["seq_q"], help="gpu level: query tokens")
@@ -1612,6 +2119,8 @@ def parse_args(argv):
     args = p.parse_args(argv)
     if args.require and LEVELS.index(args.require) > LEVELS.index(args.level):
         p.error(f"--require {args.require} is above --level {args.level}")
+    if args.cache_dir and args.level != "static":
+        p.error("--cache-dir is for the static level (the build's invariant): a smoke runs every check")
     if args.topk % 128 or args.topk <= 0:
         p.error("--topk must be a positive multiple of 128")
     if args.seq_q % (GPU_SHAPE["ratio"] * 128) or args.seq_q <= 0:
@@ -1628,6 +2137,8 @@ def main(argv=None) -> int:
     for d in args.site:
         site.addsitedir(os.path.abspath(d))
         _SITES.append(os.path.abspath(d))
+    if args.cache_dir:
+        _CACHE[:] = [ResultCache(args.cache_dir, args.fresh_checks or os.environ.get(FRESH_CHECKS_ENV) == "1")]
     try:
         doc = run(args, corrupt)
     except UsageError as exc:

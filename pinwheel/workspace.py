@@ -69,6 +69,9 @@ class InImage:
     INSTALLER_DIR = "/opt/pinwheel/uv"  # in the installer stage only: uv installed from installer.txt
     UV = "/tmp/pinwheel/bin/uv"  # where each install step bind-mounts uv from that stage
     UV_CACHE = "/tmp/pinwheel/uv-cache"  # uv's cache within one install step's layer, removed by that step
+    INVARIANT_CACHE = "/var/cache/pinwheel"  # the invariant's passing results: a BuildKit cache mount, in no layer
+    INVARIANT_CACHE_ID = "pinwheel-invariant"  # that cache mount's id, shared by every build on the engine
+    FRESH_CHECKS_ARG = "PINWHEEL_FRESH_CHECKS"  # the build arg (and the payload's variable) that reuses nothing
 
 
 @dataclass(frozen=True)

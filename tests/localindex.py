@@ -453,6 +453,9 @@ class LocalIndex:
 class _IndexHandler(BaseHTTPRequestHandler):
     local_index: LocalIndex
     protocol_version = "HTTP/1.1"
+    # headers and body go out in two sends; with Nagle's algorithm the body waits for the client's delayed ACK
+    # (40 ms a request), which a real index does not make its clients wait
+    disable_nagle_algorithm = True
 
     def log_message(self, format: str, *args: object) -> None:  # noqa: A002 - keep test output quiet
         pass

@@ -29,7 +29,7 @@ from .engine import CacheExport, Engine
 from ..index import ca_bundle, default_index_url, pip_setting
 from ..lock import lock_sha256, locked_versions
 from ..plan import Plan
-from ..workspace import InContext, LockFiles, Workspace
+from ..workspace import InContext, InImage, LockFiles, Workspace
 from ..render import dockerfile_groups, missing_wheel, multiple_wheels, render_dockerfile
 
 # The smoke payload is a module of this package, so it ships in the wheel; the
@@ -309,9 +309,10 @@ def _cache_options(cache: BuildCache | None, on_export) -> dict:
 
 def build_image(plans: list[Plan], plan: Plan, root: Path, engine: Engine, target: str = "image",
                 progress: bool = True, extra_tags: tuple[str, ...] = (), base_image: str | None = None,
-                cache: BuildCache | None = None) -> BuiltImage:
+                cache: BuildCache | None = None, fresh_checks: bool = False) -> BuiltImage:
     """Build one variant. base_image: the image a base_variant variant starts FROM (the BASE build arg);
-    cache: where its layer cache is read from and written to."""
+    cache: where its layer cache is read from and written to; fresh_checks: the invariant reuses no earlier
+    passing result."""
     inputs = BuildInputs.for_plan(plan, root)
     base = base_reference(plan, base_image)
     check_inputs(plans, plan, inputs)
@@ -347,7 +348,8 @@ def build_image(plans: list[Plan], plan: Plan, root: Path, engine: Engine, targe
         secrets = write_secrets(plan, Path(sec))
         image_id = engine.build(
             context, context / "Dockerfile", tags=list(tags + extra_tags), labels=labels,
-            build_args={"BASE": base, **plan.build_args}, secrets=secrets,
+            build_args={"BASE": base, **plan.build_args, **({InImage.FRESH_CHECKS_ARG: "1"} if fresh_checks else {})},
+            secrets=secrets,
             target=target, progress=progress,
             platform=plan.container_platform if plan.variant.platforms else None,
             **_cache_options(cache, exports.append),

@@ -64,10 +64,16 @@ def _reach(
     requires: RequiresFn,
     no_deps: set[str],
     missing: dict[tuple[str, str], str],
+    walked: dict[str, set[str]],
 ) -> dict[str, str]:
-    """Every locked package the roots reach -> the root that reached it first (BFS)."""
+    """Every locked package the roots reach -> the root that reached it first (BFS), short of what an earlier
+    unit already walked.
+
+    ``walked`` (name -> the extras followed from it) is shared by the units of one pass, in step order. A
+    package an earlier unit walked with these extras has its whole closure placed by then (in that unit or
+    before), so a later unit stops there: each package's requirements are read once per pass rather than once
+    per step that reaches it, which grew with steps × packages."""
     reached: dict[str, str] = {}
-    walked: dict[str, set[str]] = {}
     queue: deque[tuple[str, frozenset, str]] = deque()
     for r in roots:
         queue.append((r.name, frozenset(canonicalize_name(e) for e in Requirement(r.requirement).extras), r.name))
@@ -115,8 +121,9 @@ def assign_slices(plan: Plan, versions: Mapping[str, str], requires: RequiresFn,
                 unit_of[p.name] = u.file
                 reason[p.name] = "manifest"
     missing: dict[tuple[str, str], str] = {}
+    walked: dict[str, set[str]] = {}
     for u in steps + fallbacks:
-        for name, root in _reach(u.roots, versions, requires, no_deps, missing).items():
+        for name, root in _reach(u.roots, versions, requires, no_deps, missing, walked).items():
             if name not in unit_of:
                 unit_of[name] = u.file
                 reason[name] = f"via {root}"
@@ -139,6 +146,7 @@ def reached(plan: Plan, versions: Mapping[str, str], requires: RequiresFn) -> se
     steps, fallbacks = units(plan)
     no_deps = {p.name for u in steps + fallbacks for p in u.roots if p.no_deps}
     out: set[str] = set()
+    walked: dict[str, set[str]] = {}
     for u in steps + fallbacks:
-        out |= set(_reach(u.roots, versions, requires, no_deps, {}))
+        out |= set(_reach(u.roots, versions, requires, no_deps, {}, walked))
     return out

@@ -179,3 +179,29 @@ setuptools==80.0 \\
     assert got["a-pkg"].text == "a-pkg==1.0 \\\n    --hash=sha256:aa \\\n    --hash=sha256:bb"
     with pytest.raises(LockError, match="twice"):
         parse_requirements("a==1\na==1\n")
+
+
+def test_each_package_is_walked_once_however_many_steps_reach_it(tmp_path):
+    """Step k's package requires step k-1's, and a dependency of its own: every step reaches the whole chain
+    below it, but the requirements of each package are read once (they were read once per step that reached
+    it, which grew with steps × packages), and every package still lands where the earliest step puts it."""
+    from collections import Counter
+
+    steps = 12
+    sets = "".join(f'  - name: s{k}\n    why: "w"\n    packages:\n      - {{requirement: "p{k}==1.0"}}\n'
+                   for k in range(steps))
+    path = tmp_path / "wheels_manifest.yaml"
+    path.write_text(MANIFEST.split("wheel_sets:")[0] + "wheel_sets:\n" + sets)
+    graph = {f"p{k}": [f"d{k}"] + ([f"p{k - 1}"] if k else []) for k in range(steps)}
+    graph.update({f"d{k}": ["shared"] for k in range(steps)}, shared=[])
+    reads: Counter = Counter()
+
+    def counted(name, version, extras):
+        reads[name, extras] += 1
+        return [Requirement(t) for t in graph[name]]
+
+    a = assign_slices(plan_variant(manifest.load(path), "cu130"), locked(*graph), counted)
+    assert a.unit_of == {**{f"p{k}": f"{k + 1:02d}-s{k}.txt" for k in range(steps)},
+                         **{f"d{k}": f"{k + 1:02d}-s{k}.txt" for k in range(steps)}, "shared": "01-s0.txt"}
+    assert a.reason["d5"] == "via p5" and a.reason["shared"] == "via p0"
+    assert set(reads.values()) == {1} and len(reads) == len(graph)
