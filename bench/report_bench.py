@@ -3,7 +3,9 @@
 
 All tools are timed in one run on one machine, so the ratios are what counts.
 Each tool is warmed once first (index pages and metadata cached), then timed
---runs times; the median is reported.
+--runs times; the median is reported, in wall time and in CPU time (user and
+system, of the command and its children). CPU time is what a loaded machine
+disturbs least; uv runs threads, so its CPU time can exceed its wall time.
 
 The headline row is the real evaluation: `report` with its answer memo dropped
 before every run, so it reads the metadata cache, replays plain pip, judges
@@ -16,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import resource
 import shutil
 import statistics
 import subprocess
@@ -83,15 +86,19 @@ def main() -> int:
         for cmd, before in rows.values():
             subprocess.run(cmd, cwd=tmp, capture_output=True, env=ENV)  # warm-up (report exits 1 on conflicts)
         times: dict[str, list[float]] = {name: [] for name in rows}
+        cpu: dict[str, list[float]] = {name: [] for name in rows}
         for _ in range(args.runs):
             for name, (cmd, before) in rows.items():
-                times[name] += timed_once(cmd, tmp, before)
-    uv_median = statistics.median(times["uv pip compile --offline"])
-    print(f"| tool | median of {args.runs} (s) | min (s) | × uv |")
-    print("|---|---|---|---|")
+                wall, used = timed_once(cmd, tmp, before)
+                times[name].append(wall)
+                cpu[name].append(used)
+    uv = "uv pip compile --offline"
+    uv_median, uv_cpu = statistics.median(times[uv]), statistics.median(cpu[uv])
+    print(f"| tool | median of {args.runs} (s) | min (s) | × uv | CPU median (s) | CPU × uv |")
+    print("|---|---|---|---|---|---|")
     for name, ts in times.items():
-        med = statistics.median(ts)
-        print(f"| {name} | {med:.2f} | {min(ts):.2f} | {med / uv_median:.2f}× |")
+        med, cmed = statistics.median(ts), statistics.median(cpu[name])
+        print(f"| {name} | {med:.2f} | {min(ts):.2f} | {med / uv_median:.2f}× | {cmed:.3f} | {cmed / uv_cpu:.2f}× |")
     return 0
 
 
@@ -99,15 +106,22 @@ def main() -> int:
 ENV = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
 
 
-def timed_once(cmd: list[str], cwd: Path, before=None) -> list[float]:
+def _children_cpu() -> float:
+    used = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return used.ru_utime + used.ru_stime
+
+
+def timed_once(cmd: list[str], cwd: Path, before=None) -> tuple[float, float]:
+    """(wall seconds, CPU seconds) of one run of cmd."""
     if before:
         before()
+    cpu_before = _children_cpu()
     start = time.perf_counter()
     proc = subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, env=ENV)
     elapsed = time.perf_counter() - start
     if proc.returncode not in (0, 1):  # report exits 1 on conflicts, still a full run
         raise SystemExit(f"{' '.join(cmd)} failed:\n{proc.stderr[-2000:]}")
-    return [elapsed]
+    return elapsed, _children_cpu() - cpu_before
 
 
 if __name__ == "__main__":

@@ -27,7 +27,7 @@ from .lock import DEFAULT_ENGINE, ENGINES, LockError, check_lock, lock_installs
 from .lock.format import ENGINE_HEADER, header_value
 from .manifest import Manifest, ManifestError
 from .plan import LockState, Plan, plan_platforms, plan_variant
-from .resolve import ResolveError, memoized, resolve_memoized, wheels_state, with_inventory
+from .resolve import CacheState, ResolveError, memoized, resolve_memoized, wheels_state, with_inventory
 from .workspace import LockFiles, Workspace
 
 if TYPE_CHECKING:
@@ -75,13 +75,16 @@ def report_one(m: Manifest, plan: Plan, args: argparse.Namespace) -> tuple[dict,
     plan = dataclasses.replace(plan, lock_state=state)
     try:
         client = index_client(args, m, plan)
-        resolved = resolve_memoized(plan, client, ws.index_cache, ws.wheels_dir, locked, refresh=args.refresh)
+        cache_state = CacheState(ws.index_cache)  # one walk of the index cache for both memos
+        resolved = resolve_memoized(plan, client, ws.index_cache, ws.wheels_dir, locked, refresh=args.refresh,
+                                    state=cache_state)
         default_client = getattr(client, "default", client)
         # keyed by the classifier too: a changed ELF classifier never shows old rows
         abi_key = ("torch_abi", resolved.installed, wheels_state(plan, ws.wheels_dir), args.offline, classifier_key())
         abi = memoized(ws.index_cache, abi_key,
                        lambda: torch_abi(resolved, client, default_client, ws, args.offline),
-                       keep=lambda rows: all(r["abi_class"] != "unknown" for r in rows), refresh=args.refresh)
+                       keep=lambda rows: all(r["abi_class"] != "unknown" for r in rows), refresh=args.refresh,
+                       state=cache_state)
         missing = missing_on_platform(resolved, client)
     except ResolveError as exc:
         raise UsageError(str(exc)) from None

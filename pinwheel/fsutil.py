@@ -9,15 +9,26 @@ from pathlib import Path
 from typing import BinaryIO, Iterator
 
 
+_files_written = 0  # files this process put in place through atomic_open, see files_written()
+
+
+def files_written() -> int:
+    """How many files this process has put in place through atomic_open: a digest of a directory tree taken
+    when this was N is still current for this process's own writes while it is N."""
+    return _files_written
+
+
 @contextlib.contextmanager
 def atomic_open(path: Path) -> Iterator[BinaryIO]:
     """A binary file to write that appears at `path` whole when the block ends, and not at all on an error."""
+    global _files_written
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
         with os.fdopen(fd, "wb") as fh:
             yield fh
         os.replace(tmp, path)
+        _files_written += 1
     except BaseException:
         try:
             os.unlink(tmp)

@@ -81,7 +81,6 @@ import os
 import platform
 import re
 import site
-import statistics
 import subprocess
 import sys
 import time
@@ -1490,6 +1489,7 @@ def judge_mla(m: dict) -> tuple:
 
 
 def _time_cuda(torch, fn, warmup: int, reps: int) -> dict:
+    import statistics  # here, not at the top: the manifest reader imports this module for NAMED_CHECKS
     for _ in range(warmup):
         fn()
     torch.cuda.synchronize()

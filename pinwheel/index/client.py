@@ -31,7 +31,7 @@ import tempfile
 import threading
 import time
 from pathlib import Path
-from typing import IO, TYPE_CHECKING, Any, Iterable, Mapping, Sequence
+from typing import IO, TYPE_CHECKING, Any, Callable, Iterable, Mapping, Sequence
 from urllib.parse import urljoin, urlsplit
 
 from packaging.utils import NormalizedName, canonicalize_name
@@ -85,8 +85,9 @@ class _Page:
     """A project's files as its page lists them, grouped by version; a group is built on first use.
 
     ``versions`` maps each version's text (the first file's) to the text of its first unyanked file's
-    version, or None when every file of it is yanked; ``load_group`` gives one version's files and
-    ``load_all`` every file in page order.
+    version, or None when every file of it is yanked, in ascending version order (so the sort a caller
+    does is one pass over a sorted list); ``load_group`` gives one version's files (IndexFiles, or the
+    parsed store's entries for them, built when asked for) and ``load_all`` every file in page order.
     """
 
     def __init__(self, versions: dict[str, str | None], load_group, load_all) -> None:
@@ -95,7 +96,8 @@ class _Page:
         self._load_all = load_all
         self._texts: dict[Version, str] | None = None  # each version's first text, built on first lookup
         self.best: dict[tuple, IndexFile | None] = {}  # best_wheel's answers for this page, per target
-        self._groups: dict[str, list[IndexFile]] = {}
+        self._entries: dict[str, list[IndexFile | dict]] = {}  # each group as load_group gave it
+        self._groups: dict[str, list[IndexFile]] = {}  # each group, every file built
         self._all: list[IndexFile] | None = None
 
     @classmethod
@@ -106,27 +108,56 @@ class _Page:
         page._groups, page._all = groups, files
         return page
 
-    def versions(self, include_yanked: bool) -> set[Version]:
-        return {parse_version(text if include_yanked else unyanked) for text, unyanked in self._versions.items()
-                if include_yanked or unyanked is not None}
+    def versions(self, include_yanked: bool) -> list[Version]:
+        return [parse_version(text if include_yanked else unyanked) for text, unyanked in self._versions.items()
+                if include_yanked or unyanked is not None]
 
-    def files_of(self, want: Version) -> list[IndexFile]:
-        """The files of one version, in page order (equal versions share one group)."""
+    def _text_of(self, want: Version) -> str | None:
         if self._texts is None:
             self._texts = {}
             for text in self._versions:
                 self._texts.setdefault(parse_version(text), text)
-        text = self._texts.get(want)
+        return self._texts.get(want)
+
+    def _group_entries(self, text: str) -> list[IndexFile | dict]:
+        if text not in self._entries:
+            self._entries[text] = self._load_group(text)
+        return self._entries[text]
+
+    def files_of(self, want: Version) -> list[IndexFile]:
+        """The files of one version, in page order (equal versions share one group)."""
+        text = self._text_of(want)
         if text is None:
             return []
         if text not in self._groups:
-            self._groups[text] = self._load_group(text)
+            self._groups[text] = [_built(e) for e in self._group_entries(text)]
         return list(self._groups[text])
+
+    def wheels_of(self, want: Version, may_match: Callable[[str], bool]) -> list[IndexFile]:
+        """The wheels of one version whose file name ``may_match`` accepts, in page order. A version lists a
+        wheel per Python and platform, and building each file's record costs more than choosing among them,
+        so the others are never built."""
+        text = self._text_of(want)
+        if text is None:
+            return []
+        if text in self._groups:
+            return [f for f in self._groups[text] if f.is_wheel and may_match(f.filename)]
+        return [_built(e) for e in self._group_entries(text)
+                if _filename(e).endswith(".whl") and may_match(_filename(e))]
 
     def all(self) -> list[IndexFile]:
         if self._all is None:
             self._all = self._load_all()
         return list(self._all)
+
+
+def _built(entry: IndexFile | dict) -> IndexFile:
+    """A group's file: the parsed store gives its entries as IndexFile.to_json wrote them."""
+    return entry if isinstance(entry, IndexFile) else IndexFile.from_json(entry)
+
+
+def _filename(entry: IndexFile | dict) -> str:
+    return entry.filename if isinstance(entry, IndexFile) else entry["filename"]
 
 
 @functools.lru_cache(maxsize=64)
@@ -151,11 +182,12 @@ def _may_match(filename: str, interpreters: frozenset[str], platforms: frozenset
 
 
 def group_by_version(files: list[IndexFile]) -> dict[str, list[IndexFile]]:
-    """Files grouped by equal versions, each group keyed by its first file's version text, in page order."""
+    """Files grouped by equal versions, each group keyed by its first file's version text, in ascending version
+    order; the files of a group in page order."""
     groups: dict[Version, list[IndexFile]] = {}
     for f in files:
         groups.setdefault(f.version, []).append(f)
-    return {str(group[0].version): group for group in groups.values()}
+    return {str(groups[v][0].version): groups[v] for v in sorted(groups)}
 
 
 class IndexClient:
@@ -347,10 +379,10 @@ class IndexClient:
         if not self.offline and (self.max_age is None or time.time() - fetched > self.max_age):
             return None
 
-        def load_group(text: str) -> list[IndexFile]:  # once per version: the _Page keeps what it gives
+        def load_group(text: str) -> list[IndexFile | dict]:  # once per version: the _Page keeps what it gives
             entries = self._parsed.page_files(path, text)
             if entries is not None:
-                return [IndexFile.from_json(e) for e in entries]
+                return entries  # built into IndexFiles as they are asked for
             record = self._read_page_cache(cname)  # the page file changed since: read it whole
             if record is None:
                 raise CacheMiss(f"the cached index page of package {cname!r} went away ({path})", name=cname)
@@ -472,9 +504,7 @@ class IndexClient:
         interpreters, plats = _tag_parts(python_version, tuple(platforms))
         py = ".".join(str(p) for p in python_tuple(python_version))
         best: tuple[tuple, IndexFile] | None = None
-        for f in page.files_of(want):
-            if not f.is_wheel or not _may_match(f.filename, interpreters, plats):
-                continue
+        for f in page.wheels_of(want, lambda filename: _may_match(filename, interpreters, plats)):
             ranks = [priority[t] for t in f.tags if t in priority]
             if not ranks or not f.requires_python_allows(py):
                 continue
@@ -506,6 +536,11 @@ class IndexClient:
         """
         cname = canonicalize_name(name)
         want = version if isinstance(version, Version) else Version(str(version))
+        targeted = python_version is not None and platforms is not None
+        if targeted:
+            chosen = self.best_wheel(cname, want, python_version, platforms)
+            if chosen is not None:  # the usual case: the version's other files are never built
+                return self.metadata_for(chosen)
         files = self._page(cname).files_of(want)
         wheels = [f for f in files if f.is_wheel]
         if not files:
@@ -517,21 +552,18 @@ class IndexClient:
                 name=cname,
                 version=str(want),
             )
-        if python_version is not None and platforms is not None:
-            chosen = self.best_wheel(cname, want, python_version, platforms)
-            if chosen is None:
-                raise MetadataUnavailable(
-                    f"package {cname!r} {want} has no wheel for python {python_version} on "
-                    f"{', '.join(platforms)} (wheels: {', '.join(f.filename for f in wheels)})",
-                    name=cname,
-                    version=str(want),
-                )
-        else:
-            def generic(f: IndexFile) -> tuple:
-                return (f.is_yanked, not any(t.platform == "any" for t in f.tags), f.filename)
+        if targeted:  # best_wheel found none
+            raise MetadataUnavailable(
+                f"package {cname!r} {want} has no wheel for python {python_version} on "
+                f"{', '.join(platforms)} (wheels: {', '.join(f.filename for f in wheels)})",
+                name=cname,
+                version=str(want),
+            )
 
-            chosen = min(wheels, key=generic)
-        return self.metadata_for(chosen)
+        def generic(f: IndexFile) -> tuple:
+            return (f.is_yanked, not any(t.platform == "any" for t in f.tags), f.filename)
+
+        return self.metadata_for(min(wheels, key=generic))
 
     def metadata_many(
         self,

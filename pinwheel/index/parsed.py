@@ -28,12 +28,15 @@ log = logging.getLogger(__name__)
 # The database under the index cache.
 DATABASE = "parsed.sqlite"
 # Bumped when what a row holds changes: rows of another layout are never read.
-LAYOUT = 1
+# 3: a page's version list is one row (page_heads), in ascending version order.
+LAYOUT = 3
 
 _SCHEMA = (
     "CREATE TABLE IF NOT EXISTS page_versions (path TEXT, size INTEGER, mtime INTEGER, version TEXT, "
     "unyanked TEXT, files TEXT, PRIMARY KEY (path, version))",
-    "CREATE TABLE IF NOT EXISTS pages (path TEXT PRIMARY KEY, size INTEGER, mtime INTEGER, fetched REAL)",
+    # versions: JSON [[version text, its first unyanked file's version text or null], ...]; one query a page
+    "CREATE TABLE IF NOT EXISTS page_heads (path TEXT PRIMARY KEY, size INTEGER, mtime INTEGER, fetched REAL, "
+    "versions TEXT)",
     "CREATE TABLE IF NOT EXISTS metadata (path TEXT PRIMARY KEY, size INTEGER, mtime INTEGER, parsed TEXT)",
 )
 
@@ -120,15 +123,15 @@ class ParsedStore:
         stat = current_stat(path)
         if stat is None:
             return None
-        key = self._key(path)
-        head = self._query("SELECT fetched FROM pages WHERE path = ? AND size = ? AND mtime = ?", (key, *stat))
+        head = self._query("SELECT fetched, versions FROM page_heads WHERE path = ? AND size = ? AND mtime = ?",
+                           (self._key(path), *stat))
         if not head:
             return None
-        rows = self._query("SELECT version, unyanked FROM page_versions WHERE path = ? AND size = ? AND mtime = ?",
-                           (key, *stat))
-        if rows is None:
+        fetched, versions = head[0]
+        try:
+            return fetched, dict(json.loads(versions))
+        except (TypeError, ValueError):  # a row that does not read back: parse the raw file
             return None
-        return head[0][0], dict(rows)
 
     def page_files(self, path: Path, version: str) -> list[dict[str, Any]] | None:
         """The file entries of one version of the page file as it is now (as IndexFile.to_json wrote them)."""
@@ -142,10 +145,11 @@ class ParsedStore:
     def store_page(self, path: Path, stat: Stat, fetched: float,
                    groups: dict[str, tuple[str | None, list[dict]]]) -> None:
         """Remember a page file read with ``stat``: per version text, its first unyanked file's version text
-        (None when all are yanked) and its files."""
+        (None when all are yanked) and its files; page() gives the versions back in the order of ``groups``."""
         key = self._key(path)
+        versions = json.dumps([[version, unyanked] for version, (unyanked, _files) in groups.items()])
         self._write([("DELETE FROM page_versions WHERE path = ?", (key,)),
-                     ("INSERT OR REPLACE INTO pages VALUES (?, ?, ?, ?)", (key, *stat, fetched))]
+                     ("INSERT OR REPLACE INTO page_heads VALUES (?, ?, ?, ?, ?)", (key, *stat, fetched, versions))]
                     + [("INSERT INTO page_versions VALUES (?, ?, ?, ?, ?, ?)",
                         (key, *stat, version, unyanked, json.dumps(files)))
                        for version, (unyanked, files) in groups.items()])

@@ -103,8 +103,10 @@ def _steps(reading: StepReading, node: Any) -> tuple[StepSpec, ...]:
         key = f"{reading.key}[{i}]"
         kind = kinds[WHEEL_SETS_KIND] if reading.key == "wheel_sets" else kinds[_kind_name(r, item, key, kinds)]
         entries.append((key, kind.read(item, key, reading)))
-    for name, kind in kinds.items():
-        kind.check([(key, spec) for key, spec in entries if spec.kind == name], reading)
+    for name in kinds:
+        mine = [(key, spec) for key, spec in entries if spec.kind == name]
+        if mine:  # a kind's checks look across its own steps only: with none there is nothing to check
+            kinds[name].check(mine, reading)
     return tuple(spec for _, spec in entries)
 
 

@@ -6,7 +6,7 @@
 """
 from ..index.sources import MetadataSource, RoutedSource
 from .base import BASE, InventorySource, base_distributions, reads_base, sees_base, with_inventory
-from .memo import memoized, record_fields, resolve_memoized, wheels_state
+from .memo import CacheState, memoized, record_fields, resolve_memoized, wheels_state
 from .resolver import (
     Applies,
     Resolver,
@@ -25,6 +25,7 @@ from .resolver import (
 __all__ = [
     "Applies",
     "BASE",
+    "CacheState",
     "InventorySource",
     "MetadataSource",
     "ResolveError",

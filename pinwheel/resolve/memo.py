@@ -12,7 +12,7 @@ import json
 import os
 from pathlib import Path
 
-from ..fsutil import atomic_write
+from ..fsutil import atomic_write, files_written
 from ..plan import Clash, Edge, Hazard, Installed, Plan, Removal, Unjudged
 from .resolver import resolve
 
@@ -25,6 +25,30 @@ def _cache_state(cache_dir: Path) -> str:
             digest.update("".join(f"{dirpath}/{e.name}:{st.st_size}:{st.st_mtime_ns}\n"
                                   for e in files for st in (e.stat(),)).encode())
     return digest.hexdigest()
+
+
+class CacheState:
+    """The state of one index cache (_cache_state) for one command: walked when first asked, and again only
+    after this process has written a file since. The index client writes pages and METADATA through
+    fsutil.atomic_open, so its writes are seen; another process's write after the walk is seen by the next
+    command, as it would be had it come a moment later."""
+
+    def __init__(self, cache_dir: Path) -> None:
+        self.cache_dir = cache_dir
+        self._digest: str | None = None
+        self._walked_at = -1  # files_written() when the digest was taken
+
+    def digest(self) -> str:
+        if self._digest is None or self._walked_at != files_written():
+            self._walked_at = files_written()
+            self._digest = _cache_state(self.cache_dir)
+        return self._digest
+
+    def wrote_memo(self) -> None:
+        """A memo file (not a page or METADATA) was just written: where it is the only write since the walk,
+        the digest stays current."""
+        if self._digest is not None and self._walked_at == files_written() - 1:
+            self._walked_at += 1
 
 
 def _walk(top: str) -> list[tuple[str, list[os.DirEntry]]]:
@@ -62,26 +86,30 @@ def wheels_state(plan: Plan, wheels_dir: Path | None) -> list[tuple[str, int, in
 MEMO_VERSION = 4
 
 
-def memoized(cache_dir: Path, key_material: object, compute, *, keep=lambda value: True, refresh: bool = False):
+def memoized(cache_dir: Path, key_material: object, compute, *, keep=lambda value: True, refresh: bool = False,
+             state: CacheState | None = None):
     """compute(), remembered on disk as JSON under a key, valid while the metadata cache is unchanged.
 
     The stored state of the whole metadata cache must match, so a refreshed page
     or new metadata always recomputes. A value that `keep` rejects (a failed or
     partial result) is returned but never stored; `refresh` skips the lookup and
-    rewrites the entry. `compute` returns JSON data.
+    rewrites the entry. `compute` returns JSON data. A command that asks for several
+    memos passes one `state`, so the cache is walked once while nothing is written.
     """
+    state = state if state is not None else CacheState(cache_dir)
     key = hashlib.sha256(repr((key_material, MEMO_VERSION)).encode()).hexdigest()
     memo = cache_dir / "memo" / f"{key}.json"
     if not refresh:
         try:
             stored = json.loads(memo.read_text())
-            if stored.get("state") == _cache_state(cache_dir):
+            if stored.get("state") == state.digest():
                 return stored["value"]
         except (OSError, ValueError, AttributeError):  # absent, or from another version: recompute
             pass
     value = compute()
     if keep(value):
-        atomic_write(memo, json.dumps({"state": _cache_state(cache_dir), "value": value}).encode())
+        atomic_write(memo, json.dumps({"state": state.digest(), "value": value}).encode())
+        state.wrote_memo()
     return value
 
 
@@ -108,7 +136,8 @@ def _resolved_from_json(plan: Plan, data: dict) -> Plan:
 
 
 def resolve_memoized(plan: Plan, source, cache_dir: Path, wheels_dir: Path | None = None,
-                     locked: dict[str, dict[str, str]] | None = None, refresh: bool = False) -> Plan:
+                     locked: dict[str, dict[str, str]] | None = None, refresh: bool = False,
+                     state: CacheState | None = None) -> Plan:
     """resolve(), remembered for identical Plan, lock, local wheels and index (see memoized).
 
     Only a fully judged result is remembered: a run that could not read the index
@@ -118,5 +147,5 @@ def resolve_memoized(plan: Plan, source, cache_dir: Path, wheels_dir: Path | Non
     key = ("resolve", plan, sorted((locked or {}).items()), wheels_state(plan, wheels_dir), source_key)
     data = memoized(cache_dir, key, lambda: _resolved_json(resolve(plan, source, wheels_dir, locked)),
                     keep=lambda d: not d["unjudged"] and not any(e["verdict"] == "unchecked" for e in d["edges"]),
-                    refresh=refresh)
+                    refresh=refresh, state=state)
     return _resolved_from_json(plan, data)

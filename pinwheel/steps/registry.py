@@ -1,10 +1,12 @@
 """The step kinds, one line each: the module pinwheel/steps/<name>.py, whose KIND is its building block.
 
-The order is the order kinds are listed in messages and checked in.
+The order is the order kinds are listed in messages and checked in. A kind's module is imported when the
+kind is first asked for, so a command pays only for the kinds its manifest uses.
 """
 from __future__ import annotations
 
 from importlib import import_module
+from typing import Iterator, Mapping
 
 from .base import StepKind
 
@@ -25,7 +27,31 @@ def _kind(module: str) -> StepKind:
     return kind
 
 
-KINDS: dict[str, StepKind] = {m: _kind(m) for m in _MODULES}
+class _Kinds(Mapping[str, StepKind]):
+    """The kinds by name, in _MODULES order; each module imported on the first lookup of its kind."""
+
+    def __init__(self, modules: tuple[str, ...]) -> None:
+        self._names = modules
+        self._loaded: dict[str, StepKind] = {}
+
+    def __getitem__(self, name: str) -> StepKind:
+        if name not in self._loaded:
+            if name not in self._names:
+                raise KeyError(name)
+            self._loaded[name] = _kind(name)
+        return self._loaded[name]
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._names
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._names)
+
+    def __len__(self) -> int:
+        return len(self._names)
+
+
+KINDS: Mapping[str, StepKind] = _Kinds(_MODULES)
 
 
 def kind_of(step) -> StepKind:

@@ -1,7 +1,8 @@
 """Each command loads only what it runs: `--help` and an offline `report --json` never import the table
 view (rich), the network (requests), the templates (jinja2), the engine (python-on-whales) or pip; nor what
 only a cache miss, a lock run or an error message needs (LAZY): the ELF reader, the zip, HTML, email, tar
-and TOML readers, difflib, and the lock maker.
+and TOML readers, difflib, the lock maker, statistics (the smoke payload's CUDA timer), and the step kinds
+its manifest does not use (this one has wheel sets only).
 
 The modules a real process ends with are read from `sys.modules`, in a fresh interpreter per case; a
 structural check, not a timed one.
@@ -18,7 +19,9 @@ from pinwheel import cli
 
 ROOT = Path(__file__).resolve().parents[2]
 HEAVY = ("rich", "requests", "urllib3", "jinja2", "python_on_whales", "pip")
-LAZY = ("elftools", "zipfile", "html", "email", "tarfile", "tomllib", "difflib", "pinwheel.lock.make")
+LAZY = ("elftools", "zipfile", "html", "email", "tarfile", "tomllib", "difflib", "pinwheel.lock.make", "statistics",
+        "pinwheel.steps.apt", "pinwheel.steps.remove", "pinwheel.steps.git", "pinwheel.steps.asset",
+        "pinwheel.steps.patch", "pinwheel.steps.sdist", "pinwheel.steps.source_meta")
 
 MANIFEST = """\
 manifest_version: 1
@@ -91,6 +94,7 @@ def test_offline_json_report_imports_none_of_them_and_the_table_view_does(local_
     code, output, modules = run_probe(args + ["--json", "--offline"], tmp_path, env)
     assert code == 0 and json.loads(output) == online
     assert "pinwheel.lock" in modules and "pinwheel.abi.elf" in modules  # what the report does use is there
+    assert "pinwheel.steps.wheels" in modules
     assert sorted(modules & set(HEAVY + LAZY)) == []
 
     code, output, modules = run_probe(args + ["--offline"], tmp_path, env)
