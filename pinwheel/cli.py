@@ -342,12 +342,8 @@ def cmd_publish(args: argparse.Namespace) -> int:
                     results[platform] = result
         indexes = publish_index(tags_of[plan.container_platform], args.registry, results, no_gpu,
                                 engine.labels(tags_of[plan.container_platform][0])) if len(plans) > 1 else {}
-    except PublishRefused as exc:
-        err().print(f"[red]not published:[/red] {escape(str(exc))}")
-        return EXIT_PROBLEM
-    except EngineError as exc:
-        err().print(f"[red]push failed:[/red] {escape(str(exc))}")
-        return EXIT_PROBLEM
+    except (PublishRefused, EngineError) as exc:
+        return publish_failed(exc)
     for platform, result in results.items():
         for note in result.notes:
             err().print(f"note: {escape(note)}")
@@ -362,6 +358,13 @@ def cmd_publish(args: argparse.Namespace) -> int:
     for ref, digest in indexes.items():
         out().print(f"[green]pushed index[/green] {escape(ref)} {digest} ({', '.join(results)})")
     return EXIT_OK
+
+
+def publish_failed(exc: Exception, refused: str = "not published") -> int:
+    """Say why nothing (more) was pushed: a refusal by the publish rules, or the engine's push failing."""
+    from .image.engine import EngineError
+    err().print(f"[red]{'push failed' if isinstance(exc, EngineError) else refused}:[/red] {escape(str(exc))}")
+    return EXIT_PROBLEM
 
 
 def variant_tags(m: Manifest, plan: Plan, engine) -> tuple[str, str]:
@@ -385,12 +388,8 @@ def push_candidates(engine, tags_of: dict[str, list[str]], registry: str, ws: Wo
             ref, digest = push_candidate(engine, tags[-1], registry, None if given else ws.sbom_file(tags[-1]),
                                          PushPrinter(err()))
             out().print(f"[green]pushed candidate[/green] {escape(ref)} {digest} ({platform})")
-    except PublishRefused as exc:
-        err().print(f"[red]not pushed:[/red] {escape(str(exc))}")
-        return EXIT_PROBLEM
-    except EngineError as exc:
-        err().print(f"[red]push failed:[/red] {escape(str(exc))}")
-        return EXIT_PROBLEM
+    except (PublishRefused, EngineError) as exc:
+        return publish_failed(exc, refused="not pushed")
     return EXIT_OK
 
 
@@ -407,8 +406,7 @@ def promote_digest(args: argparse.Namespace, m: Manifest, plan: Plan, ws: Worksp
         result = promote(ref, names, ws.smoke_results, declared_smoke(ws.dockerfile, m.path.parent),
                          require_gpu=args.require_gpu)
     except PublishRefused as exc:
-        err().print(f"[red]not published:[/red] {escape(str(exc))}")
-        return EXIT_PROBLEM
+        return publish_failed(exc)
     for note in result.notes:
         err().print(f"note: {escape(note)}")
     for tag, digest in result.digests.items():
