@@ -2021,7 +2021,10 @@ def summary(doc: dict) -> str:
                                     for i in info["dropped"])
                 parts.append(f"{pkg} drops [{dropped}]")
             text = "; ".join(parts) if parts else "no --no-deps packages declared"
-        elif s["name"] in ("imports", "pip-check") and s.get("reused"):
+        elif s["name"] == "pip-check" and s.get("reused") and "error" in s:  # stored findings, judged anew
+            text = (f"{s['error']} (the findings of the passing pip check at {s['passed_at']}, reused: the installed "
+                    f"metadata is unchanged, cache key {s['cache_key']}; this expect.json does not allow them)")
+        elif s["name"] in ("imports", "pip-check") and s.get("reused") and s["status"] == "passed":
             what = (f"{s['imported']} modules passed" if s["name"] == "imports" else "no unexpected findings")
             text = (f"{what} (unchanged since a passing {'import' if s['name'] == 'imports' else 'pip check'} "
                     f"at {s['passed_at']}: cache key {s['cache_key']}; inputs checked in {s['seconds']:.2f} s)"

@@ -237,3 +237,19 @@ def test_another_version_of_the_payload_reuses_nothing(tmp_path):
     doc = json.loads((tmp_path / "o.json").read_text())
     assert proc.returncode == 0
     assert stage(doc)["reused"] is False and stage(doc, "pip-check")["reused"] is False
+
+
+def test_reused_findings_that_this_expect_json_does_not_allow_are_printed_as_the_failure():
+    """A pip check's stored findings are judged against the current expect.json: a finding it no longer allows
+    fails the stage, and the line names the finding (not the stored run's "no unexpected findings")."""
+    from pinwheel import smoke_payload
+    finding = "pw-orphan 1.0.0 requires pw-absent, which is not installed."
+    failed = {"level": "static", "name": "pip-check", "status": "failed", "reused": True, "unexpected": [finding],
+              "error": "pip check: " + finding, "cache_key": "sha256:" + "0" * 64, "passed_at": "2026-12-01T00:00:00Z",
+              "accepted_suppressed": [], "checked_with": "pip check", "seconds": 0.01}
+    doc = {"schema": 1, "requested": "static", "device": None, "host": {}, "stages": [failed],
+           "failed_levels": ["static"], "ok": False}
+    text = smoke_payload.summary(doc)
+    line = next(x for x in text.splitlines() if "static/pip-check" in x)
+    assert line.startswith("[   FAIL]") and finding in line and "no unexpected findings" not in line
+    assert "reused" in line and "0" * 64 in line
