@@ -20,6 +20,7 @@ import pytest
 from packaging.utils import canonicalize_name
 
 from pinwheel import manifest
+from pinwheel.image.build import image_identity, tags_for
 from pinwheel.image.engine import Engine
 from pinwheel.lock import lock_sha256, parse_requirements
 from pinwheel.plan import plan_variant
@@ -54,15 +55,17 @@ def test_labels_and_tags(built: dict, engine: Engine) -> None:
     plan = plan_variant(m, VARIANT)
     manifest_sha = hashlib.sha256((ROOT / "wheels_manifest.yaml").read_bytes()).hexdigest()
     lock_sha = lock_sha256(LOCK)
-    inputs = hashlib.sha256(f"{manifest_sha}\n{lock_sha}".encode()).hexdigest()[:12]
     days = {dt.datetime.now(dt.timezone.utc).date() + dt.timedelta(days=d) for d in (-1, 0)}
     dated, immutable = built["tags"]
     assert dated in {f"{plan.repository}:cu130-torch213-{d:%Y%m%d}" for d in days}
-    assert immutable == f"{plan.repository}:{VARIANT}-{inputs}"
+    # the immutable tag names the image's content inputs (manifest, lock, base digest, local wheels, ...)
+    identity = image_identity(plan, ROOT, engine)
+    assert immutable == tags_for(plan, identity.digest)[1]
     for tag in built["tags"]:
         assert engine.image_id(tag) == built["image_id"]
 
     labels = engine.labels(built["image_id"])
+    assert labels["io.pinwheel.content-tag"] == immutable.split(":", 1)[1]
     assert labels["io.pinwheel.image"] == "train"
     assert labels["io.pinwheel.variant"] == VARIANT
     assert labels["io.pinwheel.cuda"] == "13.0"
