@@ -753,7 +753,7 @@ def _import_batch(modules: list, timeout: float, record: str | None = None) -> t
     return results, current
 
 
-def run_imports(expect: dict) -> dict:
+def run_imports(expect: dict, cache=None) -> dict:
     """Import every installed distribution's top-level modules on the CPU (see the module docstring)."""
     import importlib.metadata
 
@@ -773,7 +773,7 @@ def run_imports(expect: dict) -> dict:
             owners.setdefault(m, set()).add(name)
     skipped_modules = {m for s in skipped for m in s["modules"]}
     modules = sorted(m for m in owners if m not in skipped_modules)
-    cache, key, cache_fields = _cache(), None, {"reused": False}
+    key, cache_fields = None, {"reused": False}
     if cache is not None:
         meta = metadata_key(("METADATA", "PKG-INFO", "entry_points.txt"))
         if meta is None:
@@ -1000,13 +1000,6 @@ class ResultCache:
         except OSError as exc:
             return f"not stored: {exc}"
         return None
-
-
-_CACHE: list = []  # the ResultCache of this run, when --cache-dir is given
-
-
-def _cache():
-    return _CACHE[0] if _CACHE else None
 
 
 def pip_check_key() -> str | None:
@@ -1854,7 +1847,7 @@ def _baseline(expect: dict) -> dict:
     return out
 
 
-def run_pip_check(expect: dict) -> dict:
+def run_pip_check(expect: dict, cache=None) -> dict:
     """`pip check`, allowing exactly what is known: the baseline and what the manifest declares.
 
     pip check ignores extras, so it only ever reports the base requirements of a
@@ -1865,7 +1858,7 @@ def run_pip_check(expect: dict) -> dict:
     image no longer has is listed as fixed: never a failure.
     """
     t0 = time.perf_counter()
-    cache, entry, cache_fields = _cache(), None, {"reused": False}
+    entry, cache_fields = None, {"reused": False}
     key = pip_check_key() if cache is not None else None
     if cache is not None and key is None:
         cache_fields["cache"] = "not used: a distribution's metadata is not a directory on disk"
@@ -1951,8 +1944,10 @@ def run(args, corrupt) -> dict:
         return entry["status"]
 
     t0 = time.perf_counter()
-    record("static", run_static(expect) + ([run_pip_check(expect)] if args.check_pip else [])
-           + ([run_imports(expect)] if args.check_imports else [])
+    cache = (ResultCache(args.cache_dir, args.fresh_checks or os.environ.get(FRESH_CHECKS_ENV) == "1")
+             if args.cache_dir else None)  # --cache-dir: the build's invariant, a BuildKit cache mount
+    record("static", run_static(expect) + ([run_pip_check(expect, cache)] if args.check_pip else [])
+           + ([run_imports(expect, cache)] if args.check_imports else [])
            + run_verify(expect, "static", "cpu")
            + (skipped_verify(expect, "static", ("driver", "gpu"), "not at build time") if args.check_imports else []))
 
@@ -2140,8 +2135,6 @@ def main(argv=None) -> int:
     for d in args.site:
         site.addsitedir(os.path.abspath(d))
         _SITES.append(os.path.abspath(d))
-    if args.cache_dir:
-        _CACHE[:] = [ResultCache(args.cache_dir, args.fresh_checks or os.environ.get(FRESH_CHECKS_ENV) == "1")]
     try:
         doc = run(args, corrupt)
     except UsageError as exc:
