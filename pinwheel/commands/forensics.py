@@ -80,12 +80,13 @@ def cmd_diff(args: argparse.Namespace) -> int:
 
 
 def cmd_audit(args: argparse.Namespace) -> int:
+    from ..dockerfiles import DockerfileError
     from ..reports.audit import audit, print_audit, print_replay
     if not args.dockerfile.is_file():
         raise UsageError(f"{args.dockerfile}: not a file")
     try:
-        result = audit(args.dockerfile)
-    except ValueError as exc:
+        result = audit(args.dockerfile, args.context)
+    except DockerfileError as exc:
         raise UsageError(str(exc)) from None
     replay = replay_audit(args) if args.replay else None
     if args.json:
@@ -98,43 +99,55 @@ def cmd_audit(args: argparse.Namespace) -> int:
 
 
 def replay_audit(args: argparse.Namespace) -> dict:
-    """The file's pinned pip installs, in order, as plain pip would run them: hazards and suppressed edges."""
-    from ..adopt import adopt, to_yaml as adopted_yaml
+    """The file's pinned pip installs, in order, as plain pip would run them: hazards and suppressed edges.
+
+    It replays the manifest `import` writes; anything that stops it is reported here, located at the
+    Dockerfile's line where the step came from, never as an exit of its own."""
+    from ..adopt import adopt
     adopted = adopt(args.dockerfile)
-    m = manifest_mod.parse(adopted_yaml(adopted, args.dockerfile), args.dockerfile.with_name("(imported).yaml"))
-    plan = plan_variant(m, "main")
-    client = IndexClient(index_url=args.index_url, cache_dir=Workspace(Path.cwd(), "audit").index_cache,
-                         offline=args.offline)
     try:
+        m = manifest_mod.parse(_yaml(adopted.manifest), args.dockerfile.with_name(args.dockerfile.name + ".yaml"))
+        plan = plan_variant(m, "main")
+        client = IndexClient(index_url=args.index_url, cache_dir=Workspace(Path.cwd(), "audit").index_cache,
+                             offline=args.offline)
         resolved = resolve(plan, metadata_source(plan, client))
-    except (ResolveError, IndexClientError) as exc:
-        return {"error": str(exc), "hazards": [], "suppressed": [], "clashes": []}
-    return {"hazards": [dataclasses.asdict(h) for h in resolved.hazards],
+    except (ResolveError, IndexClientError, manifest_mod.ManifestError) as exc:
+        return {"error": str(exc), "hazards": [], "suppressed": [], "clashes": [], "unchecked": 0,
+                "not_expressed": adopted.listed}
+    where = {s.name: s.line for s in m.steps}
+    lines = adopted.step_lines
+    hazards = [{**dataclasses.asdict(h), "dockerfile_line": lines.get(h.step)} for h in resolved.hazards]
+    return {"hazards": hazards,
             "suppressed": [dataclasses.asdict(e) for e in resolved.edges if e.verdict == "suppressed"],
             "clashes": [dataclasses.asdict(c) for c in resolved.clashes],
             "unchecked": sum(1 for e in resolved.edges if e.verdict == "unchecked") + len(resolved.unjudged),
-            "not_expressed": adopted.not_expressed}
+            "not_expressed": adopted.listed, "manifest_lines": where}
+
+
+def _yaml(manifest: dict) -> str:
+    import yaml  # the emitter: every Dockerfile string becomes a quoted scalar
+    return yaml.safe_dump(manifest, sort_keys=False)
 
 
 def cmd_import(args: argparse.Namespace) -> int:
     from ..adopt import adopt, to_yaml as adopted_yaml
+    from ..dockerfiles import DockerfileError
     if not args.dockerfile.is_file():
         raise UsageError(f"{args.dockerfile}: not a file")
     if args.output.exists() and not args.force:
         raise UsageError(f"{args.output} exists; pass --force to replace it")
     try:
         adopted = adopt(args.dockerfile)
-    except ValueError as exc:
+    except DockerfileError as exc:
         raise UsageError(str(exc)) from None
     args.output.write_text(adopted_yaml(adopted, args.dockerfile))
-    sets = adopted.manifest["wheel_sets"]
-    out().print(f"wrote {args.output}: {len(sets)} wheel sets, "
-                f"{sum(len(s['packages']) for s in sets)} packages; fill in the TODOs")
-    for line in adopted.not_expressed:
+    steps = adopted.manifest["steps"]
+    out().print(f"wrote {args.output}: {len(steps)} steps, {len(adopted.manifest.get('todo', []))} TODOs; "
+                "fill in the TODOs")
+    for line in adopted.listed:
         err().print(f"  not expressed: {escape(line)}")
+    out().print(escape(adopted.accounting))
     return EXIT_OK
-
-
 
 
 def cmd_layers(args: argparse.Namespace) -> int:
@@ -201,6 +214,8 @@ def add_forensics_parsers(sub) -> None:
     au.add_argument("--replay", action="store_true",
                     help="replay its pinned pip installs with the resolver, in order (reads the index)")
     au.add_argument("--offline", action="store_true", help="with --replay: cached index metadata only")
+    au.add_argument("--context", type=Path, help="the build context, where files the Dockerfile COPYs in (a "
+                                                 "requirements file) are read (default: the Dockerfile's directory)")
     au.add_argument("--index-url", help="with --replay: index to read metadata from (default: pip's configuration)")
     au.set_defaults(func=cmd_audit)
 

@@ -247,11 +247,11 @@ def summarize(plan: Plan, shared: list[dict], allow_unchecked: bool = False, abi
     unchecked_edges = [e for e in plan.edges if e.verdict == "unchecked" and e.parent not in absent]
     unchecked_parents = {e.parent for e in unchecked_edges}
     lookups = len({u.package for u in plan.unjudged} - unchecked_parents - absent)
-    unchecked = len(unchecked_edges) + lookups + abi_unknown
+    unchecked = len(unchecked_edges) + lookups + abi_unknown + len(plan.todos)
     count["unchecked"] = len(unchecked_edges)
     if conflicts:
         verdict = "conflicts"
-    elif unchecked and not allow_unchecked:
+    elif plan.todos or unchecked and not allow_unchecked:  # a TODO left by import is never allowed
         verdict = "unchecked"
     else:
         verdict = "clean"
@@ -274,7 +274,8 @@ def summarize(plan: Plan, shared: list[dict], allow_unchecked: bool = False, abi
         "dropped_allowed": len(dropped) - dropped_unmet,
         "conflicts": conflicts,
         "unchecked": unchecked,
-        "unchecked_allowed": bool(unchecked and allow_unchecked),
+        "todo": list(plan.todos),
+        "unchecked_allowed": bool(unchecked and allow_unchecked and not plan.todos),
         "verdict": verdict,
         "clean": verdict == "clean",
     }
@@ -647,6 +648,11 @@ def print_report(plan: Plan, console: Console, verbose: bool = False, abi: list[
     if s["verdict"] == "conflicts":
         c.print(f"[red]{s['conflicts']} conflict(s)[/red]"
                 + (f", and {s['unchecked']} could not be judged" if s["unchecked"] else ""))
+    elif s["verdict"] == "unchecked" and s.get("todo"):
+        c.print(f"[yellow]NOT CLEAN: {len(s['todo'])} TODO(s) left by import[/yellow] (exit 3; fill them in and drop "
+                "them from todo:)")
+        for item in s["todo"]:
+            c.print(f"  TODO {escape(item)}")
     elif s["verdict"] == "unchecked":
         c.print(f"[yellow]NOT CLEAN: {s['unchecked']} could not be judged[/yellow] (exit 3; --allow-unchecked accepts this)")
     elif s["unchecked_allowed"]:

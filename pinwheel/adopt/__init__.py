@@ -1,0 +1,277 @@
+"""Start a wheels_manifest.yaml from a hand-written Dockerfile (`build.py import`).
+
+Every instruction is accounted for: it becomes manifest entries of today's
+step kinds (pinwheel.adopt.runs), or it is listed as not expressed with its
+line. ARG defaults are filled in (the ARG is named in a comment), the base is
+followed through stage names to an image, and a value import cannot know is a
+placeholder that loads, with a `todo:` entry that keeps `report` unclean until
+a person fills it in. The YAML is written only by the YAML library's emitter.
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import yaml
+
+from .. import dockerfiles as df
+from .runs import WHY, Gates, adopt_run
+
+_VENV = re.compile(r"python3?(?:\.\d+)? -m venv (?P<path>/[\w./-]+)")
+_CUDA_TAG = re.compile(r"(?<![\d.])(?P<v>1\d\.\d)(?:\.\d+)?-(?:cudnn\d*-)?(?:devel|runtime|base)")
+_CU = re.compile(r"(?:\+|\b)cu(?P<major>1\d)(?P<minor>\d)\b")
+_CP = re.compile(r"-cp3(?P<minor>\d+)-")
+_NAME = re.compile(r"[^a-z0-9-]+")
+
+
+@dataclass
+class Adopted:
+    manifest: dict
+    listed: list[str] = field(default_factory=list)  # "line N: what: why not"
+    instructions: int = 0
+    expressed_lines: set[int] = field(default_factory=set)  # instructions that became entries
+    notes: list[str] = field(default_factory=list)  # ARG defaults filled in, as comments
+    step_lines: dict[str, int] = field(default_factory=dict)  # step name -> the Dockerfile line it came from
+
+    @property
+    def listed_lines(self) -> set[int]:
+        return {int(item.split(":", 1)[0].removeprefix("line ")) for item in self.listed}
+
+    @property
+    def expressed(self) -> int:
+        """Instructions wholly expressed: an instruction with anything listed counts as listed."""
+        return len(self.expressed_lines - self.listed_lines)
+
+    @property
+    def listed_instructions(self) -> int:
+        return len(self.listed_lines)
+
+    @property
+    def dropped(self) -> int:
+        """Instructions neither expressed nor listed: computed, so a walk that forgets one shows here."""
+        return self.instructions - len(self.expressed_lines | self.listed_lines)
+
+    @property
+    def accounting(self) -> str:
+        return (f"{self.instructions} instructions: {self.expressed} expressed, {self.listed_instructions} listed, "
+                f"{self.dropped} dropped")
+
+    @property
+    def not_expressed(self) -> list[str]:
+        return self.listed
+
+
+def adopt(path: Path) -> Adopted:
+    instructions = df.read(path)
+    stages = df.stages(instructions)
+    final = stages[-1]
+    chain = _chain(stages, final)
+    out = Adopted({}, instructions=len(instructions))
+    gates = Gates()
+    steps: list[dict] = []
+    todos: list[tuple[dict, str, str]] = []
+    args: dict[str, str | None] = {}
+    used_args: set[str] = set()
+    venv = None
+    stage_index = -1
+    arg_lines: dict[str, int] = {}
+    lines: dict[int, int] = {}  # id(step) -> its Dockerfile line
+    for ins in instructions:
+        where = f"line {ins.line}"
+        if ins.cmd == "FROM":
+            stage_index += 1
+            used_args.update(df.substitute(" ".join(ins.value), args)[1])
+            if stage_index in chain:
+                out.expressed_lines.add(ins.line)
+            else:
+                out.listed.append(f"{where}: {ins.first_line}: a stage the final image does not build from")
+            continue
+        if stage_index >= 0 and stage_index not in chain:
+            out.listed.append(f"{where}: {ins.first_line[:80]}: in stage {stages[stage_index].name or stage_index}, "
+                              "which the final image does not build from")
+            continue
+        if ins.cmd == "ARG":
+            for name, default in df.arg_values(ins).items():
+                args[name] = default if default is not None else args.get(name)
+                arg_lines[name] = ins.line
+            continue  # accounted for below: expressed where an entry or a gate reads it
+        if ins.cmd == "RUN":
+            venv_match = _VENV.search(ins.script)
+            if venv_match:
+                venv = venv_match["path"]
+                out.expressed_lines.add(ins.line)
+                continue
+            used_args.update(df.substitute(ins.script, args)[1])
+            result = adopt_run(ins, args, gates)
+            steps.extend(result.entries)
+            lines.update({id(e): ins.line for e in result.entries})
+            todos.extend(result.todos)
+            _attach_verifies(out, steps, [(ins.line, v) for v in result.verifies])  # on what came before it
+            out.listed += [f"{where}: {item}" for item in result.listed]
+            out.expressed_lines.add(ins.line)
+            continue
+        if ins.cmd in ("COPY", "ADD") and re.search(r"\bwheel\[?s\]?/", ins.original) and \
+                "/tmp/wheels" in ins.original:
+            out.expressed_lines.add(ins.line)  # local wheels are bind-mounted from wheels/ by pinwheel
+            continue
+        out.listed.append(f"{where}: {ins.first_line[:100]}: no step kind expresses {ins.cmd}")
+    _account_args(out, instructions, chain, args, used_args, gates)
+    _name_steps(steps)
+    out.manifest = _loadable(path, final, steps, gates, venv, todos, out, lines)
+    out.step_lines = {s["name"]: lines[id(s)] for s in steps if id(s) in lines}
+    out.notes = [f"ARG {n}={args[n]!r} (line {arg_lines[n]}) is filled in where the file reads it"
+                 for n in sorted(used_args) if args.get(n) is not None and n in arg_lines]
+    return out
+
+
+def _loadable(path: Path, final, steps: list[dict], gates: Gates, venv, todos, out: Adopted, lines) -> dict:
+    """The manifest, less each step the loader refuses: that step is listed with its line and the reason."""
+    from ..manifest import ManifestError, parse  # the loader imports the step kinds: only an import pays
+
+    for _ in range(len(steps) + 1):
+        manifest = _manifest(path, final, steps, gates, venv, todos, out)
+        try:
+            parse(yaml.safe_dump(manifest, sort_keys=False), path.with_name(path.name + ".yaml"))
+            return manifest
+        except ManifestError as exc:
+            found = re.match(r"steps\[(\d+)\]", exc.key or "")
+            if not found:
+                raise
+            bad = manifest["steps"][int(found.group(1))]
+            steps.remove(bad)
+            out.listed.append(f"line {lines.get(id(bad), 0)}: {bad['kind']} step {bad['name']}: not expressed: "
+                              f"{exc.message}")
+    return manifest
+
+
+def _chain(stages: list[df.Stage], final: df.Stage) -> set[int]:
+    """The final stage and the stages it is built FROM, by index."""
+    by_name = {s.name: s for s in stages if s.name}
+    chain, stage = set(), final
+    while stage is not None and stage.index not in chain:
+        chain.add(stage.index)
+        stage = by_name.get(stage.base.lower())
+    return chain
+
+
+def _account_args(out: Adopted, instructions, chain, args, used_args: set[str], gates: Gates) -> None:
+    gate_args = {re.sub(r"_OFF$", "", g) for g in gates.declared}
+    stage = -1
+    for ins in instructions:
+        if ins.cmd == "FROM":
+            stage += 1
+        if ins.cmd != "ARG" or (stage >= 0 and stage not in chain):
+            continue
+        names = list(df.arg_values(ins))
+        unread = [n for n in names if n not in used_args and n not in gate_args and n != "TARGETARCH"]
+        if unread:
+            out.listed.append(f"line {ins.line}: ARG {', '.join(unread)}: no entry reads it")
+        else:
+            out.expressed_lines.add(ins.line)
+
+
+def _name_steps(steps: list[dict]) -> None:
+    seen: set[str] = set()
+    for i, step in enumerate(steps):
+        first = step.get("package") or next((p.get("requirement") or p.get("name") for p in step.get("packages", ())),
+                                            "") or ""
+        base = _NAME.sub("-", re.split(r"[=<>\[@ ]", first)[0].lower()).strip("-")[:30] or f"step-{i + 1}"
+        name = base if step["kind"] in ("wheels", "git", "asset") else f"{step['kind']}-{base}"[:40].strip("-")
+        n = 2
+        while name in seen:
+            name, n = f"{base[:34]}-{n}", n + 1
+        seen.add(name)
+        step["name"] = name
+
+
+def _attach_verifies(out: Adopted, steps: list[dict], verifies: list[tuple[int, str]]) -> None:
+    """Each `python -c` check goes on the last index or local package before it (the build runs every verify
+    after the last step)."""
+    for line, snippet in verifies:
+        target = next((p for s in reversed(steps) if s["kind"] == "wheels" for p in reversed(s["packages"])
+                       if "verify" not in p), None)
+        try:
+            compile(snippet, "verify", "exec")
+        except (SyntaxError, ValueError, RecursionError, MemoryError):
+            target = None
+        if target is None:
+            out.listed.append(f"line {line}: python -c check: no package to attach it to, or not valid Python")
+            continue
+        target["verify"] = {"python": snippet}
+        target.setdefault("why", WHY)
+
+
+def _manifest(path: Path, final: df.Stage, steps, gates: Gates, venv, todos, out: Adopted) -> dict:
+    base = final.image
+    cuda, python, variant_todos = _target(base, steps, out)
+    name = _NAME.sub("-", (final.name or path.name.removesuffix(".Dockerfile").replace("Dockerfile.", "")
+                           .replace("Dockerfile", "") or path.parent.name or "image").lower()).strip("-")[:40] or "image"
+    variant: dict = {"cuda": cuda, "torch": _torch(steps), "python": python,
+                     "platform": "manylinux_2_28_x86_64", "base": base if "$" not in base else "TODO/base:todo",
+                     "tag": "main-{date}"}
+    if venv is None:
+        variant["environment"] = "base"  # the file installs into the base's own python
+    manifest: dict = {"manifest_version": 1,
+                      "image": {"name": name, "repository": f"todo/{name}", **({"venv": venv} if venv else {})}}
+    if gates.declared:
+        manifest["gates"] = {g: {"when": v["when"], "why": v["why"]} for g, v in gates.declared.items()}
+    manifest["variants"] = {"main": variant}
+    manifest["steps"] = [s for s in steps if s.get("packages", True)]
+    todo = [{"at": f"variants.main.{k}", "what": w} for k, w in variant_todos]
+    if "$" in base:
+        todo.append({"at": "variants.main.base", "what": f"the base {base} names an ARG with no default"})
+    index = {id(s): i for i, s in enumerate(manifest["steps"])}
+    todo += [{"at": f"steps[{index[id(s)]}].{key}", "what": what} for s, key, what in todos if id(s) in index]
+    if todo:
+        manifest["todo"] = todo
+    return manifest
+
+
+def _target(base: str, steps: list[dict], out: Adopted) -> tuple[str, str, list[tuple[str, str]]]:
+    """cuda and python from the base's tag and the wheels' tags; a TODO where neither says."""
+    names = " ".join(str(p.get("local", {}).get("glob", "")) + " " + str(s.get("url", ""))
+                     for s in steps for p in s.get("packages", [s]) if isinstance(p, dict))
+    todos: list[tuple[str, str]] = []
+    tag = _CUDA_TAG.search(base.split(":", 1)[-1]) if ":" in base else None
+    cu = _CU.search(names)
+    if tag:
+        cuda = tag["v"]
+    elif cu:
+        cuda = f"{cu['major']}.{cu['minor']}"
+    else:
+        cuda = "0.0"
+        todos.append(("cuda", f"neither the base {base} nor a wheel's tag names the CUDA version"))
+    cp = _CP.search(names)
+    python = f"3.{cp['minor']}" if cp else "3.12"
+    if not cp:
+        todos.append(("python", f"no wheel's tag names the python; 3.12 is a placeholder (check the base {base})"))
+    todos.append(("platform", "the base's glibc and architecture decide the wheel platform"))
+    return cuda, python, todos
+
+
+def _torch(steps: list[dict]) -> str:
+    for s in steps:
+        for p in s.get("packages", ()):
+            req = p.get("requirement", "") if isinstance(p, dict) else ""
+            if req.startswith("torch=="):
+                return req.split("==", 1)[1]
+    return "0"
+
+
+def to_yaml(adopted: Adopted, source: Path) -> str:
+    """The manifest, written by the YAML emitter: every Dockerfile string is a quoted scalar, never YAML."""
+    head = [f"Started by `build.py import {source.name}`. Fill in every TODO (each why, the todo: list),",
+            "then `build.py report` and `build.py lock`.", adopted.accounting]
+    head += adopted.notes
+    if adopted.listed:
+        head.append("Not expressed (do these by hand, or in a later step kind):")
+        head += [f"  {item}" for item in adopted.listed]
+    comment = "".join(f"# {_one_line(line)}\n" for line in head)
+    body = yaml.safe_dump(adopted.manifest, sort_keys=False, width=100, allow_unicode=False)
+    return comment + body
+
+
+def _one_line(text: str) -> str:
+    """A comment line: no line breaks or control characters can end the comment."""
+    return re.sub(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]", " ", text)[:300]
