@@ -164,7 +164,6 @@ def _unquote(value: str) -> str:
     return value
 
 
-_SUBST = re.compile(r"\$\((?:[^()]|\([^()]*\))*\)")
 _REDIRECT = re.compile(r"(?<=\s)\d*>&\d+|(?<=\s)\d*>>?\s*/dev/null|(?<=\s)&>\s*/dev/null")
 
 
@@ -178,9 +177,35 @@ def _tokens(script: str) -> list[str]:
         subs.append(m.group(0))
         return f"\x00{len(subs) - 1}\x00"
 
-    text = _REDIRECT.sub(" ", _SUBST.sub(hold, script.replace("\\\n", " ")))
+    text = _REDIRECT.sub(" ", _hold_substitutions(script.replace("\\\n", " "), hold))
     tokens = _split(text)
     return [re.sub(r"\x00(\d+)\x00", lambda m: subs[int(m.group(1))], t) for t in tokens]
+
+
+def _hold_substitutions(text: str, hold) -> str:
+    """Each `$(...)` (parentheses balanced, quotes inside respected) replaced by what hold returns for it."""
+    out, i = [], 0
+    while True:
+        start = text.find("$(", i)
+        if start < 0:
+            return "".join(out) + text[i:]
+        depth, j, quote = 0, start + 1, ""
+        while j < len(text):
+            c = text[j]
+            if quote:
+                quote = "" if c == quote else quote
+            elif c in "'\"":
+                quote = c
+            elif c == "(":
+                depth += 1
+            elif c == ")":
+                depth -= 1
+                if depth == 0:
+                    break
+            j += 1
+        out.append(text[i:start])
+        out.append(hold(re.match(r"(?s).*", text[start:j + 1])))
+        i = j + 1
 
 
 def _split(script: str) -> list[str]:

@@ -57,10 +57,6 @@ class Adopted:
         return (f"{self.instructions} instructions: {self.expressed} expressed, {self.listed_instructions} listed, "
                 f"{self.dropped} dropped")
 
-    @property
-    def not_expressed(self) -> list[str]:
-        return self.listed
-
 
 def adopt(path: Path) -> Adopted:
     instructions = df.read(path)
@@ -204,7 +200,7 @@ def _attach_verifies(out: Adopted, steps: list[dict], verifies: list[tuple[int, 
 
 def _manifest(path: Path, final: df.Stage, steps, gates: Gates, venv, todos, out: Adopted) -> dict:
     base = final.image
-    cuda, python, variant_todos = _target(base, steps, out)
+    cuda, python, variant_todos = _target(base, steps, gates)
     name = _NAME.sub("-", (final.name or path.name.removesuffix(".Dockerfile").replace("Dockerfile.", "")
                            .replace("Dockerfile", "") or path.parent.name or "image").lower()).strip("-")[:40] or "image"
     variant: dict = {"cuda": cuda, "torch": _torch(steps), "python": python,
@@ -214,10 +210,14 @@ def _manifest(path: Path, final: df.Stage, steps, gates: Gates, venv, todos, out
         variant["environment"] = "base"  # the file installs into the base's own python
     manifest: dict = {"manifest_version": 1,
                       "image": {"name": name, "repository": f"todo/{name}", **({"venv": venv} if venv else {})}}
-    if gates.declared:
-        manifest["gates"] = {g: {"when": v["when"], "why": v["why"]} for g, v in gates.declared.items()}
+    guarding = {s.get("gate") for s in steps if s.get("packages", True)}
+    if guarding & set(gates.declared):  # a gate is declared only where it guards a step
+        manifest["gates"] = {g: {"when": v["when"], "why": v["why"]} for g, v in gates.declared.items()
+                             if g in guarding}
     manifest["variants"] = {"main": variant}
     manifest["steps"] = [s for s in steps if s.get("packages", True)]
+    if variant["torch"] == "0":
+        variant_todos.append(("torch", "the file pins no torch (the base's own, if any): write its version"))
     todo = [{"at": f"variants.main.{k}", "what": w} for k, w in variant_todos]
     if "$" in base:
         todo.append({"at": "variants.main.base", "what": f"the base {base} names an ARG with no default"})
@@ -228,21 +228,27 @@ def _manifest(path: Path, final: df.Stage, steps, gates: Gates, venv, todos, out
     return manifest
 
 
-def _target(base: str, steps: list[dict], out: Adopted) -> tuple[str, str, list[tuple[str, str]]]:
-    """cuda and python from the base's tag and the wheels' tags; a TODO where neither says."""
+def _target(base: str, steps: list[dict], gates: Gates) -> tuple[str, str, list[tuple[str, str]]]:
+    """cuda and python from the base's tag and the wheels' tags; where neither says, a guess with a TODO."""
     names = " ".join(str(p.get("local", {}).get("glob", "")) + " " + str(s.get("url", ""))
                      for s in steps for p in s.get("packages", [s]) if isinstance(p, dict))
     todos: list[tuple[str, str]] = []
-    tag = _CUDA_TAG.search(base.split(":", 1)[-1]) if ":" in base else None
+    tag = base.split(":", 1)[1] if ":" in base else ""
+    from_tag = _CUDA_TAG.search(tag)
     cu = _CU.search(names)
-    if tag:
-        cuda = tag["v"]
+    on = sorted(int(g["when"].split(">=")[1]) for g in gates.declared.values() if g["when"].startswith("cuda >="))
+    if from_tag:
+        cuda = from_tag["v"]
     elif cu:
         cuda = f"{cu['major']}.{cu['minor']}"
+    elif on:
+        cuda = f"{on[-1]}.0"
+        todos.append(("cuda", f"{cuda} is a guess: the file's default build turns on its CUDA {on[-1]} switch; "
+                              f"the base {base} does not say"))
     else:
         cuda = "0.0"
         todos.append(("cuda", f"neither the base {base} nor a wheel's tag names the CUDA version"))
-    cp = _CP.search(names)
+    cp = _CP.search(names) or re.search(r"(?:py|python)3\.?(?P<minor>\d{1,2})\b", tag)
     python = f"3.{cp['minor']}" if cp else "3.12"
     if not cp:
         todos.append(("python", f"no wheel's tag names the python; 3.12 is a placeholder (check the base {base})"))

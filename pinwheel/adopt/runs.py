@@ -307,22 +307,29 @@ def _requirement(result: RunResult, state: _RunState, req: str, parsed: df.PipIn
 
 
 def _attach_fallback(result: RunResult, req: Requirement, exact: str | None, no_deps: dict) -> bool:
-    """An index install in the else-branch of a local wheel's guard is that wheel's fallback."""
+    """An index install in the else-branch of a local wheel's guard is that wheel's fallback: the local entry
+    of the same distribution, else the first one of this RUN that has none."""
     name = canonicalize_name(req.name)
-    for step in result.entries:
-        for p in step.get("packages", ()):
-            local = p.get("local") if isinstance(p, dict) else None
-            if local and canonicalize_name(p["requirement"].split("==")[0]) == name and exact:
-                # One distribution from a local wheel, else from the index: the manifest lists a package once,
-                # so the wheel is required and the else-branch is listed.
-                local["if_missing"] = "fail"
-                p["requirement"] = exact
-                result.listed.append(f"`{exact}`: the else-branch of the local wheel {local['glob']} (one "
-                                     "distribution from two sources: no kind expresses it yet; the wheel is required)")
-                key = f"packages[{step['packages'].index(p)}].requirement"
-                result.todos[:] = [t for t in result.todos if not (t[0] is step and t[1] == key)]
-                return True
-    return False
+    locals_ = [(step, p) for step in result.entries for p in step.get("packages", ())
+               if isinstance(p, dict) and p.get("local") and "fallback" not in p]
+    same = [(s, p) for s, p in locals_ if canonicalize_name(p["requirement"].split("==")[0]) == name]
+    if not exact or not locals_:
+        return False
+    step, p = (same or locals_)[0]
+    local = p["local"]
+    if same:
+        # One distribution from a local wheel, else from the index: the manifest lists a package once,
+        # so the wheel is required and the else-branch is listed.
+        local["if_missing"] = "fail"
+        p["requirement"] = exact
+        result.listed.append(f"`{exact}`: the else-branch of the local wheel {local['glob']} (one distribution "
+                             "from two sources: no kind expresses it yet; the wheel is required)")
+        key = f"packages[{step['packages'].index(p)}].requirement"
+        result.todos[:] = [t for t in result.todos if not (t[0] is step and t[1] == key)]
+    else:
+        local["if_missing"] = "fallback"
+        p["fallback"] = {"requirement": exact, "why": WHY, **no_deps}
+    return True
 
 
 def _asset(result: RunResult, state: _RunState, file: str, gate: str | None) -> None:
