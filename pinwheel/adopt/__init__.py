@@ -16,7 +16,7 @@ from pathlib import Path
 import yaml
 
 from .. import dockerfiles as df
-from .runs import WHY, Gates, adopt_run
+from .runs import WHY, Gates, Todo, adopt_run
 
 _VENV = re.compile(r"python3?(?:\.\d+)? -m venv (?P<path>/[\w./-]+)")
 _CUDA_TAG = re.compile(r"(?<![\d.])(?P<v>1\d\.\d)(?:\.\d+)?-(?:cudnn\d*-)?(?:devel|runtime|base)")
@@ -33,6 +33,21 @@ class Adopted:
     expressed_lines: set[int] = field(default_factory=set)  # instructions that became entries
     notes: list[str] = field(default_factory=list)  # ARG defaults filled in, as comments
     step_lines: dict[str, int] = field(default_factory=dict)  # step name -> the Dockerfile line it came from
+    todos: list[Todo] = field(default_factory=list)  # the steps' TODOs
+    variant_todos: list[tuple[str, str]] = field(default_factory=list)  # (variant key, what)
+
+    def todo_entries(self) -> list[dict]:
+        """The manifest's todo: list, from what is still unknown."""
+        index = {id(s): i for i, s in enumerate(self.manifest.get("steps", ()))}
+        return [{"at": f"variants.main.{k}", "what": w} for k, w in self.variant_todos] + \
+            [{"at": f"steps[{index[id(t.step)]}].{t.key}", "what": t.what} for t in self.todos if id(t.step) in index]
+
+    def refresh_todo(self) -> None:
+        """Rewrite todo: after some TODOs were filled in (import --pin)."""
+        todo = self.todo_entries()
+        self.manifest.pop("todo", None)
+        if todo:
+            self.manifest["todo"] = todo
 
     @property
     def listed_lines(self) -> set[int]:
@@ -66,7 +81,7 @@ def adopt(path: Path) -> Adopted:
     out = Adopted({}, instructions=len(instructions))
     gates = Gates()
     steps: list[dict] = []
-    todos: list[tuple[dict, str, str]] = []
+    todos: list[Todo] = []
     args: dict[str, str | None] = {}
     used_args: set[str] = set()
     venv = None
@@ -218,13 +233,10 @@ def _manifest(path: Path, final: df.Stage, steps, gates: Gates, venv, todos, out
     manifest["steps"] = [s for s in steps if s.get("packages", True)]
     if variant["torch"] == "0":
         variant_todos.append(("torch", "the file pins no torch (the base's own, if any): write its version"))
-    todo = [{"at": f"variants.main.{k}", "what": w} for k, w in variant_todos]
     if "$" in base:
-        todo.append({"at": "variants.main.base", "what": f"the base {base} names an ARG with no default"})
-    index = {id(s): i for i, s in enumerate(manifest["steps"])}
-    todo += [{"at": f"steps[{index[id(s)]}].{key}", "what": what} for s, key, what in todos if id(s) in index]
-    if todo:
-        manifest["todo"] = todo
+        variant_todos.append(("base", f"the base {base} names an ARG with no default"))
+    out.manifest, out.todos, out.variant_todos = manifest, todos, variant_todos
+    out.refresh_todo()
     return manifest
 
 

@@ -67,11 +67,22 @@ class Gates:
 
 
 @dataclass
+class Todo:
+    """A value import could not know: where it goes in a step, what to fill in, and how `--pin` finds it
+    (("index", requirement), ("git", url, ref) or ("asset", url)), if it can."""
+
+    step: dict
+    key: str
+    what: str
+    pin: tuple = ()
+
+
+@dataclass
 class RunResult:
     line: int = 0
     entries: list[dict] = field(default_factory=list)  # steps, in order
     listed: list[str] = field(default_factory=list)
-    todos: list[tuple[dict, str, str]] = field(default_factory=list)  # (entry, key inside it, what)
+    todos: list[Todo] = field(default_factory=list)
     verifies: list[str] = field(default_factory=list)  # python -c snippets that check the image
     wheels_names: list[str] = field(default_factory=list)
     debs: list[str] = field(default_factory=list)
@@ -213,9 +224,9 @@ def _apt(result: RunResult, words: list[str], gate: str | None) -> None:
         step = _gated({"name": "", "kind": "apt", "why": WHY, "packages": packages}, gate)
         result.entries.append(step)
         for i in todo:
-            result.todos.append((step, f"packages[{i}].version",
-                                 f"{packages[i]['name']} is unpinned in the Dockerfile: write the version "
-                                 "`apt-cache policy` shows for the base"))
+            result.todos.append(Todo(step, f"packages[{i}].version",
+                                     f"{packages[i]['name']} is unpinned in the Dockerfile: write the version "
+                                     "`apt-cache policy` shows for the base"))
 
 
 def _download(result: RunResult, state: _RunState, words: list[str]) -> None:
@@ -268,8 +279,8 @@ def _requirement(result: RunResult, state: _RunState, req: str, parsed: df.PipIn
                            "how_to_provide": f"TODO: how to build {file} and put it in wheels/"}}
         step = _wheels_step(result, wheels, gate)
         step["packages"].append(entry)
-        result.todos.append((step, f"packages[{len(step['packages']) - 1}].requirement",
-                             f"the version of the local wheel {file}"))
+        result.todos.append(Todo(step, f"packages[{len(step['packages']) - 1}].requirement",
+                                 f"the version of the local wheel {file}"))
         return
     if file.endswith(".whl") and file in state.downloads:
         _asset(result, state, file, gate)
@@ -301,9 +312,9 @@ def _requirement(result: RunResult, state: _RunState, req: str, parsed: df.PipIn
     step["packages"].append({"requirement": pin, **no_deps})
     result.wheels_names.append(canonicalize_name(parsed_req.name))
     if not exact:
-        result.todos.append((step, f"packages[{len(step['packages']) - 1}].requirement",
-                             f"`{req}` is {'a range' if spec else 'unpinned'} in the Dockerfile: pin it "
-                             "(`build.py import --pin` writes today's version)"))
+        result.todos.append(Todo(step, f"packages[{len(step['packages']) - 1}].requirement",
+                                 f"`{req}` is {'a range' if spec else 'unpinned'} in the Dockerfile: pin it "
+                                 "(`build.py import --pin` writes today's version)", ("index", req)))
 
 
 def _attach_fallback(result: RunResult, req: Requirement, exact: str | None, no_deps: dict) -> bool:
@@ -325,7 +336,7 @@ def _attach_fallback(result: RunResult, req: Requirement, exact: str | None, no_
         result.listed.append(f"`{exact}`: the else-branch of the local wheel {local['glob']} (one distribution "
                              "from two sources: no kind expresses it yet; the wheel is required)")
         key = f"packages[{step['packages'].index(p)}].requirement"
-        result.todos[:] = [t for t in result.todos if not (t[0] is step and t[1] == key)]
+        result.todos[:] = [t for t in result.todos if not (t.step is step and t.key == key)]
     else:
         local["if_missing"] = "fallback"
         p["fallback"] = {"requirement": exact, "why": WHY, **no_deps}
@@ -344,7 +355,8 @@ def _asset(result: RunResult, state: _RunState, file: str, gate: str | None) -> 
                    "url": {"url": url.split("#", 1)[0], "sha256": digest.group(1) if digest else ZERO_SHA256}}, gate)
     result.entries.append(step)
     if not digest:
-        result.todos.append((step, "url.sha256", f"the sha256 of {url} (`build.py asset add URL` prints it)"))
+        result.todos.append(Todo(step, "url.sha256", f"the sha256 of {url} (`build.py asset add URL` prints it)",
+                                 ("asset", url.split("#", 1)[0])))
 
 
 def _source(result: RunResult, state: _RunState, req: str, parsed: df.PipInstall, gate, editable: bool) -> None:
@@ -380,8 +392,8 @@ def _source(result: RunResult, state: _RunState, req: str, parsed: df.PipInstall
         step["checkout"] = where if where.startswith("/") else f"/opt/{where}"
     step = _gated(step, gate)
     result.entries.append(step)
-    result.todos.append((step, "package", f"the distribution name and version {url} builds"))
+    result.todos.append(Todo(step, "package", f"the distribution name and version {url} builds"))
     if not _COMMIT.match(rev or ""):
         at = f"`git ls-remote {url} {rev}`" if rev else f"`git ls-remote {url} HEAD`"
-        result.todos.append((step, "rev", f"{'branch or tag ' + rev if rev else 'no commit'} in the Dockerfile: "
-                                          f"write the full commit {at} names"))
+        result.todos.append(Todo(step, "rev", f"{'branch or tag ' + rev if rev else 'no commit'} in the Dockerfile: "
+                                              f"write the full commit {at} names", ("git", url, rev or "HEAD")))

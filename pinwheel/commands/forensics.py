@@ -140,6 +140,8 @@ def cmd_import(args: argparse.Namespace) -> int:
         adopted = adopt(args.dockerfile)
     except DockerfileError as exc:
         raise UsageError(str(exc)) from None
+    if args.pin:
+        _pin(adopted, args)
     args.output.write_text(adopted_yaml(adopted, args.dockerfile))
     steps = adopted.manifest["steps"]
     out().print(f"wrote {args.output}: {len(steps)} steps, {len(adopted.manifest.get('todo', []))} TODOs; "
@@ -148,6 +150,18 @@ def cmd_import(args: argparse.Namespace) -> int:
         err().print(f"  not expressed: {escape(line)}")
     out().print(escape(adopted.accounting))
     return EXIT_OK
+
+
+def _pin(adopted, args: argparse.Namespace) -> None:
+    """import --pin: what the index, git and the asset URLs can answer now; the rest stays TODO."""
+    from ..adopt.pin import pin
+    workspace = Workspace(Path.cwd(), adopted.manifest["image"]["name"])
+    client = IndexClient(index_url=args.index_url, cache_dir=workspace.index_cache, offline=False)
+    result = pin(adopted, client.versions, workspace.asset_cache)
+    for line in result.done:
+        out().print(f"  pinned {escape(line)}")
+    for line in result.left:
+        err().print(f"  still TODO: {escape(line)}")
 
 
 def cmd_layers(args: argparse.Namespace) -> int:
@@ -220,11 +234,18 @@ def add_forensics_parsers(sub) -> None:
     au.set_defaults(func=cmd_audit)
 
     im = sub.add_parser("import", help="start a wheels_manifest.yaml from a hand-written Dockerfile",
-                        description="One wheel set per pip RUN, local wheels with the policy their guard implies, "
-                                    "--no-deps flags and gates from `if [ \"${ARG}\" = \"1\" ]` blocks. Every why "
-                                    "is left as a TODO; what it cannot express is listed, not dropped.")
+                        description="Every instruction becomes steps of today's kinds (apt, wheels with local "
+                                    "wheels and fallbacks, git, asset, remove, verify snippets) or is listed, with "
+                                    "its line, as not expressed; the run ends with `N instructions: E expressed, "
+                                    "L listed, 0 dropped`. ARG defaults are filled in; a value import cannot know "
+                                    "is a placeholder that loads, with a todo: entry that keeps `report` unclean.")
     im.add_argument("dockerfile", type=Path)
     im.add_argument("--output", "-o", type=Path, default=Path("wheels_manifest.yaml"))
     im.add_argument("--force", action="store_true", help="replace an existing output file")
+    im.add_argument("--pin", action="store_true",
+                    help="pin what the network can answer (uses it): unpinned and range requirements at the index's "
+                         "newest allowed version today, git branches and tags at the commit `git ls-remote` names, "
+                         "assets at the sha256 of their download; what cannot be reached stays TODO")
+    im.add_argument("--index-url", help="with --pin: the index (default: pip's configuration)")
     im.set_defaults(func=cmd_import)
 
