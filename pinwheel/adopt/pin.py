@@ -34,13 +34,14 @@ class Pinned:
 
 
 def pin(adopted: Adopted, versions: Callable[[str], list] | None, asset_cache: Path | None,
-        today: datetime.date | None = None) -> Pinned:
-    """Fill in each TODO that says how (`Todo.pin`); versions(name) lists the index's versions of a project."""
+        today: datetime.date | None = None, only: tuple[str, ...] = ("index", "git", "asset")) -> Pinned:
+    """Fill in each TODO that says how (`Todo.pin`), of the kinds in `only`; versions(name) lists the index's
+    versions of a project."""
     today = today or datetime.date.today()
     result = Pinned()
     keep: list[Todo] = []
     for todo in adopted.todos:
-        how = todo.pin[0] if todo.pin else None
+        how = todo.pin[0] if todo.pin and todo.pin[0] in only else None
         try:
             if how == "index" and versions is not None:
                 done = _index(todo, versions, today)

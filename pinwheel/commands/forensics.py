@@ -95,38 +95,36 @@ def cmd_audit(args: argparse.Namespace) -> int:
         print_audit(result, out())
         if replay is not None:
             print_replay(replay, out())
-    return EXIT_PROBLEM if result.errors or (replay and replay["hazards"]) else EXIT_OK
+    return EXIT_PROBLEM if result.errors or (replay and (replay["hazards"] or replay["overrides"])) else EXIT_OK
 
 
 def replay_audit(args: argparse.Namespace) -> dict:
-    """The file's pinned pip installs, in order, as plain pip would run them: hazards and suppressed edges.
-
-    It replays the manifest `import` writes; anything that stops it is reported here, located at the
-    Dockerfile's line where the step came from, never as an exit of its own."""
+    """The file's installs, in order, as plain pip would run them (pinwheel.reports.replay)."""
     from ..adopt import adopt
+    from ..reports.replay import replay
     adopted = adopt(args.dockerfile)
+    client = IndexClient(index_url=args.index_url, cache_dir=Workspace(Path.cwd(), "audit").index_cache,
+                         offline=args.offline)
+    return replay(adopted, client, args.dockerfile, _replay_base(args))
+
+
+def _replay_base(args: argparse.Namespace):
+    """--base: an inventory JSON file, or an image in the engine read without running it; None without it."""
+    if not args.base:
+        return None
+    from ..image.inventory import load_inventory, read_image
+    if Path(args.base).is_file():
+        try:
+            return load_inventory(Path(args.base))
+        except InventoryError as exc:
+            raise UsageError(str(exc)) from None
+    engine = engine_or_fail(args)
+    if not engine.image_exists(args.base):
+        raise UsageError(f"--base {args.base}: neither an inventory file nor an image in the engine")
     try:
-        m = manifest_mod.parse(_yaml(adopted.manifest), args.dockerfile.with_name(args.dockerfile.name + ".yaml"))
-        plan = plan_variant(m, "main")
-        client = IndexClient(index_url=args.index_url, cache_dir=Workspace(Path.cwd(), "audit").index_cache,
-                             offline=args.offline)
-        resolved = resolve(plan, metadata_source(plan, client))
-    except (ResolveError, IndexClientError, manifest_mod.ManifestError) as exc:
-        return {"error": str(exc), "hazards": [], "suppressed": [], "clashes": [], "unchecked": 0,
-                "not_expressed": adopted.listed}
-    where = {s.name: s.line for s in m.steps}
-    lines = adopted.step_lines
-    hazards = [{**dataclasses.asdict(h), "dockerfile_line": lines.get(h.step)} for h in resolved.hazards]
-    return {"hazards": hazards,
-            "suppressed": [dataclasses.asdict(e) for e in resolved.edges if e.verdict == "suppressed"],
-            "clashes": [dataclasses.asdict(c) for c in resolved.clashes],
-            "unchecked": sum(1 for e in resolved.edges if e.verdict == "unchecked") + len(resolved.unjudged),
-            "not_expressed": adopted.listed, "manifest_lines": where}
-
-
-def _yaml(manifest: dict) -> str:
-    import yaml  # the emitter: every Dockerfile string becomes a quoted scalar
-    return yaml.safe_dump(manifest, sort_keys=False)
+        return read_image(engine, args.base)
+    except InventoryError as exc:
+        raise UsageError(str(exc)) from None
 
 
 def cmd_import(args: argparse.Namespace) -> int:
@@ -228,6 +226,9 @@ def add_forensics_parsers(sub) -> None:
     au.add_argument("--replay", action="store_true",
                     help="replay its pinned pip installs with the resolver, in order (reads the index)")
     au.add_argument("--offline", action="store_true", help="with --replay: cached index metadata only")
+    au.add_argument("--base", metavar="IMAGE|INVENTORY",
+                    help="with --replay: judge against the base's packages, read from this image in the engine "
+                         "(without running it) or from an inventory JSON (`build.py base inventory` writes one)")
     au.add_argument("--context", type=Path, help="the build context, where files the Dockerfile COPYs in (a "
                                                  "requirements file) are read (default: the Dockerfile's directory)")
     au.add_argument("--index-url", help="with --replay: index to read metadata from (default: pip's configuration)")

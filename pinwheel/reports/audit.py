@@ -335,7 +335,9 @@ def print_audit(a: Audit, console: Console) -> None:
 
 
 def print_replay(replay: dict, console: Console) -> None:
-    console.print("\n[bold]Replayed as plain pip would run it[/bold] (pinned installs, in order)")
+    console.print("\n[bold]Replayed as plain pip would run it[/bold] (installs in order)")
+    for note in replay.get("notes", ()):
+        console.print(f"  [dim]{escape(note)}[/dim]")
     if replay.get("error"):
         console.print(f"  [yellow]could not replay: {escape(replay['error'])}[/yellow]")
         return
@@ -343,12 +345,17 @@ def print_replay(replay: dict, console: Console) -> None:
         console.print(f"  [red]{escape(h['package'])} {escape(h['before'])} → {escape(h['after'])}[/red]: "
                       f"installed by {escape(h['earlier_step'])}, changed by {escape(h['step'])} ({escape(h['cause'])})"
                       + (f" (Dockerfile line {h['dockerfile_line']})" if h.get("dockerfile_line") else ""))
+    for h in replay.get("replacements", ()):
+        console.print(f"  {escape(h['step'])} (line {h.get('dockerfile_line')}) replaces {escape(h['earlier_step'])}'s "
+                      f"{escape(h['package'])} {escape(h['before'])} → {escape(h['after'])}")
+    for o in replay.get("overrides", ()):
+        console.print(f"  [red]--no-deps {escape(o['package'])} {escape(o['version'])}[/red] (line {o['line']}) "
+                      f"is outside {escape(o['required_by'])}'s {escape(o['specifier'])}")
     for e in replay["suppressed"]:
         extra = f" [{e['extra']}]" if e["extra"] else ""
         console.print(f"  --no-deps drops {escape(e['parent'])}{escape(extra)}: {escape(e['requirement'])} "
                       f"({escape(e['detail'])})")
-    for o in replay.get("overrides", ()):
-        console.print(f"  [red]--no-deps {escape(o['package'])} {escape(o['version'])}[/red] (line {o['line']}) "
-                      f"is outside {escape(o['required_by'])}'s {escape(o['specifier'])}")
     if replay["unchecked"]:
         console.print(f"  [yellow]{replay['unchecked']} could not be judged[/yellow]")
+    if not (replay["hazards"] or replay.get("overrides")):
+        console.print("  no moved pin and no --no-deps install outside a declared pin")
