@@ -260,7 +260,9 @@ def _target(base: str, steps: list[dict], gates: Gates) -> tuple[str, str, list[
     else:
         cuda = "0.0"
         todos.append(("cuda", f"neither the base {base} nor a wheel's tag names the CUDA version"))
-    cp = _CP.search(names) or re.search(r"(?:py|python)3\.?(?P<minor>\d{1,2})\b", tag)
+    official = base.split(":", 1)[0].rsplit("/", 1)[-1] == "python"  # python:3.11-slim and its kin
+    cp = _CP.search(names) or re.search(r"(?:py|python)3\.?(?P<minor>\d{1,2})\b", tag) or \
+        (re.match(r"3\.(?P<minor>\d{1,2})\b", tag) if official else None)
     python = f"3.{cp['minor']}" if cp else "3.12"
     if not cp:
         todos.append(("python", f"no wheel's tag names the python; 3.12 is a placeholder (check the base {base})"))

@@ -387,11 +387,15 @@ def next_steps(plan: Plan, shared: list[dict], summary: dict, abi: list[dict] | 
         if sp["broken"]:
             steps.append(f"shared pin {sp['name']}=={sp['version']} is broken ({'; '.join(sp['broken_because'])}): "
                          f"move the pin, or choose releases whose requirements admit it")
-    if summary["unchecked"]:
+    if plan.todos:
+        steps.append(f"{len(plan.todos)} TODO(s) left by import (the manifest's todo: list): fill each in and drop "
+                     "it from the list")
+    if summary["unchecked"] - len(plan.todos) > 0:
         names = sorted(({e.parent for e in plan.edges if e.verdict == "unchecked"} | {u.package for u in plan.unjudged}
                         | {row["name"] for row in abi or () if row["abi_class"] == "unknown"})
                        - {d["package"] for d in missing or ()})
-        steps.append(f"{summary['unchecked']} requirement(s) could not be judged ({', '.join(names)}): check the "
+        steps.append(f"{summary['unchecked'] - len(plan.todos)} requirement(s) could not be judged "
+                     f"({', '.join(names)}): check the "
                      f"index and the network, run again (--refresh re-reads the index), or pass --allow-unchecked "
                      f"to accept them knowingly")
     return steps

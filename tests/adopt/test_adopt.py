@@ -1,6 +1,7 @@
 """`import` over a corpus of hand-written Dockerfiles: nothing dropped, and the output always loads and renders."""
 from __future__ import annotations
 
+import json
 import shutil
 import subprocess
 import sys
@@ -103,3 +104,24 @@ def test_stages_the_final_image_does_not_use_are_listed():
     assert any(item.startswith("line 19:") and "stage lock" in item for item in adopted.listed)
     assert adopted.manifest["variants"]["main"]["base"] == "nvidia/cuda:13.0.2-devel-ubuntu24.04"
     assert adopted.dropped == 0
+
+
+def test_report_counts_each_todo_as_unchecked_never_clean(tmp_path, local_index):
+    local_index.add("numpy", "2.1.0")
+    url = local_index.serve()
+    (tmp_path / "Dockerfile").write_text("FROM example.invalid/python:3.11-slim\nRUN python3 -m venv /opt/venv\n"
+                                         "RUN pip install numpy==2.1.0\n")
+    assert build_py("import", "Dockerfile", cwd=tmp_path).returncode == 0
+    m = manifest_mod.load(tmp_path / "wheels_manifest.yaml")
+    assert m.todos and m.variants["main"].python == "3.11"  # the python from the base's tag
+    for extra in ([], ["--allow-unchecked"]):
+        proc = build_py("report", "--json", "--no-lock", "--index-url", url, *extra, cwd=tmp_path)
+        summary = json.loads(proc.stdout)["summary"]
+        assert proc.returncode == 3, proc.stderr
+        assert summary["verdict"] == "unchecked" and not summary["clean"]
+        assert summary["todo"] == list(m.todos) and summary["unchecked"] >= len(m.todos)
+    # filled in, the TODOs go, and the same report is clean
+    text = (tmp_path / "wheels_manifest.yaml").read_text().split("\ntodo:")[0] + "\n"
+    (tmp_path / "wheels_manifest.yaml").write_text(text)
+    proc = build_py("report", "--json", "--no-lock", "--index-url", url, cwd=tmp_path)
+    assert proc.returncode == 0 and json.loads(proc.stdout)["summary"]["verdict"] == "clean", proc.stdout[-2000:]
