@@ -76,64 +76,72 @@ class Adopted:
 def adopt(path: Path) -> Adopted:
     instructions = df.read(path)
     stages = df.stages(instructions)
-    final = stages[-1]
-    chain = _chain(stages, final)
-    out = Adopted({}, instructions=len(instructions))
-    gates = Gates()
-    steps: list[dict] = []
-    todos: list[Todo] = []
-    args: dict[str, str | None] = {}
-    used_args: set[str] = set()
-    venv = None
-    stage_index = -1
-    arg_lines: dict[str, int] = {}
-    lines: dict[int, int] = {}  # id(step) -> its Dockerfile line
+    chain = _chain(stages, stages[-1])
+    walk = _Walk(Adopted({}, instructions=len(instructions)))
+    stage = -1
     for ins in instructions:
-        where = f"line {ins.line}"
         if ins.cmd == "FROM":
-            stage_index += 1
-            used_args.update(df.substitute(" ".join(ins.value), args)[1])
-            if stage_index in chain:
-                out.expressed_lines.add(ins.line)
-            else:
-                out.listed.append(f"{where}: {ins.first_line}: a stage the final image does not build from")
-            continue
-        if stage_index >= 0 and stage_index not in chain:
-            out.listed.append(f"{where}: {ins.first_line[:80]}: in stage {stages[stage_index].name or stage_index}, "
-                              "which the final image does not build from")
-            continue
-        if ins.cmd == "ARG":
-            for name, default in df.arg_values(ins).items():
-                args[name] = default if default is not None else args.get(name)
-                arg_lines[name] = ins.line
-            continue  # accounted for below: expressed where an entry or a gate reads it
-        if ins.cmd == "RUN":
-            venv_match = _VENV.search(ins.script)
-            if venv_match:
-                venv = venv_match["path"]
-                out.expressed_lines.add(ins.line)
-                continue
-            used_args.update(df.substitute(ins.script, args)[1])
-            result = adopt_run(ins, args, gates)
-            steps.extend(result.entries)
-            lines.update({id(e): ins.line for e in result.entries})
-            todos.extend(result.todos)
-            _attach_verifies(out, steps, [(ins.line, v) for v in result.verifies])  # on what came before it
-            out.listed += [f"{where}: {item}" for item in result.listed]
+            stage += 1
+            walk.used_args.update(df.substitute(" ".join(ins.value), walk.args)[1])
+        if stage >= 0 and stage not in chain:
+            what = "a stage" if ins.cmd == "FROM" else f"in stage {stages[stage].name or stage},"
+            walk.out.listed.append(f"line {ins.line}: {ins.first_line[:80]}: {what} which the final image does not "
+                                   "build from")
+        else:
+            walk.take(ins)
+    out = walk.out
+    _account_args(out, instructions, chain, walk.args, walk.used_args, walk.gates)
+    _name_steps(walk.steps)
+    out.manifest = _loadable(path, stages[-1], walk.steps, walk.gates, walk.venv, walk.todos, out, walk.lines)
+    out.step_lines = {s["name"]: walk.lines[id(s)] for s in walk.steps if id(s) in walk.lines}
+    out.notes = [f"ARG {n}={walk.args[n]!r} (line {walk.arg_lines[n]}) is filled in where the file reads it"
+                 for n in sorted(walk.used_args) if walk.args.get(n) is not None and n in walk.arg_lines]
+    return out
+
+
+@dataclass
+class _Walk:
+    """What the walk over the final image's instructions gathers, in file order."""
+
+    out: Adopted
+    gates: Gates = field(default_factory=Gates)
+    steps: list[dict] = field(default_factory=list)
+    todos: list[Todo] = field(default_factory=list)
+    args: dict[str, str | None] = field(default_factory=dict)
+    used_args: set[str] = field(default_factory=set)
+    arg_lines: dict[str, int] = field(default_factory=dict)
+    lines: dict[int, int] = field(default_factory=dict)  # id(step) -> its Dockerfile line
+    venv: str | None = None
+
+    def take(self, ins: df.Instruction) -> None:
+        out = self.out
+        if ins.cmd == "FROM":
             out.expressed_lines.add(ins.line)
-            continue
-        if ins.cmd in ("COPY", "ADD") and re.search(r"\bwheel\[?s\]?/", ins.original) and \
+        elif ins.cmd == "ARG":
+            for name, default in df.arg_values(ins).items():  # accounted for at the end: read by an entry or not
+                self.args[name] = default if default is not None else self.args.get(name)
+                self.arg_lines[name] = ins.line
+        elif ins.cmd == "RUN":
+            self.run(ins)
+        elif ins.cmd in ("COPY", "ADD") and re.search(r"\bwheel\[?s\]?/", ins.original) and \
                 "/tmp/wheels" in ins.original:
             out.expressed_lines.add(ins.line)  # local wheels are bind-mounted from wheels/ by pinwheel
-            continue
-        out.listed.append(f"{where}: {ins.first_line[:100]}: no step kind expresses {ins.cmd}")
-    _account_args(out, instructions, chain, args, used_args, gates)
-    _name_steps(steps)
-    out.manifest = _loadable(path, final, steps, gates, venv, todos, out, lines)
-    out.step_lines = {s["name"]: lines[id(s)] for s in steps if id(s) in lines}
-    out.notes = [f"ARG {n}={args[n]!r} (line {arg_lines[n]}) is filled in where the file reads it"
-                 for n in sorted(used_args) if args.get(n) is not None and n in arg_lines]
-    return out
+        else:
+            out.listed.append(f"line {ins.line}: {ins.first_line[:100]}: no step kind expresses {ins.cmd}")
+
+    def run(self, ins: df.Instruction) -> None:
+        venv = _VENV.search(ins.script)
+        self.out.expressed_lines.add(ins.line)
+        if venv:
+            self.venv = venv["path"]  # pinwheel makes the venv itself
+            return
+        self.used_args.update(df.substitute(ins.script, self.args)[1])
+        result = adopt_run(ins, self.args, self.gates)
+        self.steps.extend(result.entries)
+        self.lines.update({id(e): ins.line for e in result.entries})
+        self.todos.extend(result.todos)
+        _attach_verifies(self.out, self.steps, [(ins.line, v) for v in result.verifies])  # on what came before
+        self.out.listed += [f"line {ins.line}: {item}" for item in result.listed]
 
 
 def _loadable(path: Path, final, steps: list[dict], gates: Gates, venv, todos, out: Adopted, lines) -> dict:

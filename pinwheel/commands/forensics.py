@@ -214,6 +214,10 @@ def add_forensics_parsers(sub) -> None:
     df.add_argument("--json", action="store_true")
     df.set_defaults(func=cmd_diff)
 
+    _add_adoption_parsers(sub)
+
+
+def _add_adoption_parsers(sub) -> None:
     au = sub.add_parser("audit", help="audit a hand-written Dockerfile: pip installs and the patterns that break images",
                         description="Read a Dockerfile with BuildKit's own parser; list every pip install per RUN "
                                     "with its flags; flag unguarded wheel globs, unpinned names and ranges, git "
