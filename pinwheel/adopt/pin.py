@@ -95,7 +95,8 @@ def _git(todo: Todo) -> str:
     except (OSError, subprocess.TimeoutExpired) as exc:
         raise _Unreachable(f"git ls-remote {url} {ref}: {exc}") from None
     if proc.returncode != 0:
-        raise _Unreachable(f"git ls-remote {url} {ref}: {proc.stderr.strip().splitlines()[-1:] or proc.returncode}")
+        said = (proc.stderr.strip().splitlines() or [f"exit {proc.returncode}"])[-1]
+        raise _Unreachable(f"git ls-remote {url} {ref}: {said}")
     refs = {}
     for line in proc.stdout.splitlines():
         sha, _, name = line.partition("\t")

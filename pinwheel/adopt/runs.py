@@ -377,6 +377,10 @@ def _source(result: RunResult, state: _RunState, req: str, parsed: df.PipInstall
     if "$" in url or not url.startswith(("https://", "http://", "ssh://", "git://")):
         result.listed.append(f"`{req}`: its URL {url} holds an ARG the file never sets")
         return
+    unset = re.search(r"\$\{?(\w+)", rev or "")
+    if unset:  # an ARG the file never gives a value: there is no ref to look up
+        result.listed.append(f"`{req}`: its ref names {unset.group(1)}, an ARG with no value in the file")
+        rev = ""
     name = re.sub(r"[^a-z0-9-]+", "-", url.rstrip("/").rsplit("/", 1)[-1].removesuffix(".git").lower()).strip("-")
     extras = re.search(r"\[([^\]]+)\]", req)
     step: dict = {"name": "", "kind": "git", "why": WHY,
