@@ -15,7 +15,7 @@ import functools
 import re
 import shlex
 import stat
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 import dockerfile
@@ -63,7 +63,6 @@ class Stage:
     base: str
     image: str  # a real image reference (stage names followed), ARG defaults filled in
     name: str | None
-    args: dict[str, str | None] = field(default_factory=dict)
 
 
 class DockerfileError(ValueError):

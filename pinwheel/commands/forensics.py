@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import json
 import sys
 from pathlib import Path
@@ -11,11 +10,10 @@ from typing import TYPE_CHECKING
 
 from .. import manifest as manifest_mod
 from ..distributions import InventoryError
-from ..index import IndexClient, IndexClientError, metadata_source
+from ..index import IndexClient
 from ..lock import locked_versions
 from ..manifest import Manifest
 from ..plan import plan_variant
-from ..resolve import ResolveError, resolve
 from ..workspace import LockFiles, Workspace
 
 from .common import EXIT_OK, EXIT_PROBLEM, UsageError, engine_or_fail, err, escape, out

@@ -71,3 +71,11 @@ def test_a_huge_dockerfile_is_refused_by_a_bound(tmp_path):
                               text=True, cwd=tmp_path, timeout=120)
         assert proc.returncode == 2, proc.stderr
         assert "at most" in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_too_many_lines_is_refused_by_the_line_bound(tmp_path):
+    path = tmp_path / "Dockerfile"
+    path.write_text("FROM scratch\n" + "# a\n" * 30_000)  # small in bytes, over the line bound
+    proc = subprocess.run([sys.executable, str(ROOT / "build.py"), "audit", str(path)], capture_output=True,
+                          text=True, cwd=tmp_path, timeout=120)
+    assert proc.returncode == 2 and "lines; a Dockerfile may have at most" in proc.stderr, proc.stderr
