@@ -224,8 +224,7 @@ def _attach_verifies(out: Adopted, steps: list[dict], verifies: list[tuple[int, 
 def _manifest(path: Path, final: df.Stage, steps, gates: Gates, venv, todos, out: Adopted) -> dict:
     base = final.image
     cuda, python, variant_todos = _target(base, steps, gates)
-    name = _NAME.sub("-", (final.name or path.name.removesuffix(".Dockerfile").replace("Dockerfile.", "")
-                           .replace("Dockerfile", "") or path.parent.name or "image").lower()).strip("-")[:40] or "image"
+    name = _image_name(path, final)
     variant: dict = {"cuda": cuda, "torch": _torch(steps), "python": python,
                      "platform": "manylinux_2_28_x86_64", "base": base if "$" not in base else "TODO/base:todo",
                      "tag": "main-{date}"}
@@ -246,6 +245,21 @@ def _manifest(path: Path, final: df.Stage, steps, gates: Gates, venv, todos, out
     out.manifest, out.todos, out.variant_todos = manifest, todos, variant_todos
     out.refresh_todo()
     return manifest
+
+
+_GENERIC_STAGES = {"final", "runtime", "base", "build", "builder", "main", "image", "release", "prod", "production"}
+
+
+def _image_name(path: Path, final: df.Stage) -> str:
+    """The image's name: from the file's name (Dockerfile.uv.cu130, trainer.Dockerfile), else the final stage's
+    name where it says more than "final", else the directory's."""
+    from_file = path.name.removesuffix(".Dockerfile").removeprefix("Dockerfile").strip(".")
+    stage = final.name if final.name and final.name not in _GENERIC_STAGES else ""
+    for candidate in (from_file if from_file.lower() != "dockerfile" else "", stage, path.resolve().parent.name):
+        name = _NAME.sub("-", candidate.lower()).strip("-")[:40].strip("-")
+        if name and name[0].isalnum():
+            return name
+    return "image"
 
 
 def _target(base: str, steps: list[dict], gates: Gates) -> tuple[str, str, list[tuple[str, str]]]:

@@ -83,7 +83,8 @@ def test_trainer_shapes_become_steps_of_todays_kinds():
     # cuda and python from the wheels' tags; the base followed through ARG and stage name; the image named
     assert m["variants"]["main"]["cuda"] == "13.0" and m["variants"]["main"]["python"] == "3.12"
     assert m["variants"]["main"]["base"] == "example.invalid/framework:v1.2.3"
-    assert m["image"]["name"] == "framework"
+    assert m["image"]["name"] == "trainer"  # after the file
+    assert set(m["gates"]) == {s["gate"] for s in m["steps"] if "gate" in s}  # each gate guards a step
     assert any("line 31" in item and "no such option: -n" in item for item in adopted.listed)
     assert any(item.startswith("line 53: ENV") for item in adopted.listed)
     assert "tools" in steps or any(s["kind"] == "git" for s in m["steps"])
@@ -104,6 +105,7 @@ def test_stages_the_final_image_does_not_use_are_listed():
     assert any(item.startswith("line 19:") and "stage lock" in item for item in adopted.listed)
     assert adopted.manifest["variants"]["main"]["base"] == "nvidia/cuda:13.0.2-devel-ubuntu24.04"
     assert adopted.dropped == 0
+    assert adopted.manifest["image"]["name"] == "uvproject"
 
 
 def test_report_counts_each_todo_as_unchecked_never_clean(tmp_path, local_index):
