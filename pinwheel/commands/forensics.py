@@ -217,16 +217,21 @@ def add_forensics_parsers(sub) -> None:
 
 def _add_adoption_parsers(sub) -> None:
     au = sub.add_parser("audit", help="audit a hand-written Dockerfile: pip installs and the patterns that break images",
-                        description="Read a Dockerfile with BuildKit's own parser; list every pip install per RUN "
-                                    "with its flags; flag unguarded wheel globs, unpinned names and ranges, git "
-                                    "URLs without a commit, --force-reinstall, loops over patches or checks without "
-                                    "a failure path, `|| true` after a check, build args that can leave a commit "
-                                    "empty, and secrets passed as build args. Exit 1 on any error-level finding. "
-                                    "JSON schema pinwheel.audit/1.")
+                        description="Read a Dockerfile with BuildKit's own parser (heredocs included, within "
+                                    "size and line bounds); list every pip install per RUN with its flags, read by "
+                                    "pip's own option parser. Each finding has a line, a rule id, a severity and a "
+                                    "fix: options pip refuses, unguarded wheel globs, unpinned names and ranges, git "
+                                    "URLs, clones and checkouts at a branch, HEAD or an empty ARG, downloads without "
+                                    "a checksum (curl, wget, ADD, curl | sh), --no-deps and --force-reinstall "
+                                    "installs, `|| true` after a build, install or check, retry loops that end in "
+                                    "success, loops without a failure path, -r files (read from --context), secrets "
+                                    "passed as build args. Exit 1 on any error-level finding. JSON schema "
+                                    "pinwheel.audit/1.")
     au.add_argument("dockerfile", type=Path)
     au.add_argument("--json", action="store_true")
     au.add_argument("--replay", action="store_true",
-                    help="replay its pinned pip installs with the resolver, in order (reads the index)")
+                    help="replay its installs with the resolver, in order, as plain pip would (reads the index): "
+                         "moved pins and --no-deps installs outside a declared pin, each at its Dockerfile line")
     au.add_argument("--offline", action="store_true", help="with --replay: cached index metadata only")
     au.add_argument("--base", metavar="IMAGE|INVENTORY",
                     help="with --replay: judge against the base's packages, read from this image in the engine "
