@@ -122,6 +122,10 @@ def test_report_counts_each_todo_as_unchecked_never_clean(tmp_path, local_index)
         assert proc.returncode == 3, proc.stderr
         assert summary["verdict"] == "unchecked" and not summary["clean"]
         assert summary["todo"] == list(m.todos) and summary["unchecked"] >= len(m.todos)
+    # and it is not built: the engine is never reached (exit 2 before the lock or any wheel is looked at)
+    proc = build_py("build", cwd=tmp_path)
+    assert proc.returncode == 2 and f"the manifest still has {len(m.todos)} TODO(s) left by import" in proc.stderr
+    assert "Traceback" not in proc.stderr
     # filled in, the TODOs go, and the same report is clean
     text = (tmp_path / "wheels_manifest.yaml").read_text().split("\ntodo:")[0] + "\n"
     (tmp_path / "wheels_manifest.yaml").write_text(text)
