@@ -22,13 +22,13 @@ from pathlib import Path
 from . import labels
 from .identity import ContentInputs, base_digest, content_inputs
 from .labels import CONTENT_TAG, OCI_BASE_DIGEST, OCI_SOURCE
-from .assets import AssetError, asset_labels, stage_assets
-from .patches import PatchError, patch_labels, stage_patches
 from .base import platform_base
 from .engine import CacheExport, Engine
 from ..index import ca_bundle, default_index_url, pip_setting
 from ..lock import lock_sha256, locked_versions
 from ..plan import Plan
+from ..steps import kind_of
+from ..steps.base import Staging, StagingError
 from ..workspace import InContext, InImage, LockFiles, Workspace
 from ..render import dockerfile_groups, missing_wheel, multiple_wheels, render_dockerfile
 
@@ -307,6 +307,25 @@ def _cache_options(cache: BuildCache | None, on_export) -> dict:
     return options
 
 
+def stage_steps(plan: Plan, root: Path, context: Path) -> None:
+    """What each step's kind puts in the build context (StepKind.stage); StagingError when it cannot."""
+    staging = Staging(plan, Path(root), context, Workspace(root, plan.image).asset_cache)
+    for step in plan.steps:
+        kind_of(step).stage(step, staging)
+
+
+def step_labels(plan: Plan) -> dict[str, str]:
+    """One label per kind that names its steps (StepKind.label_entries), its entries merged over the steps."""
+    found: dict[str, dict] = {}
+    for step in plan.steps:
+        kind = kind_of(step)
+        if kind.label:
+            entries = kind.label_entries(step, plan)
+            if entries:
+                found.setdefault(f"{labels.PREFIX}.{kind.label}", {}).update(entries)
+    return {key: json.dumps(value, sort_keys=True, separators=(",", ":")) for key, value in found.items()}
+
+
 def build_image(plans: list[Plan], plan: Plan, root: Path, engine: Engine, target: str = "image",
                 progress: bool = True, extra_tags: tuple[str, ...] = (), base_image: str | None = None,
                 cache: BuildCache | None = None, fresh_checks: bool = False) -> BuiltImage:
@@ -333,17 +352,15 @@ def build_image(plans: list[Plan], plan: Plan, root: Path, engine: Engine, targe
     labels.update(identity.labels())  # every input, and their digest (the immutable tag's hash)
     labels[CONTENT_TAG] = immutable.rsplit(":", 1)[-1]
     labels.update(write_sbom(plan, root, identity, immutable, created))
-    labels.update(asset_labels(plan))  # each release asset's URL and sha256
-    labels.update(patch_labels(plan))  # each patch's target and sha256
+    labels.update(step_labels(plan))  # what each kind names of its steps: an asset's URL and sha256, a patch's
     exports: list[CacheExport] = []
     with tempfile.TemporaryDirectory(prefix="pinwheel-context-") as ctx, \
             tempfile.TemporaryDirectory(prefix="pinwheel-secrets-") as sec:
         context = Path(ctx)
         assemble_context(plan, inputs, context, dockerfile_for(plans, plan)[0])
-        try:  # each release asset downloaded into the cache and verified, then staged in the context
-            stage_assets(plan, context, Workspace(root, plan.image).asset_cache)
-            stage_patches(plan, root, context)
-        except (AssetError, PatchError) as exc:
+        try:  # each step's files (a verified download, a patch) staged in the context
+            stage_steps(plan, root, context)
+        except StagingError as exc:
             raise BuildError(str(exc)) from None
         secrets = write_secrets(plan, Path(sec))
         image_id = engine.build(

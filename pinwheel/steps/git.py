@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, Sequence
 
 from packaging.utils import canonicalize_name
@@ -44,11 +45,11 @@ from packaging.utils import canonicalize_name
 from ..manifest.model import StepSpec, pinned_version
 from ..manifest.reader import StepReading
 from ..manifest.source import show
-from .base import DirectInstall, Effect, KindView, StepKind
+from .base import DirectInstall, Effect, KindView, SbomPart, StepKind
 from .source_meta import git_metadata, read_or_reason
 
 if TYPE_CHECKING:
-    from ..plan import Step
+    from ..plan import Plan, Step
 
 _COMMIT = re.compile(r"^[0-9a-f]{40}$")
 _URL = re.compile(r"^(https?|git|ssh)://[A-Za-z0-9][A-Za-z0-9._~:@%+/-]*$")
@@ -305,6 +306,20 @@ class Git(StepKind):
     def view(self, step: Step) -> GitView:
         assert isinstance(step.spec, GitStep)
         return GitView(step, step.spec, self)
+
+    identity_section = "sources"
+
+    def identity(self, step: Step, plan: Plan, root: Path) -> tuple[dict, ...]:
+        """An active step's repository and commit."""
+        assert isinstance(step.spec, GitStep)
+        return ({"step": step.name, "url": step.spec.url, "commit": step.spec.rev},) if step.active else ()
+
+    def sbom(self, step: Step, entry: dict) -> tuple[SbomPart, ...]:
+        assert isinstance(step.spec, GitStep)
+        commit = entry["commit"]
+        return (SbomPart("library", step.spec.package, f"git:{step.name}", step.spec.version,
+                         (("sha1", commit),) if len(commit) == 40 else (),
+                         (("source", "git"), ("step", step.name), ("commit", commit)), ("vcs", entry["url"])),)
 
 
 KIND = Git()
