@@ -169,7 +169,8 @@ def _check_host_for_pip_compile(plan: Plan) -> None:
         )
 
 
-def _compile_command(plan: Plan, engine: str, index_url: str, extra_index: str | None, upgrade: bool) -> list[str]:
+def _compile_command(plan: Plan, engine: str, index_url: str, extra_index: str | None, upgrade: bool,
+                     overrides: bool = False) -> list[str]:
     v = plan.variant
     if engine == "pip-compile":
         cmd = [
@@ -190,6 +191,8 @@ def _compile_command(plan: Plan, engine: str, index_url: str, extra_index: str |
         cmd += ["--extra-index-url", extra_index]
     if upgrade:
         cmd += ["--upgrade"]
+    if overrides:  # uv only: every other requirement on an overridden package gives way to its pin
+        cmd += ["--override", LockFiles.OVERRIDES]
     cmd += ["--constraint", LockFiles.CONSTRAINTS, "--output-file", LockFiles.REQUIREMENTS, LockFiles.REQUIREMENTS_IN]
     return cmd
 
@@ -291,9 +294,12 @@ def _slice_header(plan: Plan, unit: Unit) -> list[str]:
 def _format_unit(plan: Plan, unit: Unit, entries: Sequence[LockedPackage], reason: Mapping[str, str]) -> str:
     lines = _slice_header(plan, unit)
     no_deps = {p.name: p for p in unit.roots if p.no_deps}
+    overriding = {p.name: p for p in unit.roots if p.override}
     for e in entries:
         lines.append(e.text)
         r = reason.get(e.name, "")
+        if e.name in overriding:
+            lines.append(f"    # override: {overriding[e.name].why}")
         if e.name in no_deps:
             lines.append(f"    # --no-deps: {no_deps[e.name].why}")
         elif r.startswith("via "):
@@ -358,10 +364,13 @@ def lock_variant(
         if not extra_index:
             raise LockUnavailable(f"{v.torch_index_unset()}: set it (the index URL) and run "
                                   f"`build.py lock --variant {v.name}` again")
+    inputs = lock_inputs(plan, engine)
+    if engine == "pip-compile" and inputs.overrides:
+        raise LockUnavailable(f"variant {v.name} overrides {', '.join(inputs.overrides)} on purpose (override: "
+                              "true), and pip-compile has no overrides: lock it with `--engine uv`")
     if engine == "pip-compile":
         _check_host_for_pip_compile(plan)
     index_url = index_url or default_index_url()
-    inputs = lock_inputs(plan, engine)
     digest = inputs.digest()
     out_dir = ws.plan_lock_dir(plan)
     custom = f"python build.py lock --variant {v.name}" + (f" --engine {engine}" if engine != DEFAULT_ENGINE else "")
@@ -371,12 +380,14 @@ def lock_variant(
         work = Path(tmp)
         (work / LockFiles.REQUIREMENTS_IN).write_text(_inputs_file(plan, inputs))
         (work / LockFiles.CONSTRAINTS).write_text(_constraints_file(plan, inputs))
+        if inputs.overrides:
+            (work / LockFiles.OVERRIDES).write_text(_overrides_file(plan, inputs))
         previous = out_dir / LockFiles.REQUIREMENTS
         if previous.exists() and not upgrade:
             shutil.copyfile(previous, work / LockFiles.REQUIREMENTS)  # keep earlier pins where they still fit
         if kept:  # and the base's versions, where nothing asks for others: preferences of the resolve
             _prefer(work / LockFiles.REQUIREMENTS, kept)
-        cmd = _compile_command(plan, engine, index_url, extra_index, upgrade)
+        cmd = _compile_command(plan, engine, index_url, extra_index, upgrade, bool(inputs.overrides))
         log(f"{v.name}: resolving with {engine}")
         t0 = time.monotonic()
         proc = subprocess.run(cmd, cwd=work, env=_engine_env(custom), capture_output=True, text=True)
@@ -488,6 +499,7 @@ def lock_variant(
         LockFiles.CONSTRAINTS: constraints_txt,
         LockFiles.REQUIREMENTS: full_text,
         LockFiles.EXPECT: json.dumps(expect, indent=2, sort_keys=True) + "\n",
+        **({LockFiles.OVERRIDES: _overrides_file(plan, inputs)} if inputs.overrides else {}),
     }
     for u in steps + fallbacks:
         files[u.file] = _format_unit(plan, u, by_unit[u.file], assignment.reason)
@@ -582,6 +594,30 @@ def _constraints_file(plan: Plan, inputs: LockInputs) -> str:
     return "\n".join(lines + list(inputs.constraints)) + "\n"
 
 
+def _overrides_file(plan: Plan, inputs: LockInputs) -> str:
+    lines = [f"# pinwheel: overrides of variant {plan.variant.name}: packages the manifest marks `override: true`.",
+             "# Every other requirement on them gives way to these pins (uv's --override); each overridden",
+             "# edge is named in expect.json (overridden_edges) and in the report.",
+             "# (generated from the manifest by `build.py lock`; do not edit)."]
+    return "\n".join(lines + list(inputs.overrides)) + "\n"
+
+
+def _overridden_edges(plan: Plan, pins: Mapping[str, str], indexes: _ForTarget) -> list[str]:
+    """"parent requirement" of each locked requirement an override contradicts on purpose: what the build's
+    pip check may report, and nothing else about those packages."""
+    overridden = {p.name for p in plan.packages() if p.override and p.active}
+    if not overridden:
+        return []
+    extras = {p.name: frozenset(Requirement(p.requirement).extras) for p in plan.packages()}
+    edges = set()
+    for name, version in sorted(pins.items()):
+        for r in indexes.requires(name, version, extras.get(name, frozenset())):
+            dep = canonicalize_name(r.name)
+            if dep in overridden and dep in pins and not r.specifier.contains(pins[dep], prereleases=True):
+                edges.add(f"{name} {requirement_text(r)}")
+    return sorted(edges)
+
+
 def _expect(plan: Plan, by_unit: Mapping[str, list[LockedPackage]], fallbacks: Sequence[Unit],
             no_deps_roots: Mapping[str, PlannedPackage], indexes: _ForTarget,
             excluded: Mapping[str, Mapping[str, str]] | None = None) -> dict:
@@ -618,7 +654,9 @@ def _expect(plan: Plan, by_unit: Mapping[str, list[LockedPackage]], fallbacks: S
       already broken in the base alone (``base-broken`` in the report), the
       findings ``pip check`` may report without the image being at fault;
     - ``overridden``: ``[name]``, packages the manifest installs with
-      ``override: true``: pip check findings on them are deliberate.
+      ``override: true``, and ``overridden_edges``: ``["<parent>
+      <requirement>"]``, each locked requirement their pins contradict on
+      purpose: the build's pip check accepts exactly those findings on them.
     """
     fallback_files = {u.file for u in fallbacks}
     pins: dict[str, str] = {}
@@ -679,6 +717,7 @@ def _expect(plan: Plan, by_unit: Mapping[str, list[LockedPackage]], fallbacks: S
     overridden = sorted(p.name for p in plan.packages() if p.override)
     if overridden:
         out["overridden"] = overridden
+        out["overridden_edges"] = _overridden_edges(plan, pins, indexes)
     return out
 
 

@@ -539,10 +539,12 @@ def print_report(plan: Plan, console: Console, verbose: bool = False, abi: list[
             if e.verdict == "base-broken":
                 c.print(f"  [yellow]base: already broken[/yellow]: {escape(e.parent)} {escape(e.parent_version)} "
                         f"requires {escape(e.requirement)} ({escape(e.detail.removeprefix('base: already broken ').strip('()'))})")
-        for e in plan.edges:
-            if e.verdict == "overridden":
-                c.print(f"  [cyan]overridden[/cyan]: {escape(e.parent)} {escape(e.parent_version)} requires "
-                        f"{escape(e.requirement)}; {escape(e.detail)}")
+
+    overridden = [e for e in plan.edges if e.verdict == "overridden"]
+    if overridden:  # on a venv too: an override is the manifest's decision, shown wherever it applies
+        c.print("\n[bold]Overridden on purpose[/bold] (requirements a pin marked `override: true` contradicts)")
+        for e in overridden:
+            c.print(f"  [cyan]overridden[/cyan]: {escape(e.detail)}")
 
     if data["no_deps_features"]:
         c.print("\n[bold]Suppressed by --no-deps[/bold] (what pip would have done, and whether the image provides it)")

@@ -461,7 +461,8 @@ class Resolver:
                                           f"base: already broken ({detail})", a.extra))
                     elif found is not None and dep in overriding:
                         edges.append(Edge(inst.name, inst.version, text, dep, "overridden", found,
-                                          f"{dep} {found} overrides it on purpose: {overriding[dep]}", a.extra))
+                                          f"overridden on purpose: {inst.name} {inst.version} requires {text}; "
+                                          f"{dep} {found} is installed: {overriding[dep]}", a.extra))
                     else:
                         edges.append(Edge(inst.name, inst.version, text, dep, "violated", found, detail, a.extra))
         return edges
