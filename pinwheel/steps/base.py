@@ -6,7 +6,8 @@ Jinja partial (pinwheel/templates/steps/<kind>.j2) and one line in the
 registry. The pipeline asks the kind of each step, never the step's type:
 
 - manifest.load reads an entry with ``read`` and, once all are read, calls ``check``;
-- plan_variant asks ``packages`` for the Python distributions a step names;
+- plan_variant asks ``packages`` for the Python distributions a step names, and
+  ``build_args`` for the build arguments its partial reads, with the variant's values;
 - the resolver asks ``effect`` what the step does to the Python environment;
 - lock and render ask ``slice_packages`` whether (and with what) the step has a lock slice;
 - render includes ``partial`` with ``view`` for each step, and again, after the
@@ -159,6 +160,11 @@ class StepKind:
     def packages(self, spec: StepSpec, gate_on: Mapping[str, bool], active: bool) -> tuple[PlannedPackage, ...]:
         """The Python distributions the step names in the Plan (Step.packages); none by default."""
         return ()
+
+    def build_args(self, spec: StepSpec, variant: Any) -> dict[str, str]:
+        """Build arguments the step's partial reads, with this variant's values (the Dockerfile serves every
+        variant; `build` passes each its own); none by default."""
+        return {}
 
     def provides(self, step: Step) -> tuple[str, ...]:
         """The distributions the step installs, active or not (a later build's `needs` finds its layer by
