@@ -18,6 +18,7 @@ _MODULES = (
     "asset",  # one wheel downloaded from a URL, pinned by sha256 (per architecture if need be)
     "patch",  # patches applied to an installed package at an exact version, every hunk
     "sdist",  # one index sdist, pinned by sha256, built into a wheel in a builder stage
+    "env",  # environment variables of the image (ENV), each with a why, for every variant or per variant
 )
 
 
