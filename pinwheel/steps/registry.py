@@ -19,6 +19,7 @@ _MODULES = (
     "patch",  # patches applied to an installed package at an exact version, every hunk
     "sdist",  # one index sdist, pinned by sha256, built into a wheel in a builder stage
     "env",  # environment variables of the image (ENV), each with a why, for every variant or per variant
+    "run",  # a shell script the resolver does not judge, its downloads checked, maybe in a builder stage
 )
 
 
