@@ -236,17 +236,26 @@ def write_secrets(plan: Plan, secrets_dir: Path) -> dict[str, Path]:
     trusted = pip_setting("PIP_TRUSTED_HOST", ("install.trusted-host", "global.trusted-host"))
     if trusted:
         lines.append(f"trusted-host = {trusted}")
+    extras: list[str] = []
     if plan.variant.torch_index_env:
         extra = plan.variant.torch_index_url()
         if not extra:
             raise BuildError(plan.variant.torch_index_unset())
-        lines.append(f"extra-index-url = {extra}")
+        extras.append(extra)
+    # the indexes and find-links pages the manifest names packages to (each slice is hash-checked)
+    named = {p.index.name: p.index for p in plan.packages() if getattr(p, "index", None) is not None}
+    extras += [i.url for _, i in sorted(named.items()) if not i.flat]
+    flat = [i.url for _, i in sorted(named.items()) if i.flat]
+    if extras:
+        lines.append("extra-index-url = " + "\n    ".join(extras))
+    if flat:
+        lines.append("find-links = " + "\n    ".join(flat))
     pipconf = secrets_dir / "pip.conf"
     pipconf.write_text("\n".join(lines) + "\n")
     pipconf.chmod(0o600)
     secrets["pipconf"] = pipconf
     if plan.installer == "uv":  # uv reads no pip.conf: the same index configuration as its uv.toml
-        secrets["uvconf"] = _uv_config(secrets_dir, trusted, extra if plan.variant.torch_index_env else None)
+        secrets["uvconf"] = _uv_config(secrets_dir, trusted, extras, flat)
     return secrets
 
 
@@ -271,15 +280,18 @@ def write_sbom(plan: Plan, root: Path, identity: ContentInputs, immutable: str, 
             labels.SBOM_SHA256: hashlib.sha256(text.encode()).hexdigest()}
 
 
-def _uv_config(secrets_dir: Path, trusted: str | None, extra: str | None) -> Path:
-    """uv.toml with pip's index URL (and the variant's extra index, pip's trusted hosts): what uv installs from."""
+def _uv_config(secrets_dir: Path, trusted: str | None, extras: list[str], flat: list[str] = ()) -> Path:
+    """uv.toml with pip's index URL (and the extra indexes and find-links pages, pip's trusted hosts): what uv
+    installs from."""
     toml = lambda value: json.dumps(value)  # noqa: E731 - a JSON string or list of strings is valid TOML
     lines = []
     if trusted:
         lines.append(f"allow-insecure-host = {toml(trusted.split())}")
     lines += ["[pip]", f"index-url = {toml(default_index_url())}"]
-    if extra:
-        lines.append(f"extra-index-url = {toml([extra])}")
+    if extras:
+        lines.append(f"extra-index-url = {toml(list(extras))}")
+    if flat:
+        lines.append(f"find-links = {toml(list(flat))}")
     path = secrets_dir / "uv.toml"
     path.write_text("\n".join(lines) + "\n")
     path.chmod(0o600)

@@ -91,6 +91,7 @@ def _package_layout(p: PlannedPackage) -> dict:
         **({"needs": [p.needs, p.needs_why]} if getattr(p, "needs", None) else {}),  # expect.json import_skip
         **({"exclude": sorted([x.name, x.why] for x in p.exclude)} if getattr(p, "exclude", ()) else {}),
         **({"override": p.why} if getattr(p, "override", False) else {}),  # overrides.txt and expect.json
+        **({"index": [p.index.name, p.index.url, p.index.flat]} if getattr(p, "index", None) else {}),
         **({"verify": {"import": list(v.imports), "python": v.python, "needs": v.needs,
                        **({"check": v.check} if v.check else {})}}
            if (v := getattr(p, "verify", None)) else {}),  # expect.json verify

@@ -170,7 +170,7 @@ def _check_host_for_pip_compile(plan: Plan) -> None:
 
 
 def _compile_command(plan: Plan, engine: str, index_url: str, extra_index: str | None, upgrade: bool,
-                     overrides: bool = False) -> list[str]:
+                     overrides: bool = False, source: str = LockFiles.REQUIREMENTS_IN) -> list[str]:
     v = plan.variant
     if engine == "pip-compile":
         cmd = [
@@ -193,8 +193,35 @@ def _compile_command(plan: Plan, engine: str, index_url: str, extra_index: str |
         cmd += ["--upgrade"]
     if overrides:  # uv only: every other requirement on an overridden package gives way to its pin
         cmd += ["--override", LockFiles.OVERRIDES]
-    cmd += ["--constraint", LockFiles.CONSTRAINTS, "--output-file", LockFiles.REQUIREMENTS, LockFiles.REQUIREMENTS_IN]
+    cmd += ["--constraint", LockFiles.CONSTRAINTS, "--output-file", LockFiles.REQUIREMENTS, source]
     return cmd
+
+
+# The project file a resolve with named indexes reads: uv applies a package's index (explicit: that
+# package comes only from it) to a pyproject.toml's dependencies, not to a requirements file.
+_PROJECT = "pyproject.toml"
+
+
+def named_indexes(plan: Plan) -> dict[str, PlannedPackage]:
+    """name -> package, of each active package the manifest names to an index."""
+    return {p.name: p for p in plan.packages() if getattr(p, "index", None) is not None}
+
+
+def _project_file(plan: Plan, inputs: LockInputs) -> str:
+    """pyproject.toml of the resolve: the requirements, each named package's index, the indexes (explicit)."""
+    import tomli_w
+
+    named = named_indexes(plan)
+    indexes = {p.index.name: p.index for p in named.values()}
+    doc = {
+        "project": {"name": "pinwheel-lock", "version": "0", "dependencies": list(inputs.requirements)},
+        "tool": {"uv": {
+            "sources": {name: {"index": p.index.name} for name, p in sorted(named.items())},
+            "index": [{"name": i.name, "url": i.url, "explicit": True, **({"format": "flat"} if i.flat else {})}
+                      for _, i in sorted(indexes.items())],
+        }},
+    }
+    return tomli_w.dumps(doc)
 
 
 def _redact(text: str, secrets: Iterable[str]) -> str:
@@ -231,6 +258,7 @@ class _ForTarget:
         self.platforms = [plan.target.platform]
         self.environment = plan.target.marker_environment()
         self._meta: dict[tuple[str, str], object] = {}
+        self.named = frozenset(p.name for p in plan.packages() if getattr(p, "index", None) is not None)
 
     def metadata(self, name: str, version: str):
         key = (name, version)
@@ -256,7 +284,8 @@ class _ForTarget:
         want = Version(version)
         found: set[str] = set()
         fits = for_target(self.plan) if per_platform(self.plan) else (lambda _f: True)
-        for index in self.source.indexes:
+        routed = getattr(self.source, "routes", {}).get(name) if name in self.named else None
+        for index in ([routed] if routed is not None and not isinstance(routed, str) else self.source.indexes):
             try:
                 files = index.files(name)
             except IndexClientError:
@@ -295,11 +324,14 @@ def _format_unit(plan: Plan, unit: Unit, entries: Sequence[LockedPackage], reaso
     lines = _slice_header(plan, unit)
     no_deps = {p.name: p for p in unit.roots if p.no_deps}
     overriding = {p.name: p for p in unit.roots if p.override}
+    from_index = {p.name: p for p in unit.roots if getattr(p, "index", None) is not None}
     for e in entries:
         lines.append(e.text)
         r = reason.get(e.name, "")
         if e.name in overriding:
             lines.append(f"    # override: {overriding[e.name].why}")
+        if e.name in from_index:
+            lines.append(f"    # from index {from_index[e.name].index.name} only: {from_index[e.name].index.why}")
         if e.name in no_deps:
             lines.append(f"    # --no-deps: {no_deps[e.name].why}")
         elif r.startswith("via "):
@@ -365,6 +397,10 @@ def lock_variant(
             raise LockUnavailable(f"{v.torch_index_unset()}: set it (the index URL) and run "
                                   f"`build.py lock --variant {v.name}` again")
     inputs = lock_inputs(plan, engine)
+    named = named_indexes(plan)
+    if engine == "pip-compile" and named:
+        raise LockUnavailable(f"variant {v.name} takes {', '.join(sorted(named))} from named indexes only, and "
+                              "pip-compile has no per-package index: lock it with `--engine uv`")
     if engine == "pip-compile" and inputs.overrides:
         raise LockUnavailable(f"variant {v.name} overrides {', '.join(inputs.overrides)} on purpose (override: "
                               "true), and pip-compile has no overrides: lock it with `--engine uv`")
@@ -382,12 +418,15 @@ def lock_variant(
         (work / LockFiles.CONSTRAINTS).write_text(_constraints_file(plan, inputs))
         if inputs.overrides:
             (work / LockFiles.OVERRIDES).write_text(_overrides_file(plan, inputs))
+        if named:  # in the scratch dir only: the lock names no index URL
+            (work / _PROJECT).write_text(_project_file(plan, inputs))
         previous = out_dir / LockFiles.REQUIREMENTS
         if previous.exists() and not upgrade:
             shutil.copyfile(previous, work / LockFiles.REQUIREMENTS)  # keep earlier pins where they still fit
         if kept:  # and the base's versions, where nothing asks for others: preferences of the resolve
             _prefer(work / LockFiles.REQUIREMENTS, kept)
-        cmd = _compile_command(plan, engine, index_url, extra_index, upgrade, bool(inputs.overrides))
+        cmd = _compile_command(plan, engine, index_url, extra_index, upgrade, bool(inputs.overrides),
+                               _PROJECT if named else LockFiles.REQUIREMENTS_IN)
         log(f"{v.name}: resolving with {engine}")
         t0 = time.monotonic()
         proc = subprocess.run(cmd, cwd=work, env=_engine_env(custom), capture_output=True, text=True)
