@@ -2,16 +2,25 @@
 
 The building block of kind `apt`:
 - manifest: an AptStep of DebianPackages (name, version, why). Names and
-  versions follow Debian policy; a package is listed once in the whole manifest;
+  versions follow Debian policy; a package is listed once in the whole manifest.
+  `debs: [{name, version, url, sha256, why}]` installs .deb files downloaded
+  from a URL (the nsight .deb), `hold: [name]` marks packages held after the
+  install, and `remove: [{name, why}]` purges packages of the base first (held
+  ones too: the base's held cuDNN);
+- host: `build` downloads each .deb into the content-addressed cache,
+  verifies its sha256 (a mismatch fails naming both digests) and stages it in
+  the context's debs/<step>/ (``stage``); each .deb's url and sha256 join the
+  image's identity (section `debs`) and its SBOM;
 - plan: it names no Python distributions (Step.packages is empty);
 - effect: none on the Python environment; what it installs is named for the report;
 - lock: no part (the pins are in the manifest, which the image's identity hashes);
 - partial: templates/steps/apt.j2, one RUN of
   `apt-get update && apt-get install -y --no-install-recommends name=version ...`
   that leaves no package lists or archives in its layer;
-- invariant: after the last step, `dpkg-query` finds every package installed at
-  its pin, or the build fails naming the package, the expected and the found
-  version. After the last step, not after its own: a later step that moves a
+- invariant: after the last step, `dpkg-query` finds every package (and every
+  .deb) installed at its pin, every removed one not installed and every held
+  one held, or the build fails naming the package, the expected and the found
+  version (or state). After the last step, not after its own: a later step that moves a
   Debian package fails the build too, and apt itself takes a pin loosely
   (`name=VERSION` matches the version whatever its letter case).
 """
@@ -19,13 +28,16 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from ..manifest.reader import Reader, StepReading
-from .base import Effect, KindView, StepKind, read_unique
+from ..manifest.source import show
+from .base import Effect, KindView, SbomPart, Staging, StepKind, read_unique
+from .downloads import stage_file
 
 if TYPE_CHECKING:
-    from ..plan import Step
+    from ..plan import Plan, Step
 
 # Debian policy 5.6.1: lowercase letters, digits, '+', '-', '.'; two characters at
 # least, the first a letter or digit.
@@ -37,6 +49,9 @@ _NAME = re.compile(r"^[a-z0-9][a-z0-9+.-]+$")
 _EPOCH = re.compile(r"^[0-9]+$")
 _UPSTREAM = re.compile(r"^[0-9][A-Za-z0-9.+~-]*$")
 _REVISION = re.compile(r"^[A-Za-z0-9.+~]+$")
+_DEB_URL = re.compile(r"^https?://[A-Za-z0-9][A-Za-z0-9._~:@%+/=-]*\.deb$")
+_SHA256 = re.compile(r"^[0-9a-f]{64}$")
+MOUNT = "/tmp/pinwheel-debs"  # where the build mounts the context's debs/<step>/
 
 
 @dataclass(frozen=True)
@@ -53,6 +68,29 @@ class DebianPackage:
 
 
 @dataclass(frozen=True)
+class Deb:
+    """A .deb file from a URL, pinned by its sha256; installed as the package name at version."""
+
+    name: str
+    version: str
+    url: str
+    sha256: str
+    why: str
+    line: int
+
+    @property
+    def filename(self) -> str:
+        return self.url.rsplit("/", 1)[1]
+
+
+@dataclass(frozen=True)
+class Removed:
+    name: str
+    why: str
+    line: int
+
+
+@dataclass(frozen=True)
 class AptStep:
     kind: ClassVar[str] = "apt"
 
@@ -61,6 +99,17 @@ class AptStep:
     gate: str | None
     packages: tuple[DebianPackage, ...]
     line: int
+    debs: tuple[Deb, ...] = ()
+    hold: tuple[str, ...] = ()
+    remove: tuple[Removed, ...] = ()
+
+
+def context_dir(step_name: str) -> str:
+    return f"debs/{step_name}"
+
+
+def context_name(index: int, deb: Deb) -> str:
+    return f"{index:02d}-{deb.filename}"
 
 
 def debian_version_problem(version: str) -> str | None:
@@ -81,18 +130,50 @@ def debian_version_problem(version: str) -> str | None:
     return None
 
 
-def _package(r: Reader, node: Any, key: str) -> DebianPackage:
-    m = r.mapping(node, key, {"name", "version", "why"}, {"name", "version", "why"}).value
-    name = r.string(m["name"], f"{key}.name")
+def _name(r: Reader, node: Any, key: str) -> str:
+    name = r.string(node, key)
     if not _NAME.match(name):
-        raise r.fail(m["name"].line, f"{key}.name", f"{name!r} is not a Debian package name (lowercase letters, "
-                                                    "digits, '+', '-', '.'; at least two, the first a letter or digit)")
+        raise r.fail(node.line, key, f"{name!r} is not a Debian package name (lowercase letters, "
+                                     "digits, '+', '-', '.'; at least two, the first a letter or digit)")
+    return name
+
+
+def _deb(r: Reader, node: Any, key: str) -> Deb:
+    m = r.mapping(node, key, {"name", "version", "url", "sha256", "why"}, {"name", "version", "url", "sha256", "why"}).value
+    pkg = _package(r, node, key, {"url", "sha256"})
+    url = r.string(m["url"], f"{key}.url")
+    if not _DEB_URL.fullmatch(url):
+        raise r.fail(m["url"].line, f"{key}.url", f"{show(url)} is not a URL of a .deb file (https:// or http://, "
+                                                  "no spaces, quotes or query)")
+    sha256 = r.string(m["sha256"], f"{key}.sha256")
+    if not _SHA256.fullmatch(sha256):
+        raise r.fail(m["sha256"].line, f"{key}.sha256", f"{show(sha256)} is not a sha256 (64 lowercase hex digits)")
+    return Deb(pkg.name, pkg.version, url, sha256, pkg.why, node.line)
+
+
+def _removed(r: Reader, node: Any, key: str) -> Removed:
+    m = r.mapping(node, key, {"name", "why"}, {"name", "why"}).value
+    return Removed(_name(r, m["name"], f"{key}.name"), r.string(m["why"], f"{key}.why"), node.line)
+
+
+def _package(r: Reader, node: Any, key: str, more: set[str] = frozenset()) -> DebianPackage:
+    m = r.mapping(node, key, {"name", "version", "why"} | more, {"name", "version", "why"}).value
+    name = _name(r, m["name"], f"{key}.name")
     version = r.string(m["version"], f"{key}.version")
     problem = debian_version_problem(version)
     if problem:
         raise r.fail(m["version"].line, f"{key}.version", f"{version!r} is not a Debian version "
                                                           f"([epoch:]upstream[-revision]): {problem}")
     return DebianPackage(name, version, r.string(m["why"], f"{key}.why"), node.line)
+
+
+@dataclass(frozen=True)
+class Check:
+    """One thing the invariant checks after the last step: a package at its pin, gone, or held."""
+
+    what: str  # "pin" | "gone" | "held"
+    name: str
+    version: str = ""
 
 
 @dataclass(frozen=True)
@@ -109,6 +190,23 @@ class AptView(KindView):
     def mismatch_prefix(self) -> str:
         return f"pinwheel: ERROR: apt step {self.step.name}:"
 
+    @property
+    def mount(self) -> str:
+        return f"{MOUNT}/{self.step.name}"
+
+    @property
+    def context_dir(self) -> str:
+        return context_dir(self.step.name)
+
+    @property
+    def debs(self) -> tuple[dict, ...]:
+        return tuple({"deb": d, "file": f"{self.mount}/{context_name(i, d)}",
+                      "mismatch": f"pinwheel: ERROR: apt step {self.step.name}: {d.url}: sha256 mismatch: expected "
+                                  f"{d.sha256}, found"} for i, d in enumerate(self.spec.debs))
+
+    @property
+    def installs(self) -> bool:
+        return bool(self.spec.packages or self.spec.debs)
 
 
 class Apt(StepKind):
@@ -117,26 +215,89 @@ class Apt(StepKind):
 
     def read(self, node: Any, key: str, reading: StepReading) -> AptStep:
         r = reading.reader
-        m = r.mapping(node, key, {"name", "why", "gate", "packages"} | reading.common_keys,
-                      {"name", "why", "packages"}).value
+        m = r.mapping(node, key, {"name", "why", "gate", "packages", "debs", "hold", "remove"} | reading.common_keys,
+                      {"name", "why"}).value
         name = reading.name(m["name"], f"{key}.name")
         gate = r.gate(m.get("gate"), f"{key}.gate", reading.gates)
-        packages = read_unique(reading, m["packages"], key, self.name, _package, "listed twice")
-        return AptStep(name, r.string(m["why"], f"{key}.why"), gate, tuple(packages), node.line)
+        if not any(k in m for k in ("packages", "debs", "remove")):
+            raise r.fail(node.key_line, f"{key}.packages", "an apt step needs `packages`, `debs` or `remove`")
+        packages = read_unique(reading, m["packages"], key, self.name, _package, "listed twice") \
+            if "packages" in m else []
+        claimed: dict[str, int] = reading.claimed(self.name)
+        debs = []
+        for j, item in enumerate(r.sequence(m["debs"], f"{key}.debs", 1) if "debs" in m else ()):
+            deb = _deb(r, item, f"{key}.debs[{j}]")
+            if deb.name in claimed:
+                raise r.fail(deb.line, f"{key}.debs[{j}].name", f"{deb.name} is listed twice (first on line "
+                                                                f"{claimed[deb.name]})")
+            claimed[deb.name] = deb.line
+            debs.append(deb)
+        remove = tuple(_removed(r, item, f"{key}.remove[{j}]")
+                       for j, item in enumerate(r.sequence(m["remove"], f"{key}.remove", 1))) if "remove" in m else ()
+        for j, gone in enumerate(remove):
+            if gone.name in claimed:
+                raise r.fail(gone.line, f"{key}.remove[{j}].name", f"{gone.name} is installed by the manifest (line "
+                                                                   f"{claimed[gone.name]}) and removed here")
+        mine = {p.name for p in packages} | {d.name for d in debs}
+        hold = []
+        for j, item in enumerate(r.sequence(m["hold"], f"{key}.hold", 1) if "hold" in m else ()):
+            held = _name(r, item, f"{key}.hold[{j}]")
+            if held not in mine:
+                raise r.fail(item.line, f"{key}.hold[{j}]", f"{held} is not installed by this step: hold the "
+                                                           "packages or .debs it pins")
+            hold.append(held)
+        return AptStep(name, r.string(m["why"], f"{key}.why"), gate, tuple(packages), node.line, tuple(debs),
+                       tuple(hold), remove)
 
     def effect(self, step: Step) -> Effect:
         """No Python distribution; the Debian packages, named for the report."""
-        assert isinstance(step.spec, AptStep)
-        return Effect(outside=tuple(f"apt {p.pin}" for p in step.spec.packages) if step.active else ())
+        spec = step.spec
+        assert isinstance(spec, AptStep)
+        if not step.active:
+            return Effect()
+        return Effect(outside=tuple(f"apt {p.pin}" for p in spec.packages)
+                      + tuple(f"apt {d.name}={d.version} from {d.url} (sha256 {d.sha256[:12]})" for d in spec.debs)
+                      + tuple(f"apt hold {n}" for n in spec.hold)
+                      + tuple(f"apt remove {g.name}: {g.why}" for g in spec.remove))
 
-    def invariant(self, step: Step) -> tuple[DebianPackage, ...]:
-        """Every package it pins: after the last step, dpkg must find each installed at its version."""
-        assert isinstance(step.spec, AptStep)
-        return step.spec.packages
+    def invariant(self, step: Step) -> tuple[Check, ...]:
+        """After the last step: dpkg finds every package and .deb at its pin, every removed one gone, every
+        held one held."""
+        spec = step.spec
+        assert isinstance(spec, AptStep)
+        return (tuple(Check("pin", p.name, p.version) for p in spec.packages)
+                + tuple(Check("pin", d.name, d.version) for d in spec.debs)
+                + tuple(Check("gone", g.name) for g in spec.remove)
+                + tuple(Check("held", n) for n in spec.hold))
 
     def view(self, step: Step) -> AptView:
         assert isinstance(step.spec, AptStep)
         return AptView(step, step.spec, self)
+
+    identity_section = "debs"
+
+    def stage(self, step: Step, staging: Staging) -> None:
+        """Each .deb verified into the context's debs/<step>/ (the directory whatever the gates say)."""
+        spec = step.spec
+        assert isinstance(spec, AptStep)
+        if not spec.debs:
+            return
+        directory = staging.context / context_dir(step.name)
+        directory.mkdir(parents=True, exist_ok=True)
+        if step.active:
+            for i, d in enumerate(spec.debs):
+                stage_file(d.url, d.sha256, staging.cache, directory / context_name(i, d))
+
+    def identity(self, step: Step, plan: Plan, root: Path) -> tuple[dict, ...]:
+        assert isinstance(step.spec, AptStep)
+        return tuple({"step": step.name, "name": d.name, "version": d.version, "url": d.url, "sha256": d.sha256}
+                     for d in step.spec.debs) if step.active else ()
+
+    def sbom(self, step: Step, entry: dict) -> tuple[SbomPart, ...]:
+        return (SbomPart("file", entry["url"].rsplit("/", 1)[1], f"deb:{step.name}:{entry['name']}", None,
+                         (("sha256", entry["sha256"]),),
+                         (("step", step.name), ("source", "deb"), ("package", f"{entry['name']}={entry['version']}")),
+                         ("distribution", entry["url"])),)
 
 
 KIND = Apt()
