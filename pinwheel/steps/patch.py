@@ -92,21 +92,32 @@ def _strip(r: Reader, node: Any, key: str) -> int:
     return node.value
 
 
-def _patch(r: Reader, node: Any, key: str) -> Patch:
-    m = r.mapping(node, key, {"file", "applies_to", "strip", "why"}, {"file", "applies_to", "why"}).value
-    file = r.string(m["file"], f"{key}.file")
+def read_patch_file(r: Reader, node: Any, key: str) -> tuple[str, str]:
+    """A patch file named relative to the manifest's directory, read now: (its name, the sha256 of its bytes).
+    The git kind reads the patches it applies to a checkout with it too."""
+    file = r.string(node, key)
     if not _FILE.fullmatch(file) or ".." in file.split("/"):
-        raise r.fail(m["file"].line, f"{key}.file", f"{show(file)} is not a relative path inside the manifest's "
-                                                    "directory")
+        raise r.fail(node.line, key, f"{show(file)} is not a relative path inside the manifest's directory")
     path = Path(r.path).parent / file
     if path.is_symlink() or not path.is_file():
-        raise r.fail(m["file"].line, f"{key}.file", f"{file} is not a regular file next to the manifest")
+        raise r.fail(node.line, key, f"{file} is not a regular file next to the manifest")
     data = path.read_bytes()
     if len(data) > MAX_BYTES:
-        raise r.fail(m["file"].line, f"{key}.file", f"{file} is over {MAX_BYTES >> 20} MiB")
+        raise r.fail(node.line, key, f"{file} is over {MAX_BYTES >> 20} MiB")
+    return file, hashlib.sha256(data).hexdigest()
+
+
+def read_strip(r: Reader, m: dict, key: str) -> int:
+    """`strip` (patch's -p) of a patch entry; 1 when it is not given."""
+    return _strip(r, m["strip"], f"{key}.strip") if "strip" in m else 1
+
+
+def _patch(r: Reader, node: Any, key: str) -> Patch:
+    m = r.mapping(node, key, {"file", "applies_to", "strip", "why"}, {"file", "applies_to", "why"}).value
+    file, sha256 = read_patch_file(r, m["file"], f"{key}.file")
     req = r.requirement(m["applies_to"], f"{key}.applies_to")
-    strip = _strip(r, m["strip"], f"{key}.strip") if "strip" in m else 1
-    return Patch(file, hashlib.sha256(data).hexdigest(), canonicalize_name(req.name), pinned_version(req) or "",
+    strip = read_strip(r, m, key)
+    return Patch(file, sha256, canonicalize_name(req.name), pinned_version(req) or "",
                  strip, r.string(m["why"], f"{key}.why"), node.line)
 
 
