@@ -35,7 +35,7 @@ if TYPE_CHECKING:
 @dataclass(frozen=True)
 class DirectInstall:
     """A distribution a step installs from outside the index and the lock (a git commit, a release asset),
-    always --no-deps. Its requirements are judged from ``metadata`` where the host could read it; without
+    --no-deps unless it is one of a fixed set (``no_deps``). Its requirements are judged from ``metadata`` where the host could read it; without
     it they are unchecked, never clean."""
 
     name: str  # canonical (PEP 503)
@@ -48,6 +48,9 @@ class DirectInstall:
     # Reads the metadata on the host when the resolver asks (a source's PKG-INFO or pyproject.toml):
     # read(source) -> (DistMetadata or None, why not). None: ``metadata`` and ``unread`` are all there is.
     read: Any = field(default=None, compare=False)
+    # False for a member of a fixed set installed with its dependencies from that set (a uv project's
+    # uv.lock): its requirements are judged like an index package's, not as suppressed.
+    no_deps: bool = True
 
 
 @dataclass(frozen=True)
