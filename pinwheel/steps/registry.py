@@ -21,6 +21,7 @@ _MODULES = (
     "sdist",  # one index sdist, pinned by sha256, built into a wheel in a builder stage
     "env",  # environment variables of the image (ENV), each with a why, for every variant or per variant
     "run",  # a shell script the resolver does not judge, its downloads checked, maybe in a builder stage
+    "uv-project",  # a project installed from its pyproject.toml and uv.lock (uv sync --frozen), a fixed set
 )
 
 
