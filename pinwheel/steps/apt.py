@@ -4,7 +4,10 @@ The building block of kind `apt`:
 - manifest: an AptStep of DebianPackages (name, version, why). Names and
   versions follow Debian policy; a package is listed once in the whole manifest.
   `debs: [{name, version, url, sha256, why}]` installs .deb files downloaded
-  from a URL (the nsight .deb), `hold: [name]` marks packages held after the
+  from a URL (the nsight .deb), `sources: [{name, uris, suites, components,
+  key: {url, sha256, fingerprint}, why}]` adds apt sources (NVIDIA's CUDA
+  repository) whose signing key is pinned by its bytes and its fingerprint
+  (checked on the host, steps/openpgp.py) and named by `Signed-By`, `hold: [name]` marks packages held after the
   install, and `remove: [{name, why}]` purges packages of the base first (held
   ones too: the base's held cuDNN);
 - host: `build` downloads each .deb into the content-addressed cache,
@@ -33,8 +36,9 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from ..manifest.reader import Reader, StepReading
 from ..manifest.source import show
-from .base import Effect, KindView, SbomPart, Staging, StepKind, read_unique
+from .base import Effect, KindView, SbomPart, Staging, StagingError, StepKind, read_unique
 from .downloads import stage_file
+from .openpgp import KeyFileError, armored, fingerprint
 
 if TYPE_CHECKING:
     from ..plan import Plan, Step
@@ -52,6 +56,12 @@ _REVISION = re.compile(r"^[A-Za-z0-9.+~]+$")
 _DEB_URL = re.compile(r"^https?://[A-Za-z0-9][A-Za-z0-9._~:@%+/=-]*\.deb$")
 _SHA256 = re.compile(r"^[0-9a-f]{64}$")
 MOUNT = "/tmp/pinwheel-debs"  # where the build mounts the context's debs/<step>/
+_URI = re.compile(r"^https?://[A-Za-z0-9][A-Za-z0-9._~:@%+/=-]*$")
+_SUITE = re.compile(r"^[A-Za-z0-9_./-]{1,100}$")
+_COMPONENTS = re.compile(r"^[a-z0-9-]+( [a-z0-9-]+)*$")
+_SOURCE_NAME = re.compile(r"^[a-z0-9][a-z0-9-]{0,40}$")
+_FINGERPRINT = re.compile(r"^([0-9A-F]{40}|[0-9A-F]{64})$")
+KEYRINGS = "/etc/apt/keyrings"
 
 
 @dataclass(frozen=True)
@@ -84,6 +94,31 @@ class Deb:
 
 
 @dataclass(frozen=True)
+class AptSource:
+    """An apt source beyond the base's, its signing key pinned by sha256 and fingerprint."""
+
+    name: str
+    uris: str
+    suites: str
+    components: str
+    key_url: str
+    key_sha256: str
+    fingerprint: str  # upper-case hex, no spaces
+    why: str
+    line: int
+
+    @property
+    def keyring(self) -> str:
+        return f"{KEYRINGS}/pinwheel-{self.name}.asc"
+
+    @property
+    def lines(self) -> tuple[str, ...]:
+        """Its deb822 .sources file."""
+        return ("Types: deb", f"URIs: {self.uris}", f"Suites: {self.suites}",
+                *((f"Components: {self.components}",) if self.components else ()), f"Signed-By: {self.keyring}")
+
+
+@dataclass(frozen=True)
 class Removed:
     name: str
     why: str
@@ -102,6 +137,7 @@ class AptStep:
     debs: tuple[Deb, ...] = ()
     hold: tuple[str, ...] = ()
     remove: tuple[Removed, ...] = ()
+    sources: tuple[AptSource, ...] = ()
 
 
 def context_dir(step_name: str) -> str:
@@ -110,6 +146,11 @@ def context_dir(step_name: str) -> str:
 
 def context_name(index: int, deb: Deb) -> str:
     return f"{index:02d}-{deb.filename}"
+
+
+def source_key_name(source: AptSource) -> str:
+    """A source's signing key in the context's debs/<step>/."""
+    return f"key-{source.name}.asc"
 
 
 def debian_version_problem(version: str) -> str | None:
@@ -149,6 +190,26 @@ def _deb(r: Reader, node: Any, key: str) -> Deb:
     if not _SHA256.fullmatch(sha256):
         raise r.fail(m["sha256"].line, f"{key}.sha256", f"{show(sha256)} is not a sha256 (64 lowercase hex digits)")
     return Deb(pkg.name, pkg.version, url, sha256, pkg.why, node.line)
+
+
+def _source(r: Reader, node: Any, key: str) -> AptSource:
+    m = r.mapping(node, key, {"name", "uris", "suites", "components", "key", "why"},
+                  {"name", "uris", "suites", "key", "why"}).value
+    name = r.string(m["name"], f"{key}.name", _SOURCE_NAME, "source name (lowercase letters, digits, '-')")
+    uris = r.string(m["uris"], f"{key}.uris", _URI, "http(s) URI without spaces, quotes or query")
+    suites = r.string(m["suites"], f"{key}.suites", _SUITE, "suite (letters, digits, '_', '.', '/', '-')")
+    components = r.string(m["components"], f"{key}.components", _COMPONENTS,
+                          "list of components (lowercase words, one space apart)") if "components" in m else ""
+    k = r.mapping(m["key"], f"{key}.key", {"url", "sha256", "fingerprint"}, {"url", "sha256", "fingerprint"}).value
+    url = r.string(k["url"], f"{key}.key.url", _URI, "http(s) URL of the key file")
+    sha256 = r.string(k["sha256"], f"{key}.key.sha256")
+    if not _SHA256.fullmatch(sha256):
+        raise r.fail(k["sha256"].line, f"{key}.key.sha256", f"{show(sha256)} is not a sha256 (64 lowercase hex digits)")
+    fpr = r.string(k["fingerprint"], f"{key}.key.fingerprint").replace(" ", "").upper()
+    if not _FINGERPRINT.fullmatch(fpr):
+        raise r.fail(k["fingerprint"].line, f"{key}.key.fingerprint", "is not an OpenPGP fingerprint (40 hex digits, "
+                                                                      "or 64 for a v6 key; spaces allowed)")
+    return AptSource(name, uris, suites, components, url, sha256, fpr, r.string(m["why"], f"{key}.why"), node.line)
 
 
 def _removed(r: Reader, node: Any, key: str) -> Removed:
@@ -208,6 +269,17 @@ class AptView(KindView):
     def installs(self) -> bool:
         return bool(self.spec.packages or self.spec.debs)
 
+    @property
+    def mounts_context(self) -> bool:
+        return bool(self.spec.debs or self.spec.sources)
+
+    @property
+    def sources(self) -> tuple[dict, ...]:
+        return tuple({"source": src, "file": f"{self.mount}/{source_key_name(src)}",
+                      "list": f"/etc/apt/sources.list.d/pinwheel-{src.name}.sources",
+                      "mismatch": f"pinwheel: ERROR: apt step {self.step.name}: {src.key_url}: sha256 mismatch: "
+                                  f"expected {src.key_sha256}, found"} for src in self.spec.sources)
+
 
 class Apt(StepKind):
     name = "apt"
@@ -215,8 +287,8 @@ class Apt(StepKind):
 
     def read(self, node: Any, key: str, reading: StepReading) -> AptStep:
         r = reading.reader
-        m = r.mapping(node, key, {"name", "why", "gate", "packages", "debs", "hold", "remove"} | reading.common_keys,
-                      {"name", "why"}).value
+        m = r.mapping(node, key, {"name", "why", "gate", "packages", "debs", "hold", "remove", "sources"}
+                      | reading.common_keys, {"name", "why"}).value
         name = reading.name(m["name"], f"{key}.name")
         gate = r.gate(m.get("gate"), f"{key}.gate", reading.gates)
         if not any(k in m for k in ("packages", "debs", "remove")):
@@ -246,8 +318,11 @@ class Apt(StepKind):
                 raise r.fail(item.line, f"{key}.hold[{j}]", f"{held} is not installed by this step: hold the "
                                                            "packages or .debs it pins")
             hold.append(held)
+        sources = tuple(_source(r, item, f"{key}.sources[{j}]")
+                        for j, item in enumerate(r.sequence(m["sources"], f"{key}.sources", 1))) \
+            if "sources" in m else ()
         return AptStep(name, r.string(m["why"], f"{key}.why"), gate, tuple(packages), node.line, tuple(debs),
-                       tuple(hold), remove)
+                       tuple(hold), remove, sources)
 
     def effect(self, step: Step) -> Effect:
         """No Python distribution; the Debian packages, named for the report."""
@@ -255,7 +330,9 @@ class Apt(StepKind):
         assert isinstance(spec, AptStep)
         if not step.active:
             return Effect()
-        return Effect(outside=tuple(f"apt {p.pin}" for p in spec.packages)
+        return Effect(outside=tuple(f"apt source {src.name}: {src.uris} {src.suites}, key {src.fingerprint}"
+                                    for src in spec.sources)
+                      + tuple(f"apt {p.pin}" for p in spec.packages)
                       + tuple(f"apt {d.name}={d.version} from {d.url} (sha256 {d.sha256[:12]})" for d in spec.debs)
                       + tuple(f"apt hold {n}" for n in spec.hold)
                       + tuple(f"apt remove {g.name}: {g.why}" for g in spec.remove))
@@ -280,20 +357,42 @@ class Apt(StepKind):
         """Each .deb verified into the context's debs/<step>/ (the directory whatever the gates say)."""
         spec = step.spec
         assert isinstance(spec, AptStep)
-        if not spec.debs:
+        if not (spec.debs or spec.sources):
             return
         directory = staging.context / context_dir(step.name)
         directory.mkdir(parents=True, exist_ok=True)
-        if step.active:
-            for i, d in enumerate(spec.debs):
-                stage_file(d.url, d.sha256, staging.cache, directory / context_name(i, d))
+        if not step.active:
+            return
+        for i, d in enumerate(spec.debs):
+            stage_file(d.url, d.sha256, staging.cache, directory / context_name(i, d))
+        for src in spec.sources:  # the pinned bytes, and the key the fingerprint names
+            data = stage_file(src.key_url, src.key_sha256, staging.cache, directory / source_key_name(src)).read_bytes()
+            try:
+                found = fingerprint(data)
+            except KeyFileError as exc:
+                raise StagingError(f"apt step {step.name}: {src.key_url} is not an OpenPGP public key: {exc}") from None
+            if found != src.fingerprint:
+                raise StagingError(f"apt step {step.name}: {src.key_url}: fingerprint mismatch: expected "
+                                   f"{src.fingerprint}, found {found}")
+            if not armored(data):
+                raise StagingError(f"apt step {step.name}: {src.key_url} is a binary key: pin its armored export "
+                                   "(gpg --armor --export), which apt reads as a .asc keyring")
 
     def identity(self, step: Step, plan: Plan, root: Path) -> tuple[dict, ...]:
         assert isinstance(step.spec, AptStep)
+        if not step.active:
+            return ()
         return tuple({"step": step.name, "name": d.name, "version": d.version, "url": d.url, "sha256": d.sha256}
-                     for d in step.spec.debs) if step.active else ()
+                     for d in step.spec.debs) + tuple(
+            {"step": step.name, "source": src.name, "url": src.key_url, "sha256": src.key_sha256,
+             "fingerprint": src.fingerprint} for src in step.spec.sources)
 
     def sbom(self, step: Step, entry: dict) -> tuple[SbomPart, ...]:
+        if "fingerprint" in entry:  # a source's signing key
+            return (SbomPart("file", entry["url"].rsplit("/", 1)[1], f"apt-key:{step.name}:{entry['source']}", None,
+                             (("sha256", entry["sha256"]),),
+                             (("step", step.name), ("source", "apt-key"), ("fingerprint", entry["fingerprint"])),
+                             ("distribution", entry["url"])),)
         return (SbomPart("file", entry["url"].rsplit("/", 1)[1], f"deb:{step.name}:{entry['name']}", None,
                          (("sha256", entry["sha256"]),),
                          (("step", step.name), ("source", "deb"), ("package", f"{entry['name']}={entry['version']}")),

@@ -2,6 +2,7 @@
 rendered text, shellcheck, identity and located errors (the plain pins' tests are test_steps_apt.py)."""
 from __future__ import annotations
 
+import hashlib
 import shutil
 import subprocess
 
@@ -127,3 +128,111 @@ DEB = '{name: pw-deb, version: "1.0-1", url: "https://d.example/pw-deb_1.0-1_all
 ])
 def test_bad_entries_are_refused_at_their_line(tmp_path, body, line, key, fragment):
     assert_refused_at(step(body), tmp_path, line, key, fragment)
+
+
+# ---- an extra apt source, its signing key pinned by sha256 and fingerprint
+
+
+@pytest.fixture(scope="module")
+def signing_key(tmp_path_factory) -> tuple[bytes, bytes, str]:
+    """(armored, binary, fingerprint) of a key gpg makes here; gpg's own answer is the fingerprint."""
+    if not shutil.which("gpg"):
+        pytest.fail("gpg is not installed (Debian package gnupg)")
+    home = tmp_path_factory.mktemp("gnupg")
+    home.chmod(0o700)
+    env = {"GNUPGHOME": str(home), "PATH": "/usr/bin:/bin"}
+    subprocess.run(["gpg", "--batch", "--passphrase", "", "--quick-gen-key", "pinwheel test <test@invalid>",
+                    "ed25519", "sign", "never"], env=env, check=True, capture_output=True, timeout=120)
+    armored = subprocess.run(["gpg", "--armor", "--export"], env=env, check=True, capture_output=True).stdout
+    binary = subprocess.run(["gpg", "--export"], env=env, check=True, capture_output=True).stdout
+    colons = subprocess.run(["gpg", "--with-colons", "--fingerprint"], env=env, check=True, capture_output=True,
+                            text=True).stdout
+    fpr = next(line.split(":")[9] for line in colons.splitlines() if line.startswith("fpr:"))
+    return armored, binary, fpr
+
+
+def test_the_fingerprint_is_gpgs_for_both_encodings(signing_key):
+    from pinwheel.steps.openpgp import KeyFileError, fingerprint
+
+    armored, binary, fpr = signing_key
+    assert fingerprint(armored) == fingerprint(binary) == fpr
+    with pytest.raises(KeyFileError):
+        fingerprint(b"not a key")
+
+
+def sourced(url: str, sha256: str, fpr: str) -> str:
+    return HEAD + f"""\
+  - name: cuda-repo
+    kind: apt
+    why: "the vendor's CUDA repository"
+    sources:
+      - name: vendor-cuda
+        uris: "https://repo.example.org/cuda/debian12/x86_64/"
+        suites: "/"
+        key: {{url: "{url}", sha256: "{sha256}", fingerprint: "{fpr}"}}
+        why: "the CUDA toolkit packages"
+    packages:
+      - {{name: cuda-toolkit-13-0, version: "13.0.2-1", why: "nvcc for the source builds"}}
+"""
+
+
+def test_a_source_renders_its_keyring_and_deb822_file_before_the_update(tmp_path, signing_key):
+    armored, _, fpr = signing_key
+    sha = hashlib.sha256(armored).hexdigest()
+    text = render(tmp_path, sourced("https://repo.example.org/cuda/key.asc", sha, fpr))
+    part = text[text.index("# ---- apt step 1/1"):text.index("# Invariant")]
+    assert f"#     signed by {fpr} (https://repo.example.org/cuda/key.asc, sha256 {sha})" in part
+    assert ("    mkdir -p /etc/apt/keyrings && cp /tmp/pinwheel-debs/cuda-repo/key-vendor-cuda.asc "
+            "/etc/apt/keyrings/pinwheel-vendor-cuda.asc; \\\n"
+            "    printf '%s\\n' 'Types: deb' 'URIs: https://repo.example.org/cuda/debian12/x86_64/' 'Suites: /' "
+            "'Signed-By: /etc/apt/keyrings/pinwheel-vendor-cuda.asc' > "
+            "/etc/apt/sources.list.d/pinwheel-vendor-cuda.sources; \\\n") in part
+    assert part.index("pinwheel-vendor-cuda.sources") < part.index("apt-get update")
+    scripts = [s for s in run_scripts(text) if "apt-get" in s]
+    for script in scripts if shutil.which("shellcheck") else ():
+        proc = subprocess.run(["shellcheck", "-s", "sh", "-e", "SC2016", "-"], input=f"#!/bin/sh\n{script}\n",
+                              capture_output=True, text=True)
+        assert proc.returncode == 0, f"{script}\n{proc.stdout}"
+
+
+@pytest.fixture
+def key_server(tmp_path):
+    import functools
+    import http.server
+    import threading
+
+    root = tmp_path / "served"
+    root.mkdir()
+    handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory=str(root))
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        yield root, f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def test_staging_checks_the_keys_fingerprint_and_refuses_another_key(tmp_path, signing_key, key_server):
+    from pinwheel.image.build import stage_steps
+    from pinwheel.steps.base import StagingError
+
+    armored, binary, fpr = signing_key
+    served, base = key_server
+    (served / "key.asc").write_bytes(armored)
+    (served / "key.gpg").write_bytes(binary)
+    project = tmp_path / "p"
+    project.mkdir()
+    good = plan_variant(load_text(sourced(f"{base}/key.asc", hashlib.sha256(armored).hexdigest(), fpr), project),
+                        "cu130")
+    stage_steps(good, project, project / "context")
+    assert (project / "context" / "debs" / "cuda-repo" / "key-vendor-cuda.asc").read_bytes() == armored
+    other = "0" * 40  # the pinned bytes, but a fingerprint they do not have
+    wrong = plan_variant(load_text(sourced(f"{base}/key.asc", hashlib.sha256(armored).hexdigest(), other), project),
+                         "cu130")
+    with pytest.raises(StagingError, match=f"fingerprint mismatch: expected {other}, found {fpr}"):
+        stage_steps(wrong, project, project / "context2")
+    binary_plan = plan_variant(load_text(sourced(f"{base}/key.gpg", hashlib.sha256(binary).hexdigest(), fpr),
+                                         project), "cu130")
+    with pytest.raises(StagingError, match="is a binary key: pin its armored export"):
+        stage_steps(binary_plan, project, project / "context3")
