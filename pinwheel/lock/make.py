@@ -648,8 +648,11 @@ def _overridden_edges(plan: Plan, pins: Mapping[str, str], indexes: _ForTarget) 
     if not overridden:
         return []
     extras = {p.name: frozenset(Requirement(p.requirement).extras) for p in plan.packages()}
+    # what the image holds: the slices' pins, and on a base with packages the base's kept ones (their
+    # metadata is the inventory's), whose requirements an override contradicts just the same
+    held = {**(base_kept(plan) if reads_base(plan) else {}), **pins}
     edges = set()
-    for name, version in sorted(pins.items()):
+    for name, version in sorted(held.items()):
         for r in indexes.requires(name, version, extras.get(name, frozenset())):
             dep = canonicalize_name(r.name)
             if dep in overridden and dep in pins and not r.specifier.contains(pins[dep], prereleases=True):

@@ -93,3 +93,50 @@ def test_the_pip_compile_engine_refuses_an_override_by_name(project, capsys):
     assert run(project, "lock", "--variant", "cu130", "--engine", "pip-compile") == 2
     err = capsys.readouterr().err
     assert "pwo-cudnn" in err and "uv" in err and "Traceback" not in err
+
+
+# ---- on a base that holds the framework: the override contradicts a base package's pin
+
+BASE_MANIFEST = """\
+manifest_version: 1
+image: {name: demo, repository: pinwheel/demo}
+variants:
+  t: {cuda: "13.0", torch: "2.13.0", python: "3.11", platform: manylinux_2_28_x86_64,
+      base: "vendor/trainer:1@sha256:%s", tag: "t-{date}", environment: base}
+steps:
+  - name: cudnn
+    kind: wheels
+    why: "a newer cuDNN than the base's torch pins"
+    packages:
+      - {requirement: "pwo-cudnn==9.22.0.52", override: true, why: "%s"}
+""" % ("ef" * 32, WHY)
+
+
+def test_on_a_base_environment_the_base_packages_edge_is_named(local_index, local_project, capsys):
+    from pinwheel import manifest
+    from pinwheel.distributions import Distribution, Inventory
+    from pinwheel.image.inventory import write_inventory
+    from pinwheel.workspace import Workspace
+
+    local_index.add("pwo-cudnn", "9.20.0.48")
+    local_index.add("pwo-cudnn", "9.22.0.52")
+    root = local_project(local_index.serve())
+    (root / "wheels_manifest.yaml").write_text(BASE_MANIFEST)
+    m = manifest.load(root / "wheels_manifest.yaml")
+    site = "/usr/lib/python3/dist-packages"
+    base = Inventory("vendor/trainer:1", "sha256:" + "22" * 32, "vendor/trainer@sha256:" + "ef" * 32, (
+        Distribution("pwo-torch", "2.13.0", ("pwo-cudnn==9.20.0.48",), (), "pip", None, ("pwo_torch",), 10, site, 0),
+        Distribution("pwo-cudnn", "9.20.0.48", (), (), "pip", None, ("pwo_cudnn",), 10, site, 0),
+    ), layers=2)
+    write_inventory(base, Workspace.of(m).inventory_file("t"))
+    assert run(root, "lock", "--variant", "t") == 0, capsys.readouterr().err
+    lock = root / "images" / "demo" / "lock" / "t"
+    expect = json.loads((lock / "expect.json").read_text())
+    assert expect["pins"] == {"pwo-cudnn": "9.22.0.52"}
+    assert expect["base_unchanged"] == {"pwo-torch": "2.13.0"}
+    assert expect["overridden_edges"] == ["pwo-torch pwo-cudnn==9.20.0.48"]  # the base's torch, named
+    capsys.readouterr()
+    assert run(root, "report", "--variant", "t", "--json") == 0
+    report = json.loads(capsys.readouterr().out)
+    [edge] = [e for e in report["edges"] if e["parent"] == "pwo-torch"]
+    assert edge["verdict"] == "overridden" and edge["found"] == "9.22.0.52"
