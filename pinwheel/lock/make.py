@@ -60,6 +60,7 @@ from .format import (
     parse_requirements,
 )
 from .inputs import LockInputs, base_kept, base_kept_excluded, lock_inputs, removed_names
+from .overrides import PROJECT, named_indexes, overridden_edges, overrides_file, project_file
 from .slicing import Unit, assign_slices, reached, units
 
 # Environment variables the resolvers may keep (caches, timeouts, TLS); every
@@ -196,33 +197,6 @@ def _compile_command(plan: Plan, engine: str, index_url: str, extra_index: str |
         cmd += ["--override", LockFiles.OVERRIDES]
     cmd += ["--constraint", LockFiles.CONSTRAINTS, "--output-file", LockFiles.REQUIREMENTS, source]
     return cmd
-
-
-# The project file a resolve with named indexes reads: uv applies a package's index (explicit: that
-# package comes only from it) to a pyproject.toml's dependencies, not to a requirements file.
-_PROJECT = "pyproject.toml"
-
-
-def named_indexes(plan: Plan) -> dict[str, PlannedPackage]:
-    """name -> package, of each active package the manifest names to an index."""
-    return {p.name: p for p in plan.packages() if getattr(p, "index", None) is not None}
-
-
-def _project_file(plan: Plan, inputs: LockInputs) -> str:
-    """pyproject.toml of the resolve: the requirements, each named package's index, the indexes (explicit)."""
-    import tomli_w
-
-    named = named_indexes(plan)
-    indexes = {p.index.name: p.index for p in named.values()}
-    doc = {
-        "project": {"name": "pinwheel-lock", "version": "0", "dependencies": list(inputs.requirements)},
-        "tool": {"uv": {
-            "sources": {name: {"index": p.index.name} for name, p in sorted(named.items())},
-            "index": [{"name": i.name, "url": i.url, "explicit": True, **({"format": "flat"} if i.flat else {})}
-                      for _, i in sorted(indexes.items())],
-        }},
-    }
-    return tomli_w.dumps(doc)
 
 
 def _redact(text: str, secrets: Iterable[str]) -> str:
@@ -418,16 +392,16 @@ def lock_variant(
         (work / LockFiles.REQUIREMENTS_IN).write_text(_inputs_file(plan, inputs))
         (work / LockFiles.CONSTRAINTS).write_text(_constraints_file(plan, inputs))
         if inputs.overrides:
-            (work / LockFiles.OVERRIDES).write_text(_overrides_file(plan, inputs))
+            (work / LockFiles.OVERRIDES).write_text(overrides_file(plan, inputs))
         if named:  # in the scratch dir only: the lock names no index URL
-            (work / _PROJECT).write_text(_project_file(plan, inputs))
+            (work / PROJECT).write_text(project_file(plan, inputs))
         previous = out_dir / LockFiles.REQUIREMENTS
         if previous.exists() and not upgrade:
             shutil.copyfile(previous, work / LockFiles.REQUIREMENTS)  # keep earlier pins where they still fit
         if kept:  # and the base's versions, where nothing asks for others: preferences of the resolve
             _prefer(work / LockFiles.REQUIREMENTS, kept)
         cmd = _compile_command(plan, engine, index_url, extra_index, upgrade, bool(inputs.overrides),
-                               _PROJECT if named else LockFiles.REQUIREMENTS_IN)
+                               PROJECT if named else LockFiles.REQUIREMENTS_IN)
         log(f"{v.name}: resolving with {engine}")
         t0 = time.monotonic()
         proc = subprocess.run(cmd, cwd=work, env=_engine_env(custom), capture_output=True, text=True)
@@ -542,7 +516,7 @@ def lock_variant(
         LockFiles.CONSTRAINTS: constraints_txt,
         LockFiles.REQUIREMENTS: full_text,
         LockFiles.EXPECT: json.dumps(expect, indent=2, sort_keys=True) + "\n",
-        **({LockFiles.OVERRIDES: _overrides_file(plan, inputs)} if inputs.overrides else {}),
+        **({LockFiles.OVERRIDES: overrides_file(plan, inputs)} if inputs.overrides else {}),
     }
     for u in steps + fallbacks:
         files[u.file] = _format_unit(plan, u, by_unit[u.file], assignment.reason)
@@ -630,33 +604,6 @@ def _constraints_file(plan: Plan, inputs: LockInputs) -> str:
              "# install with --no-deps or as fallbacks, so that no step moves an earlier one's pin.",
              "# (generated from the manifest by `build.py lock`; extras stripped: constraints carry none)."]
     return "\n".join(lines + list(inputs.constraints)) + "\n"
-
-
-def _overrides_file(plan: Plan, inputs: LockInputs) -> str:
-    lines = [f"# pinwheel: overrides of variant {plan.variant.name}: packages the manifest marks `override: true`.",
-             "# Every other requirement on them gives way to these pins (uv's --override); each overridden",
-             "# edge is named in expect.json (overridden_edges) and in the report.",
-             "# (generated from the manifest by `build.py lock`; do not edit)."]
-    return "\n".join(lines + list(inputs.overrides)) + "\n"
-
-
-def _overridden_edges(plan: Plan, pins: Mapping[str, str], indexes: _ForTarget) -> list[str]:
-    """"parent requirement" of each locked requirement an override contradicts on purpose: what the build's
-    pip check may report, and nothing else about those packages."""
-    overridden = {p.name for p in plan.packages() if p.override and p.active}
-    if not overridden:
-        return []
-    extras = {p.name: frozenset(Requirement(p.requirement).extras) for p in plan.packages()}
-    # what the image holds: the slices' pins, and on a base with packages the base's kept ones (their
-    # metadata is the inventory's), whose requirements an override contradicts just the same
-    held = {**(base_kept(plan) if reads_base(plan) else {}), **pins}
-    edges = set()
-    for name, version in sorted(held.items()):
-        for r in indexes.requires(name, version, extras.get(name, frozenset())):
-            dep = canonicalize_name(r.name)
-            if dep in overridden and dep in pins and not r.specifier.contains(pins[dep], prereleases=True):
-                edges.add(f"{name} {requirement_text(r)}")
-    return sorted(edges)
 
 
 def _expect(plan: Plan, by_unit: Mapping[str, list[LockedPackage]], fallbacks: Sequence[Unit],
@@ -764,7 +711,7 @@ def _expect(plan: Plan, by_unit: Mapping[str, list[LockedPackage]], fallbacks: S
     overridden = sorted(p.name for p in plan.packages() if p.override)
     if overridden:
         out["overridden"] = overridden
-        out["overridden_edges"] = _overridden_edges(plan, pins, indexes)
+        out["overridden_edges"] = overridden_edges(plan, pins, indexes)
     return out
 
 
