@@ -459,7 +459,7 @@ def cmd_bump(args: argparse.Namespace) -> int:
 
 def cmd_asset(args: argparse.Namespace) -> int:
     """`asset add URL`: download a release wheel into the asset cache and print its manifest entry."""
-    from .image.assets import AssetError, add as add_asset
+    from .steps.asset import AssetError, add as add_asset
     try:
         entry = add_asset(args.url, Workspace(Path(args.manifest).parent, "").asset_cache)
     except AssetError as exc:

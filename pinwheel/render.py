@@ -272,6 +272,7 @@ def render_dockerfile(plans: Sequence[Plan]) -> str:
         environment=PythonEnvironment.of(first),
         gates=first.gates,
         gate_defaults={g.name: first.build_args[g.name] for g in first.gates},
+        build_args=first.build_args,  # a partial's own ARGs default to the first variant's values
         steps=views,
         staged=any(hasattr(v, "stage") for v in views),  # a builder stage precedes the installer's
         segments=segments(first, views),

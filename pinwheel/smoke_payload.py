@@ -332,14 +332,15 @@ def load_expect(path: str) -> dict:
         raise UsageError(f"{path}: 'base_unchanged' must be an object of name -> version strings")
     lists = {}
     for key, what in (("removed", "names"), ("baseline_broken", "'parent requirement' strings"),
-                      ("overridden", "names")):
+                      ("overridden", "names"), ("overridden_edges", "'parent requirement' strings")):
         value = data.get(key, [])
         if not isinstance(value, list) or not all(isinstance(v, str) and v.strip() for v in value):
             raise UsageError(f"{path}: '{key}' must be a list of {what}")
         lists[key] = value
-    for entry in lists["baseline_broken"]:
-        if len(entry.split(None, 1)) != 2:
-            raise UsageError(f"{path}: baseline_broken entry {entry!r} is not 'parent requirement'")
+    for key in ("baseline_broken", "overridden_edges"):
+        for entry in lists[key]:
+            if len(entry.split(None, 1)) != 2:
+                raise UsageError(f"{path}: {key} entry {entry!r} is not 'parent requirement'")
     dropped = data.get("dropped", {})  # --no-deps package -> its base requirements and what may stay unmet
     if not isinstance(dropped, dict) or not all(
         isinstance(k, str) and isinstance(v, dict)
@@ -376,7 +377,9 @@ def load_expect(path: str) -> dict:
     if not (isinstance(fallbacks, dict) and all(isinstance(k, str) and isinstance(v, str) for k, v in fallbacks.items())):
         raise UsageError(f"{path}: 'fallbacks' must be an object of name -> version")
     return {"pins": pins, "suppressed": suppressed, "base_unchanged": base_unchanged, "dropped": dropped,
-            "import_skip": import_skip, "verify": verify, "fallbacks": fallbacks, **lists}
+            "import_skip": import_skip, "verify": verify, "fallbacks": fallbacks, **lists,
+            # absent (every finding on an overridden package accepted) in a lock made before the key existed
+            "has_overridden_edges": "overridden_edges" in data}
 
 
 # ---------------------------------------------------------------------------
@@ -1851,10 +1854,11 @@ def broken_requirements() -> tuple[list, str]:
     return lines, "pip's packaging"
 
 
-def _baseline(expect: dict) -> dict:
-    """expect.json's baseline_broken ("parent requirement") as parent -> the names it requires, broken."""
+def _baseline(expect: dict, key: str = "baseline_broken") -> dict:
+    """expect.json's baseline_broken (or overridden_edges: "parent requirement") as parent -> the names it
+    requires, broken."""
     out: dict = {}
-    for entry in expect["baseline_broken"]:
+    for entry in expect.get(key, []):
         parent, requirement = entry.split(None, 1)
         try:
             dep = parse_requirement(requirement)["normalized"]
@@ -1893,6 +1897,8 @@ def run_pip_check(expect: dict, cache=None) -> dict:
                for pkg, reqs in expect["suppressed"].items()}
     baseline = _baseline(expect)
     overridden = {normalize(n) for n in expect["overridden"]}
+    # With overridden_edges (a lock made since it exists), only those edges: "parent requirement" each.
+    overridden_edges = _baseline(expect, "overridden_edges") if expect.get("has_overridden_edges") else None
     removed = {normalize(n) for n in expect["removed"]}
     accepted, unexpected = [], []
     accepted_baseline, accepted_overridden, accepted_removed = [], [], []
@@ -1910,7 +1916,8 @@ def run_pip_check(expect: dict, cache=None) -> dict:
                 accepted_baseline.append(line)
                 seen_baseline.add((parent, dep_name))
                 continue
-            if dep_name in overridden:
+            if dep_name in overridden and (overridden_edges is None
+                                           or dep_name in overridden_edges.get(parent, set())):
                 accepted_overridden.append(line)
                 continue
             if dep_name in removed and m["missing"]:

@@ -20,6 +20,7 @@ class LockFiles:
 
     REQUIREMENTS_IN = "requirements.in"  # the resolver's inputs (generated, for review)
     CONSTRAINTS = "constraints.txt"  # shared pins + --no-deps and fallback pins
+    OVERRIDES = "overrides.txt"  # the packages marked `override: true`, at their pins (uv's --override)
     REQUIREMENTS = "requirements.txt"  # the whole lock, hashed
     EXPECT = "expect.json"  # pins and suppressed requirements, for the smoke
     INSTALLER = "installer.txt"  # uv, hashed: what installs the slices (image.installer: uv)

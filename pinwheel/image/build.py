@@ -22,13 +22,13 @@ from pathlib import Path
 from . import labels
 from .identity import ContentInputs, base_digest, content_inputs
 from .labels import CONTENT_TAG, OCI_BASE_DIGEST, OCI_SOURCE
-from .assets import AssetError, asset_labels, stage_assets
-from .patches import PatchError, patch_labels, stage_patches
 from .base import platform_base
 from .engine import CacheExport, Engine
 from ..index import ca_bundle, default_index_url, pip_setting
 from ..lock import lock_sha256, locked_versions
 from ..plan import Plan
+from ..steps import kind_of
+from ..steps.base import Staging, StagingError
 from ..workspace import InContext, InImage, LockFiles, Workspace
 from ..render import dockerfile_groups, missing_wheel, multiple_wheels, render_dockerfile
 
@@ -245,17 +245,26 @@ def write_secrets(plan: Plan, secrets_dir: Path) -> dict[str, Path]:
     trusted = pip_setting("PIP_TRUSTED_HOST", ("install.trusted-host", "global.trusted-host"))
     if trusted:
         lines.append(f"trusted-host = {trusted}")
+    extras: list[str] = []
     if plan.variant.torch_index_env:
         extra = plan.variant.torch_index_url()
         if not extra:
             raise BuildError(plan.variant.torch_index_unset())
-        lines.append(f"extra-index-url = {extra}")
+        extras.append(extra)
+    # the indexes and find-links pages the manifest names packages to (each slice is hash-checked)
+    named = {p.index.name: p.index for p in plan.packages() if getattr(p, "index", None) is not None}
+    extras += [i.url for _, i in sorted(named.items()) if not i.flat]
+    flat = [i.url for _, i in sorted(named.items()) if i.flat]
+    if extras:
+        lines.append("extra-index-url = " + "\n    ".join(extras))
+    if flat:
+        lines.append("find-links = " + "\n    ".join(flat))
     pipconf = secrets_dir / "pip.conf"
     pipconf.write_text("\n".join(lines) + "\n")
     pipconf.chmod(0o600)
     secrets["pipconf"] = pipconf
     if plan.installer == "uv":  # uv reads no pip.conf: the same index configuration as its uv.toml
-        secrets["uvconf"] = _uv_config(secrets_dir, trusted, extra if plan.variant.torch_index_env else None)
+        secrets["uvconf"] = _uv_config(secrets_dir, trusted, extras, flat)
     return secrets
 
 
@@ -280,15 +289,18 @@ def write_sbom(plan: Plan, root: Path, identity: ContentInputs, immutable: str, 
             labels.SBOM_SHA256: hashlib.sha256(text.encode()).hexdigest()}
 
 
-def _uv_config(secrets_dir: Path, trusted: str | None, extra: str | None) -> Path:
-    """uv.toml with pip's index URL (and the variant's extra index, pip's trusted hosts): what uv installs from."""
+def _uv_config(secrets_dir: Path, trusted: str | None, extras: list[str], flat: list[str] = ()) -> Path:
+    """uv.toml with pip's index URL (and the extra indexes and find-links pages, pip's trusted hosts): what uv
+    installs from."""
     toml = lambda value: json.dumps(value)  # noqa: E731 - a JSON string or list of strings is valid TOML
     lines = []
     if trusted:
         lines.append(f"allow-insecure-host = {toml(trusted.split())}")
     lines += ["[pip]", f"index-url = {toml(default_index_url())}"]
-    if extra:
-        lines.append(f"extra-index-url = {toml([extra])}")
+    if extras:
+        lines.append(f"extra-index-url = {toml(list(extras))}")
+    if flat:
+        lines.append(f"find-links = {toml(list(flat))}")
     path = secrets_dir / "uv.toml"
     path.write_text("\n".join(lines) + "\n")
     path.chmod(0o600)
@@ -314,6 +326,25 @@ def _cache_options(cache: BuildCache | None, on_export) -> dict:
     if cache and cache.to_ref:
         options.update(cache_to=cache.to_ref, on_cache_export=on_export)
     return options
+
+
+def stage_steps(plan: Plan, root: Path, context: Path) -> None:
+    """What each step's kind puts in the build context (StepKind.stage); StagingError when it cannot."""
+    staging = Staging(plan, Path(root), context, Workspace(root, plan.image).asset_cache)
+    for step in plan.steps:
+        kind_of(step).stage(step, staging)
+
+
+def step_labels(plan: Plan) -> dict[str, str]:
+    """One label per kind that names its steps (StepKind.label_entries), its entries merged over the steps."""
+    found: dict[str, dict] = {}
+    for step in plan.steps:
+        kind = kind_of(step)
+        if kind.label:
+            entries = kind.label_entries(step, plan)
+            if entries:
+                found.setdefault(f"{labels.PREFIX}.{kind.label}", {}).update(entries)
+    return {key: json.dumps(value, sort_keys=True, separators=(",", ":")) for key, value in found.items()}
 
 
 def build_image(plans: list[Plan], plan: Plan, root: Path, engine: Engine, target: str = "image",
@@ -342,17 +373,15 @@ def build_image(plans: list[Plan], plan: Plan, root: Path, engine: Engine, targe
     labels.update(identity.labels())  # every input, and their digest (the immutable tag's hash)
     labels[CONTENT_TAG] = immutable.rsplit(":", 1)[-1]
     labels.update(write_sbom(plan, root, identity, immutable, created))
-    labels.update(asset_labels(plan))  # each release asset's URL and sha256
-    labels.update(patch_labels(plan))  # each patch's target and sha256
+    labels.update(step_labels(plan))  # what each kind names of its steps: an asset's URL and sha256, a patch's
     exports: list[CacheExport] = []
     with tempfile.TemporaryDirectory(prefix="pinwheel-context-") as ctx, \
             tempfile.TemporaryDirectory(prefix="pinwheel-secrets-") as sec:
         context = Path(ctx)
         assemble_context(plan, inputs, context, dockerfile_for(plans, plan)[0])
-        try:  # each release asset downloaded into the cache and verified, then staged in the context
-            stage_assets(plan, context, Workspace(root, plan.image).asset_cache)
-            stage_patches(plan, root, context)
-        except (AssetError, PatchError) as exc:
+        try:  # each step's files (a verified download, a patch) staged in the context
+            stage_steps(plan, root, context)
+        except StagingError as exc:
             raise BuildError(str(exc)) from None
         secrets = write_secrets(plan, Path(sec))
         image_id = engine.build(

@@ -2,9 +2,10 @@
 
 The inputs are the manifest and the lock, the base's digest, the bytes of every
 local wheel the build mounts (or, for one that is missing, what stood in for
-it: its fallback pin, or nothing), every release asset's sha256, every git
-source's commit and every patch's bytes. Two builds with equal inputs get the
-same tag; a replaced local wheel, a moved base or an edited patch gets another.
+it: its fallback pin, or nothing), and what each step's kind says of it
+(StepKind.identity: a release asset's sha256, a git source's commit, a patch's
+bytes), one section per kind. Two builds with equal inputs get the same tag; a
+replaced local wheel, a moved base or an edited patch gets another.
 """
 from __future__ import annotations
 
@@ -16,13 +17,14 @@ from pathlib import Path
 from ..fsutil import sha256_file
 from ..lock import lock_sha256
 from ..plan import Plan
-from ..steps.asset import AssetStep, plan_assets
-from ..steps.git import GitStep
-from ..steps.patch import plan_patches
+from ..steps import KINDS, kind_of
 from ..workspace import Workspace
 from . import labels
 
 FORMAT = "pinwheel.inputs/1"
+# Sections every identity document holds, even empty, so that the digests made before kinds named their own
+# sections still hold; any other section is there only when a step fills it.
+ALWAYS = ("assets", "sources", "patches")
 
 
 @dataclass(frozen=True)
@@ -48,10 +50,12 @@ class ContentInputs:
     base: str  # the reference FROM is given
     base_digest: str | None  # what it named when built (digest or image id); None: not resolvable here
     local_wheels: tuple[LocalWheelInput, ...]
-    assets: tuple[tuple[str, str, str], ...]  # (step, url, sha256)
-    sources: tuple[tuple[str, str, str], ...]  # (step, git url, commit)
-    patches: tuple[tuple[str, str, str], ...]  # (step, file, sha256 of its bytes)
+    # (section, its entries) from the steps' kinds, in ALWAYS then registry order: each entry names its step
+    sections: tuple[tuple[str, tuple[dict, ...]], ...]
     platform: str
+
+    def section(self, name: str) -> tuple[dict, ...]:
+        return next((entries for key, entries in self.sections if key == name), ())
 
     def to_json(self) -> dict:
         return {
@@ -61,9 +65,7 @@ class ContentInputs:
             "platform": self.platform,
             "base": {"name": self.base, "digest": self.base_digest},
             "local_wheels": [w.to_json() for w in self.local_wheels],
-            "assets": [{"step": s, "url": u, "sha256": h} for s, u, h in self.assets],
-            "sources": [{"step": s, "url": u, "commit": c} for s, u, c in self.sources],
-            "patches": [{"step": s, "file": f, "sha256": h} for s, f, h in self.patches],
+            **{key: list(entries) for key, entries in self.sections},
         }
 
     @property
@@ -104,25 +106,28 @@ def local_wheel_inputs(plan: Plan, wheels_dir: Path) -> tuple[LocalWheelInput, .
     return tuple(out)
 
 
+def step_sections(plan: Plan, root: Path) -> tuple[tuple[str, tuple[dict, ...]], ...]:
+    """What each step's kind adds to the identity, by section: ALWAYS first, then in registry order."""
+    found: dict[str, list[dict]] = {key: [] for key in ALWAYS}
+    for key in (KINDS[name].identity_section for name in KINDS):
+        if key:
+            found.setdefault(key, [])
+    for step in plan.steps:
+        kind = kind_of(step)
+        if kind.identity_section:
+            found[kind.identity_section].extend(kind.identity(step, plan, root))
+    return tuple((key, tuple(entries)) for key, entries in found.items() if entries or key in ALWAYS)
+
+
 def content_inputs(plan: Plan, root: Path, base: str, base_id: str | None) -> ContentInputs:
     """The inputs of ``plan``'s image built FROM ``base`` (which named ``base_id``)."""
     ws = Workspace(Path(root), plan.image)
-    assets = tuple((s.name, a.url, a.sha256) for s, a in plan_assets(plan) if isinstance(s.spec, AssetStep))
-    sources = tuple((s.name, s.spec.url, s.spec.rev) for s in plan.steps
-                    if s.active and isinstance(s.spec, GitStep))
-    patches = []
-    for step, _, patch in plan_patches(plan):
-        if step.active:  # the bytes as they are now; staging refuses a file that no longer matches the manifest
-            path = Path(root) / patch.file
-            patches.append((step.name, patch.file, sha256_file(path) if path.is_file() else "missing"))
     return ContentInputs(
         manifest_sha256=plan.manifest_sha256,
         lock_sha256=lock_sha256(ws.plan_lock_dir(plan)),
         base=base,
         base_digest=base_id,
         local_wheels=local_wheel_inputs(plan, ws.wheels_dir),
-        assets=assets,
-        sources=sources,
-        patches=tuple(patches),
+        sections=step_sections(plan, Path(root)),
         platform=plan.container_platform,
     )

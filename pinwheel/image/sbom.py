@@ -29,6 +29,8 @@ from packageurl import PackageURL
 from ..distributions import Inventory, InventoryError
 from ..lock import read_lock
 from ..plan import Plan
+from ..steps import kind_of
+from ..steps.base import SbomPart
 from ..workspace import Workspace
 from .identity import ContentInputs
 
@@ -48,6 +50,23 @@ def _pypi(name: str, version: str, ref: str, hashes: list[HashType], properties:
     return Component(type=ComponentType.LIBRARY, name=name, version=version, bom_ref=ref,
                      purl=PackageURL(type="pypi", name=name, version=version), hashes=hashes,
                      properties=[Property(name=f"{PROPERTY}:{k}", value=v) for k, v in properties.items() if v])
+
+
+_ALGORITHMS = {"sha256": HashAlgorithm.SHA_256, "sha1": HashAlgorithm.SHA_1}
+_LINKS = {"distribution": ExternalReferenceType.DISTRIBUTION, "vcs": ExternalReferenceType.VCS}
+
+
+def _component(part: SbomPart) -> Component:
+    """The CycloneDX component of what a step's kind says (StepKind.sbom)."""
+    hashes = [HashType(alg=_ALGORITHMS[alg], content=value) for alg, value in part.hashes]
+    if part.type == "library":
+        c = _pypi(part.name, part.version or "", part.ref, hashes, dict(part.properties))
+    else:
+        c = Component(type=ComponentType.FILE, name=part.name, bom_ref=part.ref, hashes=hashes,
+                      properties=[Property(name=f"{PROPERTY}:{k}", value=v) for k, v in part.properties if v])
+    if part.link is not None:
+        c.external_references.add(ExternalReference(type=_LINKS[part.link[0]], url=XsUri(part.link[1])))
+    return c
 
 
 def base_inventory(plan: Plan, root: Path) -> Inventory | None:
@@ -96,21 +115,11 @@ def make_sbom(plan: Plan, root: Path, inputs: ContentInputs, image_tag: str, cre
         name, version = wheel.wheel.split("-")[:2]  # a wheel file name: name-version-tags.whl
         components.append(_pypi(wheel.package, version, f"local:{wheel.wheel}", [_sha256(wheel.sha256 or "")],
                                 {"source": "local", "file": wheel.wheel, "why": why.get(wheel.package, "")}))
-    for step, url, sha in inputs.assets:
-        spec = next(s.spec for s in plan.steps if s.name == step)
-        c = _pypi(spec.package, spec.version, f"asset:{step}", [_sha256(sha)], {"source": "asset", "step": step})
-        c.external_references.add(ExternalReference(type=ExternalReferenceType.DISTRIBUTION, url=XsUri(url)))
-        components.append(c)
-    for step, url, commit in inputs.sources:
-        spec = next(s.spec for s in plan.steps if s.name == step)
-        c = _pypi(spec.package, spec.version, f"git:{step}", [HashType(alg=HashAlgorithm.SHA_1, content=commit)]
-                  if len(commit) == 40 else [], {"source": "git", "step": step, "commit": commit})
-        c.external_references.add(ExternalReference(type=ExternalReferenceType.VCS, url=XsUri(url)))
-        components.append(c)
-    for step, file, sha in inputs.patches:
-        components.append(Component(type=ComponentType.FILE, name=file, bom_ref=f"patch:{step}:{file}",
-                                    hashes=[_sha256(sha)],
-                                    properties=[Property(name=f"{PROPERTY}:step", value=step)]))
+    by_name = {step.name: step for step in plan.steps}
+    for _, entries in inputs.sections:  # what each step's kind says of the entries it added to the identity
+        for entry in entries:
+            step = by_name[entry["step"]]
+            components.extend(_component(part) for part in kind_of(step).sbom(step, entry))
 
     bom = Bom(components=components,
               serial_number=uuid.uuid5(uuid.NAMESPACE_URL, f"pinwheel:{inputs.digest}"),

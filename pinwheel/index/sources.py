@@ -103,13 +103,25 @@ class RoutedSource:
 
 
 def metadata_source(plan: "Plan", default: IndexClient) -> RoutedSource:
-    """The metadata source of a Plan: ``default`` for every package, and torch from the variant's
-    extra index where it names one (with the default's cache and settings).
+    """The metadata source of a Plan: ``default`` for every package, torch from the variant's extra index
+    where it names one, and each package the manifest names to an index from that index (each with the
+    default's cache and settings).
 
     Where the variant's index variable is unset, torch lookups fail with what to set.
     """
     variant = plan.variant
-    if not variant.torch_index_env:
-        return RoutedSource(default, {})
-    url = variant.torch_index_url()
-    return RoutedSource(default, {TORCH: default.sibling(url) if url else variant.torch_index_unset()})
+    routes: dict[str, "MetadataSource | str"] = {}
+    if variant.torch_index_env:
+        url = variant.torch_index_url()
+        routes[TORCH] = default.sibling(url) if url else variant.torch_index_unset()
+    siblings: dict[str, MetadataSource] = {}
+    for p in plan.packages():  # a package named to an index (manifest `index: NAME`) is read from it only
+        named = getattr(p, "index", None)
+        if named is None:
+            continue
+        if named.flat:
+            routes[p.name] = (f"{p.name} comes from the find-links page {named.name!r}, which only uv reads: "
+                              "its metadata is not read on the host")
+        else:
+            routes[p.name] = siblings.setdefault(named.name, default.sibling(named.url))
+    return RoutedSource(default, routes)

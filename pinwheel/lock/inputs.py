@@ -55,6 +55,7 @@ class LockInputs:
     base: dict | None = None  # environment base / system site packages: the inventory's identity and digest
     files: str | None = None  # "target-only": a variant that lists its platforms hashes only its own files
     installer: str = "pip"  # uv: the lock pins uv too (installer.txt)
+    overrides: tuple[str, ...] = ()  # the requirements of packages marked override: uv's --override
 
     def document(self) -> dict:
         return {
@@ -69,6 +70,7 @@ class LockInputs:
             **({"base": self.base} if self.base is not None else {}),
             **({"files": self.files} if self.files is not None else {}),
             **({"installer": self.installer} if self.installer != "pip" else {}),
+            **({"overrides": list(self.overrides)} if self.overrides else {}),
         }
 
     def digest(self) -> str:
@@ -89,6 +91,8 @@ def _package_layout(p: PlannedPackage) -> dict:
         **({"allow_missing": sorted([a.name, a.why] for a in p.allow_missing)} if getattr(p, "allow_missing", ()) else {}),
         **({"needs": [p.needs, p.needs_why]} if getattr(p, "needs", None) else {}),  # expect.json import_skip
         **({"exclude": sorted([x.name, x.why] for x in p.exclude)} if getattr(p, "exclude", ()) else {}),
+        **({"override": p.why} if getattr(p, "override", False) else {}),  # overrides.txt and expect.json
+        **({"index": [p.index.name, p.index.url, p.index.flat]} if getattr(p, "index", None) else {}),
         **({"verify": {"import": list(v.imports), "python": v.python, "needs": v.needs,
                        **({"check": v.check} if v.check else {})}}
            if (v := getattr(p, "verify", None)) else {}),  # expect.json verify
@@ -199,6 +203,7 @@ def lock_inputs(plan: Plan, engine: str = DEFAULT_ENGINE) -> LockInputs:
         base=inventory_identity(plan),
         files="target-only" if v.platforms else None,
         installer=plan.installer,
+        overrides=tuple(_pin(p) for p in plan.packages() if p.override and p.active),
     )
 
 

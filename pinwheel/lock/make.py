@@ -60,6 +60,7 @@ from .format import (
     parse_requirements,
 )
 from .inputs import LockInputs, base_kept, base_kept_excluded, lock_inputs, removed_names
+from .overrides import PROJECT, named_indexes, overridden_edges, overrides_file, project_file
 from .slicing import Unit, assign_slices, reached, units
 
 # Environment variables the resolvers may keep (caches, timeouts, TLS); every
@@ -170,7 +171,8 @@ def _check_host_for_pip_compile(plan: Plan) -> None:
         )
 
 
-def _compile_command(plan: Plan, engine: str, index_url: str, extra_index: str | None, upgrade: bool) -> list[str]:
+def _compile_command(plan: Plan, engine: str, index_url: str, extra_index: str | None, upgrade: bool,
+                     overrides: bool = False, source: str = LockFiles.REQUIREMENTS_IN) -> list[str]:
     v = plan.variant
     if engine == "pip-compile":
         cmd = [
@@ -191,7 +193,9 @@ def _compile_command(plan: Plan, engine: str, index_url: str, extra_index: str |
         cmd += ["--extra-index-url", extra_index]
     if upgrade:
         cmd += ["--upgrade"]
-    cmd += ["--constraint", LockFiles.CONSTRAINTS, "--output-file", LockFiles.REQUIREMENTS, LockFiles.REQUIREMENTS_IN]
+    if overrides:  # uv only: every other requirement on an overridden package gives way to its pin
+        cmd += ["--override", LockFiles.OVERRIDES]
+    cmd += ["--constraint", LockFiles.CONSTRAINTS, "--output-file", LockFiles.REQUIREMENTS, source]
     return cmd
 
 
@@ -229,6 +233,7 @@ class _ForTarget:
         self.platforms = [plan.target.platform]
         self.environment = plan.target.marker_environment()
         self._meta: dict[tuple[str, str], object] = {}
+        self.named = frozenset(p.name for p in plan.packages() if getattr(p, "index", None) is not None)
 
     def metadata(self, name: str, version: str):
         key = (name, version)
@@ -254,7 +259,8 @@ class _ForTarget:
         want = Version(version)
         found: set[str] = set()
         fits = for_target(self.plan) if per_platform(self.plan) else (lambda _f: True)
-        for index in self.source.indexes:
+        routed = getattr(self.source, "routes", {}).get(name) if name in self.named else None
+        for index in ([routed] if routed is not None and not isinstance(routed, str) else self.source.indexes):
             try:
                 files = index.files(name)
             except IndexClientError:
@@ -292,9 +298,15 @@ def _slice_header(plan: Plan, unit: Unit) -> list[str]:
 def _format_unit(plan: Plan, unit: Unit, entries: Sequence[LockedPackage], reason: Mapping[str, str]) -> str:
     lines = _slice_header(plan, unit)
     no_deps = {p.name: p for p in unit.roots if p.no_deps}
+    overriding = {p.name: p for p in unit.roots if p.override}
+    from_index = {p.name: p for p in unit.roots if getattr(p, "index", None) is not None}
     for e in entries:
         lines.append(e.text)
         r = reason.get(e.name, "")
+        if e.name in overriding:
+            lines.append(f"    # override: {overriding[e.name].why}")
+        if e.name in from_index:
+            lines.append(f"    # from index {from_index[e.name].index.name} only: {from_index[e.name].index.why}")
         if e.name in no_deps:
             lines.append(f"    # --no-deps: {no_deps[e.name].why}")
         elif r.startswith("via "):
@@ -359,10 +371,17 @@ def lock_variant(
         if not extra_index:
             raise LockUnavailable(f"{v.torch_index_unset()}: set it (the index URL) and run "
                                   f"`build.py lock --variant {v.name}` again")
+    inputs = lock_inputs(plan, engine)
+    named = named_indexes(plan)
+    if engine == "pip-compile" and named:
+        raise LockUnavailable(f"variant {v.name} takes {', '.join(sorted(named))} from named indexes only, and "
+                              "pip-compile has no per-package index: lock it with `--engine uv`")
+    if engine == "pip-compile" and inputs.overrides:
+        raise LockUnavailable(f"variant {v.name} overrides {', '.join(inputs.overrides)} on purpose (override: "
+                              "true), and pip-compile has no overrides: lock it with `--engine uv`")
     if engine == "pip-compile":
         _check_host_for_pip_compile(plan)
     index_url = index_url or default_index_url()
-    inputs = lock_inputs(plan, engine)
     digest = inputs.digest()
     out_dir = ws.plan_lock_dir(plan)
     custom = f"python build.py lock --variant {v.name}" + (f" --engine {engine}" if engine != DEFAULT_ENGINE else "")
@@ -372,12 +391,17 @@ def lock_variant(
         work = Path(tmp)
         (work / LockFiles.REQUIREMENTS_IN).write_text(_inputs_file(plan, inputs))
         (work / LockFiles.CONSTRAINTS).write_text(_constraints_file(plan, inputs))
+        if inputs.overrides:
+            (work / LockFiles.OVERRIDES).write_text(overrides_file(plan, inputs))
+        if named:  # in the scratch dir only: the lock names no index URL
+            (work / PROJECT).write_text(project_file(plan, inputs))
         previous = out_dir / LockFiles.REQUIREMENTS
         if previous.exists() and not upgrade:
             shutil.copyfile(previous, work / LockFiles.REQUIREMENTS)  # keep earlier pins where they still fit
         if kept:  # and the base's versions, where nothing asks for others: preferences of the resolve
             _prefer(work / LockFiles.REQUIREMENTS, kept)
-        cmd = _compile_command(plan, engine, index_url, extra_index, upgrade)
+        cmd = _compile_command(plan, engine, index_url, extra_index, upgrade, bool(inputs.overrides),
+                               PROJECT if named else LockFiles.REQUIREMENTS_IN)
         log(f"{v.name}: resolving with {engine}")
         t0 = time.monotonic()
         proc = subprocess.run(cmd, cwd=work, env=_engine_env(custom), capture_output=True, text=True)
@@ -492,6 +516,7 @@ def lock_variant(
         LockFiles.CONSTRAINTS: constraints_txt,
         LockFiles.REQUIREMENTS: full_text,
         LockFiles.EXPECT: json.dumps(expect, indent=2, sort_keys=True) + "\n",
+        **({LockFiles.OVERRIDES: overrides_file(plan, inputs)} if inputs.overrides else {}),
     }
     for u in steps + fallbacks:
         files[u.file] = _format_unit(plan, u, by_unit[u.file], assignment.reason)
@@ -620,7 +645,9 @@ def _expect(plan: Plan, by_unit: Mapping[str, list[LockedPackage]], fallbacks: S
       ``exclude:`` leaves out that the base already holds: kept (exclude
       removes nothing; a remove step does), and named. Absent when none;
     - ``overridden``: ``[name]``, packages the manifest installs with
-      ``override: true``: pip check findings on them are deliberate.
+      ``override: true``, and ``overridden_edges``: ``["<parent>
+      <requirement>"]``, each locked requirement their pins contradict on
+      purpose: the build's pip check accepts exactly those findings on them.
     """
     fallback_files = {u.file for u in fallbacks}
     pins: dict[str, str] = {}
@@ -684,6 +711,7 @@ def _expect(plan: Plan, by_unit: Mapping[str, list[LockedPackage]], fallbacks: S
     overridden = sorted(p.name for p in plan.packages() if p.override)
     if overridden:
         out["overridden"] = overridden
+        out["overridden_edges"] = overridden_edges(plan, pins, indexes)
     return out
 
 

@@ -20,11 +20,12 @@ from packaging.version import Version
 
 from ..index.target import CONTAINER_MACHINES, container_platform
 from .model import GATE_ARCHES, GATE_VARIABLES, MANIFEST_VERSION, TAG_FIELDS, ArchSpec, Gate, ImageSpec, INSTALLERS, Manifest, \
-    SharedPin, StepSpec, Variant
+    NamedIndex, SharedPin, StepSpec, Variant
 from .reader import STEP_NAME, Reader, StepReading, node_kind
 from .source import Node, Scalar, compose, read_text, show
 
-TOP_KEYS = {"manifest_version", "image", "shared_pins", "gates", "variants", "steps", "wheel_sets", "todo"}
+TOP_KEYS = {"manifest_version", "image", "shared_pins", "gates", "variants", "steps", "wheel_sets", "todo",
+            "indexes"}
 # The kind every entry of `wheel_sets:` has.
 WHEEL_SETS_KIND = "wheels"
 
@@ -66,7 +67,8 @@ def parse(text: str, path: Path | str = "wheels_manifest.yaml", sha256: str | No
     gates = _gates(r, top.get("gates"))
     variants = _variants(r, top["variants"])
     shared = _shared_pins(r, top.get("shared_pins"))
-    steps = _steps(StepReading(r, steps_key, gates, shared, variants), top[steps_key])
+    indexes = _indexes(r, top.get("indexes"))
+    steps = _steps(StepReading(r, steps_key, gates, shared, variants, indexes=indexes), top[steps_key])
     return Manifest(
         path=path,
         sha256=sha256 or hashlib.sha256(text.encode()).hexdigest(),
@@ -147,6 +149,31 @@ def _image(r: Reader, node: Any) -> ImageSpec:
         venv=r.string(m["venv"], "image.venv", _ABS_PATH, "absolute path") if "venv" in m else "/opt/venv",
         installer=installer,
     )
+
+
+_INDEX_NAME = re.compile(r"^[a-z0-9][a-z0-9-]{0,40}$")
+_INDEX_URL = re.compile(r"^https?://[A-Za-z0-9][A-Za-z0-9._~:@%+/=-]*$")
+
+
+def _indexes(r: Reader, node: Any) -> dict[str, NamedIndex]:
+    """`indexes: {NAME: {url, why, flat}}`: the package indexes (or find-links pages) packages may name."""
+    if node is None:
+        return {}
+    if not isinstance(node, Node) or not isinstance(node.value, dict):
+        raise r.fail(node.line, "indexes", f"must be a mapping, got {node_kind(node)}")
+    out: dict[str, NamedIndex] = {}
+    for name, entry in node.value.items():
+        key = f"indexes.{name}"
+        if not isinstance(name, str) or not _INDEX_NAME.match(name):
+            raise r.fail(node.lines[name], key, "index names are lowercase letters, digits and '-'")
+        m = r.mapping(entry, key, {"url", "why", "flat"}, {"url", "why"}).value
+        url = r.string(m["url"], f"{key}.url")
+        if not _INDEX_URL.fullmatch(url):
+            raise r.fail(m["url"].line, f"{key}.url", f"{show(url)} is not an http(s) URL without spaces, quotes "
+                                                      "or query")
+        flat = r.boolean(m["flat"], f"{key}.flat") if "flat" in m else False
+        out[name] = NamedIndex(name, url, r.string(m["why"], f"{key}.why"), flat, node.lines[name])
+    return out
 
 
 def _gates(r: Reader, node: Any) -> dict[str, Gate]:

@@ -61,6 +61,18 @@ class Gate:
 
 
 @dataclass(frozen=True)
+class NamedIndex:
+    """A package index (or a find-links page, `flat`) the manifest names; a package that names it comes only
+    from it (uv's explicit-index rule)."""
+
+    name: str
+    url: str
+    why: str
+    flat: bool  # a find-links page of links to files, not a PEP 503 simple index
+    line: int
+
+
+@dataclass(frozen=True)
 class SharedPin:
     requirement: Requirement
     needed_by: tuple[str, ...]

@@ -139,6 +139,7 @@ class StepReading:
     gates: dict[str, Gate]
     shared_pins: tuple[SharedPin, ...]
     variants: dict[str, Any] = field(default_factory=dict)  # name -> Variant: where a step's packages go
+    indexes: dict[str, Any] = field(default_factory=dict)  # name -> NamedIndex: where a package may come from
     names: dict[str, int] = field(default_factory=dict)
     claims: dict[str, dict[str, Any]] = field(default_factory=dict)
 

@@ -326,11 +326,21 @@ def to_json(plan: Plan, abi: list[dict] | None = None, allow_unchecked: bool = F
         "clashes": [{**dataclasses.asdict(c), "wanted": list(c.wanted), "reasons": list(c.reasons)}
                     for c in plan.clashes],
         "unjudged": [dataclasses.asdict(u) for u in plan.unjudged],
+        # what each step changes outside the Python environment (its kind's Effect.outside): Debian packages,
+        # patches, environment variables, scripts the resolver does not judge; listed, never hidden
+        "outside": outside_effects(plan),
         "missing_on_platform": list(missing or ()),
         "torch_abi": abi or [],
         "next_steps": next_steps(plan, shared, summary, abi, missing),
         "summary": summary,
     }
+
+
+def outside_effects(plan: Plan) -> list[dict]:
+    """{step, kind, what} for each thing an active step changes outside the Python environment."""
+    from ..steps import kind_of
+
+    return [{"step": s.name, "kind": s.kind, "what": what} for s in plan.steps for what in kind_of(s).effect(s).outside]
 
 
 def moved_pins(plan: Plan) -> dict[str, dict]:
@@ -555,13 +565,15 @@ def print_report(plan: Plan, console: Console, verbose: bool = False, abi: list[
             if e.verdict == "base-broken":
                 c.print(f"  [yellow]base: already broken[/yellow]: {escape(e.parent)} {escape(e.parent_version)} "
                         f"requires {escape(e.requirement)} ({escape(e.detail.removeprefix('base: already broken ').strip('()'))})")
-        for e in plan.edges:
-            if e.verdict == "overridden":
-                c.print(f"  [cyan]overridden[/cyan]: {escape(e.parent)} {escape(e.parent_version)} requires "
-                        f"{escape(e.requirement)}; {escape(e.detail)}")
         for k in base["kept_excluded"]:
             c.print(f"  [yellow]kept by the base[/yellow]: {escape(k['package'])} {escape(k['version'])}, excluded on "
                     f"{escape(', '.join(k['excluded_on']))} (exclude removes nothing): {escape(k['fix'])}")
+
+    overridden = [e for e in plan.edges if e.verdict == "overridden"]
+    if overridden:  # on a venv too: an override is the manifest's decision, shown wherever it applies
+        c.print("\n[bold]Overridden on purpose[/bold] (requirements a pin marked `override: true` contradicts)")
+        for e in overridden:
+            c.print(f"  [cyan]overridden[/cyan]: {escape(e.detail)}")
 
     if data["no_deps_features"]:
         c.print("\n[bold]Suppressed by --no-deps[/bold] (what pip would have done, and whether the image provides it)")
@@ -578,6 +590,11 @@ def print_report(plan: Plan, console: Console, verbose: bool = False, abi: list[
         for x in data["excluded"]:
             c.print(f"  [cyan]excluded[/cyan]: {escape(x['parent'])} {escape(x['parent_version'])} requires "
                     f"{escape(x['requirement'])}; {escape(x['detail'])}")
+
+    if data["outside"]:
+        c.print("\n[bold]Outside the Python environment[/bold] (what steps change that the resolver does not judge)")
+        for o in data["outside"]:
+            c.print(f"  {escape(o['kind'])} step {escape(o['step'])}: {escape(o['what'])}")
 
     if data["dropped_requirements"]:
         c.print("\n[bold]Dropped and unmet[/bold] (base requirements a --no-deps install leaves unmet; the build fails "

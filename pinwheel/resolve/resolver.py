@@ -158,6 +158,7 @@ class Resolver:
         self.removals: list[Removal] = []  # as locked
         self.pip_removals: list[Removal] = []  # as plain pip would
         self._meta: dict[tuple[str, str], object] = {}
+        self._fixed: set[str] = set()  # members of a fixed set (DirectInstall.no_deps False): judged with their deps
         self._effects: dict[int, tuple[object, dict[str, str], list]] = {}  # id(meta) -> (meta, env, effects)
         self.failures: list[Unjudged] = []  # lookups that failed where a verdict does not already say so
 
@@ -224,8 +225,10 @@ class Resolver:
                 meta, unread = (d.metadata, d.unread) if d.read is None else d.read(self.source)
                 self._meta[(d.name, d.version)] = meta if meta is not None else LookupError(unread)
             extras = f"[{','.join(d.extras)}]" if d.extras else ""
-            out.append((PlannedPackage(d.name, f"{d.name}{extras}=={d.version}", d.version, True, d.why, None, None,
-                                       None, True), d.source, None))
+            if not d.no_deps:
+                self._fixed.add(d.name)
+            out.append((PlannedPackage(d.name, f"{d.name}{extras}=={d.version}", d.version, d.no_deps, d.why, None,
+                                       None, None, True), d.source, None))
         return out
 
     def as_pip_would(self, plan: Plan) -> tuple[dict[str, Installed], list[Hazard], list[Clash], list[Unjudged]]:
@@ -406,7 +409,7 @@ class Resolver:
             for name, version, src in entries:
                 p = explicit.get(name, (None, None))[0]
                 extras = tuple(sorted(Requirement(p.requirement).extras)) if p else ()
-                no_deps = bool(p and (p.no_deps or src != "lock"))
+                no_deps = bool(p and (p.no_deps or (src != "lock" and name not in self._fixed)))
                 before = installed.get(name)
                 if before and before.version != version:
                     cause = (f"the lock of {step.name} replaces the base's {name}" if before.step == BASE else
@@ -461,7 +464,8 @@ class Resolver:
                                           f"base: already broken ({detail})", a.extra))
                     elif found is not None and dep in overriding:
                         edges.append(Edge(inst.name, inst.version, text, dep, "overridden", found,
-                                          f"{dep} {found} overrides it on purpose: {overriding[dep]}", a.extra))
+                                          f"overridden on purpose: {inst.name} {inst.version} requires {text}; "
+                                          f"{dep} {found} is installed: {overriding[dep]}", a.extra))
                     else:
                         edges.append(Edge(inst.name, inst.version, text, dep, "violated", found, detail, a.extra))
         return edges

@@ -15,18 +15,22 @@ The building block of kind `asset`:
   (the immutable tag) hashes; the digest is also an image label;
 - host: `build` downloads each asset into the content-addressed cache
   (Workspace.asset_cache) and verifies it before use; a mismatch fails naming
-  the expected and the found digest (pinwheel/image/assets.py). The wheel is
+  the expected and the found digest (``stage``, with steps/downloads.py). The wheel is
   bind-mounted into the build from the context's assets/<step>/, like local
   wheels, and never written into a layer;
 - partial: templates/steps/asset.j2, one RUN that checks the mounted file's
   sha256 again (a plain `docker build` of the committed file verifies it too)
   and installs it --no-deps;
-- invariant: after the last step, the package is installed at its version.
+- invariant: after the last step, the package is installed at its version;
+- identity: each active step's url and sha256 (section `assets`); its SBOM
+  component is the package with that digest and url; the label
+  `io.pinwheel.assets` names them by step.
 """
 from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, Sequence
 
 from packaging.utils import canonicalize_name
@@ -35,7 +39,10 @@ from packaging.version import InvalidVersion, Version
 from ..manifest.model import StepSpec, pinned_version
 from ..manifest.reader import Reader, StepReading
 from ..manifest.source import Node, show
-from .base import DirectInstall, Effect, KindView, StepKind
+from .base import DirectInstall, Effect, KindView, SbomPart, Staging, StepKind
+from .downloads import DownloadError, download, stage_file
+
+AssetError = DownloadError  # an asset could not be downloaded, or is not the pinned one
 
 if TYPE_CHECKING:
     from ..plan import Plan, Step
@@ -228,17 +235,69 @@ class Assets(StepKind):
         assert isinstance(step.spec, AssetStep)
         return AssetView(step, step.spec, self)
 
+    identity_section = "assets"
+    label = "assets"
+
+    def stage(self, step: Step, staging: Staging) -> None:
+        """Its verified wheel in the context's assets/<step>/; the directory whatever the gates say (the
+        Dockerfile mounts it in every variant)."""
+        (staging.context / context_dir(step.name)).mkdir(parents=True, exist_ok=True)
+        asset = _active_asset(step, staging.plan)
+        if asset is not None:
+            stage_file(asset.url, asset.sha256, staging.cache, staging.context / context_dir(step.name) / asset.filename)
+
+    def identity(self, step: Step, plan: Plan, root: Path) -> tuple[dict, ...]:
+        asset = _active_asset(step, plan)
+        return ({"step": step.name, "url": asset.url, "sha256": asset.sha256},) if asset else ()
+
+    def sbom(self, step: Step, entry: dict) -> tuple[SbomPart, ...]:
+        assert isinstance(step.spec, AssetStep)
+        return (SbomPart("library", step.spec.package, f"asset:{step.name}", step.spec.version,
+                         (("sha256", entry["sha256"]),), (("source", "asset"), ("step", step.name)),
+                         ("distribution", entry["url"])),)
+
+    def label_entries(self, step: Step, plan: Plan) -> dict:
+        asset = _active_asset(step, plan)
+        if asset is None:
+            return {}
+        assert isinstance(step.spec, AssetStep)
+        return {step.name: {"package": f"{step.spec.package}=={step.spec.version}", "url": asset.url,
+                            "sha256": asset.sha256}}
+
+
+def _active_asset(step: Step, plan: Plan) -> Asset | None:
+    """The asset an active step installs for the Plan's architecture; None when it is gated off."""
+    if not step.active:
+        return None
+    assert isinstance(step.spec, AssetStep)
+    return step.spec.asset_for(plan.variant.arch)
+
 
 def plan_assets(plan: Plan) -> list[tuple[Step, Asset]]:
     """(step, asset) for every active asset step of a Plan, the asset its variant's architecture installs."""
-    out = []
-    for step in plan.steps:
-        if step.kind == KIND.name and step.active:
-            assert isinstance(step.spec, AssetStep)
-            asset = step.spec.asset_for(plan.variant.arch)
-            if asset is not None:
-                out.append((step, asset))
-    return out
+    return [(step, asset) for step in plan.steps if step.kind == KIND.name
+            for asset in (_active_asset(step, plan),) if asset is not None]
+
+
+def manifest_entry(url: str, sha256: str, package: str, step: str) -> str:
+    """A manifest entry for an asset, its digest filled in (what `build.py asset add` prints)."""
+    return (f"  - name: {step}\n"
+            f"    kind: asset\n"
+            f'    why: "TODO: why this wheel comes from a release and not the index"\n'
+            f'    package: "{package}"\n'
+            f'    url: {{url: "{url}", sha256: "{sha256}"}}\n')
+
+
+def add(url: str, cache: Path) -> str:
+    """Download url, and the manifest entry that pins it (`build.py asset add URL`)."""
+    name = url.rsplit("/", 1)[-1]
+    m = _WHEEL.fullmatch(name)
+    if not m:
+        raise AssetError(f"{name!r} is not a wheel file name (name-version-python-abi-platform.whl)")
+    sha256, _ = download(url, cache)
+    package = f"{m['name'].replace('_', '-').lower()}=={m['version']}"
+    step = m["name"].replace("_", "-").replace(".", "-").lower()
+    return manifest_entry(url, sha256, package, step)
 
 
 KIND = Assets()

@@ -6,29 +6,36 @@ Jinja partial (pinwheel/templates/steps/<kind>.j2) and one line in the
 registry. The pipeline asks the kind of each step, never the step's type:
 
 - manifest.load reads an entry with ``read`` and, once all are read, calls ``check``;
-- plan_variant asks ``packages`` for the Python distributions a step names;
+- plan_variant asks ``packages`` for the Python distributions a step names, and
+  ``build_args`` for the build arguments its partial reads, with the variant's values;
 - the resolver asks ``effect`` what the step does to the Python environment;
 - lock and render ask ``slice_packages`` whether (and with what) the step has a lock slice;
 - render includes ``partial`` with ``view`` for each step, and again, after the
-  last step, for each step with an ``invariant``.
+  last step, for each step with an ``invariant``;
+- build asks ``stage`` to put the files the step's partial mounts into the build
+  context, ``identity`` for what of the step joins the image's content identity
+  (under the kind's ``identity_section``), ``sbom`` for the SBOM components of
+  each such entry, and ``label_entries`` for what the image's label
+  ``io.pinwheel.<label>`` says of the step.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, Mapping, Protocol, Sequence
 
 from ..manifest.model import StepSpec
 from ..manifest.reader import StepReading
 
 if TYPE_CHECKING:
-    from ..plan import Step
+    from ..plan import Plan, Step
     from .wheels import PlannedPackage
 
 
 @dataclass(frozen=True)
 class DirectInstall:
     """A distribution a step installs from outside the index and the lock (a git commit, a release asset),
-    always --no-deps. Its requirements are judged from ``metadata`` where the host could read it; without
+    --no-deps unless it is one of a fixed set (``no_deps``). Its requirements are judged from ``metadata`` where the host could read it; without
     it they are unchecked, never clean."""
 
     name: str  # canonical (PEP 503)
@@ -41,6 +48,9 @@ class DirectInstall:
     # Reads the metadata on the host when the resolver asks (a source's PKG-INFO or pyproject.toml):
     # read(source) -> (DistMetadata or None, why not). None: ``metadata`` and ``unread`` are all there is.
     read: Any = field(default=None, compare=False)
+    # False for a member of a fixed set installed with its dependencies from that set (a uv project's
+    # uv.lock): its requirements are judged like an index package's, not as suppressed.
+    no_deps: bool = True
 
 
 @dataclass(frozen=True)
@@ -56,6 +66,33 @@ class Effect:
     def empty(self) -> bool:
         """True when the Python environment is the same after the step as before it."""
         return not (self.installs or self.removes or self.direct)
+
+
+class StagingError(Exception):
+    """A file a step puts in the build context cannot be had, or is not the one the manifest pins."""
+
+
+@dataclass(frozen=True)
+class Staging:
+    """Where a step's files go before a build: the project's root, the build context, the download cache."""
+
+    plan: Plan
+    root: Path  # the manifest's directory: a step's files are named relative to it
+    context: Path  # the build context being assembled
+    cache: Path  # the content-addressed download cache (Workspace.asset_cache)
+
+
+@dataclass(frozen=True)
+class SbomPart:
+    """One SBOM component a step adds, in plain words; the SBOM writer makes the CycloneDX of it."""
+
+    type: str  # "library" (a Python distribution: a pypi purl) | "file"
+    name: str
+    ref: str  # its bom-ref, unique in the document
+    version: str | None = None
+    hashes: tuple[tuple[str, str], ...] = ()  # (algorithm "sha256" | "sha1", hex digest)
+    properties: tuple[tuple[str, str], ...] = ()  # pinwheel:<key> = value; empty values are left out
+    link: tuple[str, str] | None = None  # ("distribution" | "vcs", url)
 
 
 class PartialView(Protocol):
@@ -127,6 +164,11 @@ class StepKind:
         """The Python distributions the step names in the Plan (Step.packages); none by default."""
         return ()
 
+    def build_args(self, spec: StepSpec, variant: Any) -> dict[str, str]:
+        """Build arguments the step's partial reads, with this variant's values (the Dockerfile serves every
+        variant; `build` passes each its own); none by default."""
+        return {}
+
     def provides(self, step: Step) -> tuple[str, ...]:
         """The distributions the step installs, active or not (a later build's `needs` finds its layer by
         them): the packages it names by default."""
@@ -154,3 +196,25 @@ class StepKind:
     def view(self, step: Step) -> PartialView:
         """What the partial reads for this step."""
         raise NotImplementedError
+
+    # -- the build: its context, its identity, its SBOM and labels
+
+    identity_section: ClassVar[str | None] = None  # the key of the identity document its entries go under
+    label: ClassVar[str | None] = None  # the image label io.pinwheel.<label> its label_entries go under
+
+    def stage(self, step: Step, staging: Staging) -> None:
+        """Put the files the step's partial mounts into the build context (StagingError when one cannot be
+        had or is not the pinned one); nothing by default."""
+
+    def identity(self, step: Step, plan: Plan, root: Path) -> tuple[dict, ...]:
+        """What of the step decides the image beyond the manifest and the lock (a download's digest, a commit,
+        a file's bytes), as JSON entries under ``identity_section``; none by default."""
+        return ()
+
+    def sbom(self, step: Step, entry: dict) -> tuple[SbomPart, ...]:
+        """The SBOM components of one of the step's identity entries; none by default."""
+        return ()
+
+    def label_entries(self, step: Step, plan: Plan) -> dict:
+        """What the image's ``label`` says of this step, by key (merged over the Plan's steps); none by default."""
+        return {}

@@ -11,8 +11,14 @@ The building block of kind `git`:
   starts from, when the base has no git; default: the variant's base) and
   `editable` with `checkout` (the source tree stays in the image at that path,
   installed `-e`), `needs` (with isolation false: the installed packages the
-  build compiles against, each installed by an earlier step). A distribution
-  is built by one git step in the manifest;
+  build compiles against, each installed by an earlier step), `submodules`
+  (true: the commit's submodules are fetched too, recursively), `config_settings`
+  (name -> value, passed to the build backend as `--config-settings`) and
+  `patches: [{file, strip, why}]` (applied to the checkout before the build,
+  with paths relative to the source tree; each file is read with the manifest,
+  staged in the context's git-patches/<step>/ and checked again there, and
+  its sha256 joins the image's identity). A distribution is built by one git
+  step in the manifest;
 - plan: it names no index distribution (Step.packages is empty);
 - effect: it installs its package --no-deps (Effect.direct, source `git`).
   When the resolver asks, the host fetches the commit and reads its static
@@ -37,18 +43,24 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, Sequence
 
 from packaging.utils import canonicalize_name
 
 from ..manifest.model import StepSpec, pinned_version
-from ..manifest.reader import StepReading
+import shlex
+import shutil
+
+from ..fsutil import sha256_file
+from ..manifest.reader import Reader, StepReading
 from ..manifest.source import show
-from .base import DirectInstall, Effect, KindView, StepKind
+from .base import DirectInstall, Effect, KindView, SbomPart, Staging, StagingError, StepKind
+from .patch import read_patch_file, read_strip
 from .source_meta import git_metadata, read_or_reason
 
 if TYPE_CHECKING:
-    from ..plan import Step
+    from ..plan import Plan, Step
 
 _COMMIT = re.compile(r"^[0-9a-f]{40}$")
 _URL = re.compile(r"^(https?|git|ssh)://[A-Za-z0-9][A-Za-z0-9._~:@%+/-]*$")
@@ -81,6 +93,46 @@ class GitStep:
     line: int
     env: tuple[tuple[str, str], ...] = ()  # build settings exported for the build (MAX_JOBS, TORCH_CUDA_ARCH_LIST)
     needs: tuple[str, ...] = ()  # installed packages the build compiles against: it starts from their layer
+    submodules: bool = False  # fetch the commit's submodules too, recursively
+    config_settings: tuple[tuple[str, str], ...] = ()  # the build backend's --config-settings
+    patches: tuple["SourcePatch", ...] = ()  # applied to the checkout before the build
+
+
+@dataclass(frozen=True)
+class SourcePatch:
+    """A patch to the checkout, its paths relative to the source tree (after `strip`)."""
+
+    file: str  # relative to the manifest's directory
+    sha256: str  # of its bytes when the manifest was read
+    strip: int
+    why: str
+    line: int
+
+
+PATCH_MOUNT = "/tmp/pinwheel-git/patches"
+_SETTING = re.compile(r"^[A-Za-z0-9_-][A-Za-z0-9_.-]{0,63}$")  # apex: --build-option
+
+
+def patches_dir(step_name: str) -> str:
+    """Where the build context holds a git step's patches."""
+    return f"git-patches/{step_name}"
+
+
+def _source_patch(r: Reader, node: Any, key: str) -> SourcePatch:
+    m = r.mapping(node, key, {"file", "strip", "why"}, {"file", "why"}).value
+    file, sha256 = read_patch_file(r, m["file"], f"{key}.file")
+    return SourcePatch(file, sha256, read_strip(r, m, key), r.string(m["why"], f"{key}.why"), node.line)
+
+
+def _config_settings(r: Reader, node: Any, key: str) -> tuple[tuple[str, str], ...]:
+    m = r.mapping(node, key, set(node.value) if isinstance(getattr(node, "value", None), dict) else set()).value
+    out = []
+    for name, value in m.items():
+        if not isinstance(name, str) or not _SETTING.match(name):
+            raise r.fail(node.lines[name], f"{key}.{name}", f"{show(str(name))} is not a config setting name "
+                                                            "(letters, digits, '_', '.', '-')")
+        out.append((name, r.string(value, f"{key}.{name}")))
+    return tuple(out)
 
 
 def rev_problem(rev: str) -> str | None:
@@ -189,7 +241,30 @@ class GitView(KindView):
 
     @property
     def build_flags(self) -> str:
-        return "" if self.spec.isolation else " --no-build-isolation"
+        flags = "" if self.spec.isolation else " --no-build-isolation"
+        return flags + "".join(f" --config-settings {shlex.quote(f'{k}={v}')}" for k, v in self.spec.config_settings)
+
+    @property
+    def patches_context(self) -> str:
+        return patches_dir(self.step.name)
+
+    @property
+    def patch_mount(self) -> str:
+        return PATCH_MOUNT
+
+    @property
+    def source_patches(self) -> tuple[dict, ...]:
+        return tuple({
+            "patch": p, "path": f"{PATCH_MOUNT}/{i:02d}.patch",
+            "mismatch": f"pinwheel: ERROR: git step {self.step.name}: {p.file}: sha256 mismatch: expected {p.sha256}, "
+                        "found",
+            "failed": f"pinwheel: ERROR: git step {self.step.name}: {p.file} does not apply to commit {self.spec.rev} "
+                      "(every hunk must apply)",
+        } for i, p in enumerate(self.spec.patches))
+
+    @property
+    def submodules_failed_message(self) -> str:
+        return f"pinwheel: ERROR: git step {self.step.name}: cannot fetch the submodules of commit {self.spec.rev}"
 
     @property
     def fetch_failed_message(self) -> str:
@@ -217,7 +292,7 @@ class Git(StepKind):
     def read(self, node: Any, key: str, reading: StepReading) -> GitStep:
         r = reading.reader
         own = {"name", "why", "gate", "package", "url", "rev", "subdirectory", "isolation", "builder", "editable",
-               "checkout", "env", "needs"}
+               "checkout", "env", "needs", "submodules", "config_settings", "patches"}
         m = r.mapping(node, key, own | reading.common_keys, {"name", "why", "package", "url", "rev"}).value
         name = reading.name(m["name"], f"{key}.name")
         gate = r.gate(m.get("gate"), f"{key}.gate", reading.gates)
@@ -259,9 +334,15 @@ class Git(StepKind):
             raise r.fail(m["package"].line, f"{key}.package",
                          f"{package} is built by another git step (line {claimed[package]})")
         claimed[package] = node.line
+        submodules = r.boolean(m["submodules"], f"{key}.submodules") if "submodules" in m else False
+        settings = _config_settings(r, m["config_settings"], f"{key}.config_settings") \
+            if "config_settings" in m else ()
+        patches = tuple(_source_patch(r, item, f"{key}.patches[{j}]")
+                        for j, item in enumerate(r.sequence(m["patches"], f"{key}.patches", 1))) \
+            if "patches" in m else ()
         return GitStep(name, r.string(m["why"], f"{key}.why"), gate, package, pinned_version(req) or "",
                        tuple(sorted(req.extras)), url, rev, subdirectory, isolation, builder, editable, checkout,
-                       node.line, env, needs)
+                       node.line, env, needs, submodules, settings, patches)
 
     def check(self, entries: Sequence[tuple[str, StepSpec]], reading: StepReading) -> None:
         """A package built from git is neither a shared pin nor in a wheel set: the index would offer another build."""
@@ -305,6 +386,45 @@ class Git(StepKind):
     def view(self, step: Step) -> GitView:
         assert isinstance(step.spec, GitStep)
         return GitView(step, step.spec, self)
+
+    identity_section = "sources"
+
+    def identity(self, step: Step, plan: Plan, root: Path) -> tuple[dict, ...]:
+        """An active step's repository and commit, and the bytes of the patches it applies (as they are now:
+        staging refuses a file that no longer matches the manifest)."""
+        spec = step.spec
+        assert isinstance(spec, GitStep)
+        if not step.active:
+            return ()
+        patches = [{"file": p.file, "sha256": sha256_file(root / p.file) if (root / p.file).is_file() else "missing"}
+                   for p in spec.patches]
+        return ({"step": step.name, "url": spec.url, "commit": spec.rev, **({"patches": patches} if patches else {})},)
+
+    def stage(self, step: Step, staging: Staging) -> None:
+        """Its patches into the context's git-patches/<step>/, checked against the manifest's reading."""
+        spec = step.spec
+        assert isinstance(spec, GitStep)
+        if not spec.patches:
+            return
+        directory = staging.context / patches_dir(step.name)
+        directory.mkdir(parents=True, exist_ok=True)
+        for i, patch in enumerate(spec.patches):
+            dest = directory / f"{i:02d}.patch"
+            try:
+                shutil.copyfile(staging.root / patch.file, dest)
+            except OSError as exc:
+                raise StagingError(f"patch {patch.file} of git step {step.name} cannot be read: {exc}") from None
+            found = sha256_file(dest)
+            if found != patch.sha256:
+                raise StagingError(f"patch {patch.file} of git step {step.name} changed while building: expected "
+                                   f"sha256 {patch.sha256}, found {found}")
+
+    def sbom(self, step: Step, entry: dict) -> tuple[SbomPart, ...]:
+        assert isinstance(step.spec, GitStep)
+        commit = entry["commit"]
+        return (SbomPart("library", step.spec.package, f"git:{step.name}", step.spec.version,
+                         (("sha1", commit),) if len(commit) == 40 else (),
+                         (("source", "git"), ("step", step.name), ("commit", commit)), ("vcs", entry["url"])),)
 
 
 KIND = Git()

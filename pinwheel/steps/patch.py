@@ -12,7 +12,9 @@ The building block of kind `patch`:
   a changed patch makes the lock stale, and so the image's immutable tag moves;
   the image's `io.pinwheel.patches` label names every patch with its digest;
 - host: `build` copies each patch into the context's patches/<step>/ and
-  checks its digest against the manifest's reading (pinwheel/image/patches.py);
+  checks its digest against the manifest's reading (``stage``); each active
+  patch's bytes join the image's identity (section `patches`) and its SBOM (a
+  file component);
 - partial: templates/steps/patch.j2, one RUN per step. For each patch: the
   installed version of its package must be applies_to's, or the build fails
   naming both; then `patch --forward --batch --fuzz=0` applies it in the directory the
@@ -27,6 +29,7 @@ from __future__ import annotations
 
 import hashlib
 import re
+import shutil
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
@@ -36,7 +39,8 @@ from packaging.utils import canonicalize_name
 from ..manifest.model import pinned_version
 from ..manifest.reader import Reader, StepReading
 from ..manifest.source import Scalar, show
-from .base import Effect, KindView, StepKind
+from ..fsutil import sha256_file
+from .base import Effect, KindView, SbomPart, Staging, StagingError, StepKind
 
 if TYPE_CHECKING:
     from ..plan import Plan, Step
@@ -88,21 +92,32 @@ def _strip(r: Reader, node: Any, key: str) -> int:
     return node.value
 
 
-def _patch(r: Reader, node: Any, key: str) -> Patch:
-    m = r.mapping(node, key, {"file", "applies_to", "strip", "why"}, {"file", "applies_to", "why"}).value
-    file = r.string(m["file"], f"{key}.file")
+def read_patch_file(r: Reader, node: Any, key: str) -> tuple[str, str]:
+    """A patch file named relative to the manifest's directory, read now: (its name, the sha256 of its bytes).
+    The git kind reads the patches it applies to a checkout with it too."""
+    file = r.string(node, key)
     if not _FILE.fullmatch(file) or ".." in file.split("/"):
-        raise r.fail(m["file"].line, f"{key}.file", f"{show(file)} is not a relative path inside the manifest's "
-                                                    "directory")
+        raise r.fail(node.line, key, f"{show(file)} is not a relative path inside the manifest's directory")
     path = Path(r.path).parent / file
     if path.is_symlink() or not path.is_file():
-        raise r.fail(m["file"].line, f"{key}.file", f"{file} is not a regular file next to the manifest")
+        raise r.fail(node.line, key, f"{file} is not a regular file next to the manifest")
     data = path.read_bytes()
     if len(data) > MAX_BYTES:
-        raise r.fail(m["file"].line, f"{key}.file", f"{file} is over {MAX_BYTES >> 20} MiB")
+        raise r.fail(node.line, key, f"{file} is over {MAX_BYTES >> 20} MiB")
+    return file, hashlib.sha256(data).hexdigest()
+
+
+def read_strip(r: Reader, m: dict, key: str) -> int:
+    """`strip` (patch's -p) of a patch entry; 1 when it is not given."""
+    return _strip(r, m["strip"], f"{key}.strip") if "strip" in m else 1
+
+
+def _patch(r: Reader, node: Any, key: str) -> Patch:
+    m = r.mapping(node, key, {"file", "applies_to", "strip", "why"}, {"file", "applies_to", "why"}).value
+    file, sha256 = read_patch_file(r, m["file"], f"{key}.file")
     req = r.requirement(m["applies_to"], f"{key}.applies_to")
-    strip = _strip(r, m["strip"], f"{key}.strip") if "strip" in m else 1
-    return Patch(file, hashlib.sha256(data).hexdigest(), canonicalize_name(req.name), pinned_version(req) or "",
+    strip = read_strip(r, m, key)
+    return Patch(file, sha256, canonicalize_name(req.name), pinned_version(req) or "",
                  strip, r.string(m["why"], f"{key}.why"), node.line)
 
 
@@ -163,6 +178,49 @@ class Patches(StepKind):
     def view(self, step: Step) -> PatchView:
         assert isinstance(step.spec, PatchStep)
         return PatchView(step, step.spec, self)
+
+    identity_section = "patches"
+    label = "patches"
+
+    def stage(self, step: Step, staging: Staging) -> None:
+        """Its files into the context's patches/<step>/, active or not (the Dockerfile mounts them all),
+        each checked against the digest the manifest was read with."""
+        assert isinstance(step.spec, PatchStep)
+        (staging.context / context_dir(step.name)).mkdir(parents=True, exist_ok=True)
+        for i, patch in enumerate(step.spec.patches):
+            dest = staging.context / context_dir(step.name) / context_name(i)
+            try:
+                shutil.copyfile(staging.root / patch.file, dest)
+            except OSError as exc:
+                raise PatchError(f"patch {patch.file} of step {step.name} cannot be read: {exc}") from None
+            found = sha256_file(dest)
+            if found != patch.sha256:
+                raise PatchError(f"patch {patch.file} of step {step.name} changed while building: expected sha256 "
+                                 f"{patch.sha256}, found {found}")
+
+    def identity(self, step: Step, plan: Plan, root: Path) -> tuple[dict, ...]:
+        """Each patch's bytes as they are now, of an active step (staging refuses a file that no longer
+        matches the manifest)."""
+        assert isinstance(step.spec, PatchStep)
+        if not step.active:
+            return ()
+        return tuple({"step": step.name, "file": p.file,
+                      "sha256": sha256_file(root / p.file) if (root / p.file).is_file() else "missing"}
+                     for p in step.spec.patches)
+
+    def sbom(self, step: Step, entry: dict) -> tuple[SbomPart, ...]:
+        return (SbomPart("file", entry["file"], f"patch:{step.name}:{entry['file']}", None,
+                         (("sha256", entry["sha256"]),), (("step", step.name),)),)
+
+    def label_entries(self, step: Step, plan: Plan) -> dict:
+        """file -> applies_to, sha256 of an active step's patches."""
+        assert isinstance(step.spec, PatchStep)
+        return {p.file: {"applies_to": p.applies_to, "sha256": p.sha256} for p in step.spec.patches} \
+            if step.active else {}
+
+
+class PatchError(StagingError):
+    """A patch file changed since the manifest was read, or is gone."""
 
 
 def plan_patches(plan: Plan) -> list[tuple[Step, int, Patch]]:

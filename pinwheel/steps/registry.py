@@ -1,4 +1,5 @@
-"""The step kinds, one line each: the module pinwheel/steps/<name>.py, whose KIND is its building block.
+"""The step kinds, one line each: the module pinwheel/steps/<name>.py (a '-' in the name is '_' in the module's),
+whose KIND is its building block.
 
 The order is the order kinds are listed in messages and checked in. A kind's module is imported when the
 kind is first asked for, so a command pays only for the kinds its manifest uses.
@@ -18,12 +19,16 @@ _MODULES = (
     "asset",  # one wheel downloaded from a URL, pinned by sha256 (per architecture if need be)
     "patch",  # patches applied to an installed package at an exact version, every hunk
     "sdist",  # one index sdist, pinned by sha256, built into a wheel in a builder stage
+    "env",  # environment variables of the image (ENV), each with a why, for every variant or per variant
+    "run",  # a shell script the resolver does not judge, its downloads checked, maybe in a builder stage
+    "uv-project",  # a project installed from its pyproject.toml and uv.lock (uv sync --frozen), a fixed set
 )
 
 
-def _kind(module: str) -> StepKind:
+def _kind(name: str) -> StepKind:
+    module = name.replace("-", "_")  # `kind: uv-project` lives in uv_project.py
     kind = import_module(f"{__package__}.{module}").KIND
-    assert kind.name == module, f"pinwheel.steps.{module} holds kind {kind.name!r}"
+    assert kind.name == name, f"pinwheel.steps.{module} holds kind {kind.name!r}"
     return kind
 
 

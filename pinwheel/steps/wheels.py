@@ -28,6 +28,7 @@ from packaging.utils import canonicalize_name
 
 from ..manifest.model import Gate, StepSpec, pinned_version
 from ..manifest.reader import Reader, StepReading
+from ..manifest.source import show
 from ..smoke_payload import NAMED_CHECKS
 from ..workspace import InContext, LockFiles
 from .base import Effect, StepKind
@@ -115,6 +116,7 @@ class Package:
     verify: Verify | None = None
     # Requirements left out of the image on purpose (manifest `exclude:`), each with its why.
     exclude: tuple[Exclude, ...] = ()
+    index: Any = None  # the NamedIndex it comes from, only (manifest `index: NAME`); None: the default index
 
     @property
     def name(self) -> str:
@@ -137,9 +139,10 @@ class WheelSet:
 
 
 
-def _package(r: Reader, node: Any, key: str, gates: dict[str, Gate], allow_local: bool) -> Package:
+def _package(r: Reader, node: Any, key: str, gates: dict[str, Gate], allow_local: bool,
+             indexes: dict | None = None) -> Package:
     allowed = {"requirement", "no_deps", "override", "why", "gate", "allow_missing", "needs", "needs_why",
-               "verify", "exclude"} | \
+               "verify", "exclude", "index"} | \
         ({"local", "fallback"} if allow_local else set())
     m = r.mapping(node, key, allowed, {"requirement"}).value
     req = r.requirement(m["requirement"], f"{key}.requirement")
@@ -182,7 +185,7 @@ def _package(r: Reader, node: Any, key: str, gates: dict[str, Gate], allow_local
     if "fallback" in m:
         if not local:
             raise r.fail(m["fallback"].key_line, f"{key}.fallback", "a fallback needs a local wheel to fall back from")
-        fallback = _package(r, m["fallback"], f"{key}.fallback", gates, allow_local=False)
+        fallback = _package(r, m["fallback"], f"{key}.fallback", gates, allow_local=False, indexes=indexes)
         if fallback.gate:
             raise r.fail(m["fallback"].value["gate"].line, f"{key}.fallback.gate", "a fallback follows its package's gate")
     if local and local.if_missing == "fallback" and not fallback:
@@ -193,8 +196,17 @@ def _package(r: Reader, node: Any, key: str, gates: dict[str, Gate], allow_local
     if local and not _glob_matches_name(local.glob, req.name):
         raise r.fail(m["local"].value["glob"].line, f"{key}.local.glob",
                      f"{local.glob!r} cannot match wheels of {req.name} (wheel names start with the normalized name)")
+    index = None
+    if "index" in m:
+        named = r.string(m["index"], f"{key}.index")
+        if named not in (indexes or {}):
+            known = ", ".join(sorted(indexes or {})) or "none: declare it under the top-level `indexes:`"
+            raise r.fail(m["index"].line, f"{key}.index", f"no index named {show(named)} (indexes: {known})")
+        if local:
+            raise r.fail(m["index"].line, f"{key}.index", "a local wheel comes from wheels/, not an index")
+        index = (indexes or {})[named]
     return Package(req, no_deps, why, r.gate(m.get("gate"), f"{key}.gate", gates), local, fallback, node.line,
-                   override, allow_missing, needs, needs_why, verify, exclude)
+                   override, allow_missing, needs, needs_why, verify, exclude, index)
 
 
 def _verify(r: Reader, node: Any, key: str) -> Verify:
@@ -306,6 +318,7 @@ class PlannedPackage:
     needs_why: str | None = None
     verify: Verify | None = None  # its own check (manifest `verify:`)
     exclude: tuple[Exclude, ...] = ()  # its requirements left out on purpose (manifest `exclude:`)
+    index: Any = None  # the NamedIndex it comes from, only (manifest `index: NAME`)
 
     @property
     def pinned(self) -> str:
@@ -329,6 +342,7 @@ def _planned(p: Package, active: bool) -> PlannedPackage:
         needs_why=p.needs_why,
         verify=p.verify,
         exclude=p.exclude,
+        index=p.index,
     )
 
 
@@ -431,7 +445,7 @@ class WheelSets(StepKind):
         claimed: dict[str, tuple[str, int]] = reading.claimed(self.name)  # package -> (its pin, its line)
         pkgs = []
         for j, p in enumerate(r.sequence(m["packages"], f"{key}.packages", 1)):
-            pkg = _package(r, p, f"{key}.packages[{j}]", reading.gates, allow_local=True)
+            pkg = _package(r, p, f"{key}.packages[{j}]", reading.gates, allow_local=True, indexes=reading.indexes)
             for candidate in (pkg, pkg.fallback):
                 if candidate is None:
                     continue

@@ -24,6 +24,7 @@ SITE = [
     ("leftover", "3.0", []),  # the manifest removes it, yet it is here
     ("nvidia-cudnn-cu13", "9.22.0.52", []),  # an override
     ("torchish", "2.13.0", ["nvidia-cudnn-cu13==9.20.0.48"]),  # whose pin the override contradicts
+    ("cudnn-user", "1.0", ["nvidia-cudnn-cu13<9.21"]),  # another pin on it, which no override names
     ("reinstalled", "2.0", []),  # removed, then installed again by a later step (a pin)
 ]
 
@@ -61,6 +62,7 @@ GOOD = {
     "removed": ["base-gone", "Reinstalled"],
     "baseline_broken": ["base-broken base-missing>=1"],
     "overridden": ["nvidia-cudnn-cu13"],
+    "overridden_edges": ["torchish nvidia-cudnn-cu13==9.20.0.48", "cudnn-user nvidia-cudnn-cu13<9.21"],
 }
 
 
@@ -75,8 +77,9 @@ def test_a_base_kept_as_the_manifest_says_passes(tmp_path, site_dir):
     assert check["status"] == "passed", check
     assert check["accepted_baseline"] == ["base-broken 1.0 requires base-missing, which is not installed."]
     assert check["accepted_removed"] == ["base-user 1.0 requires base-gone, which is not installed."]
-    assert check["accepted_overridden"] == ["torchish 2.13.0 has requirement nvidia-cudnn-cu13==9.20.0.48, "
-                                            "but you have nvidia-cudnn-cu13 9.22.0.52."]
+    assert sorted(check["accepted_overridden"]) == [
+        "cudnn-user 1.0 has requirement nvidia-cudnn-cu13<9.21, but you have nvidia-cudnn-cu13 9.22.0.52.",
+        "torchish 2.13.0 has requirement nvidia-cudnn-cu13==9.20.0.48, but you have nvidia-cudnn-cu13 9.22.0.52."]
     assert check["baseline_fixed"] == []
     assert "[   PASS] static/base: 3 base packages at their inventory versions" in proc.stdout
     assert "[   PASS] static/removed: gone: base-gone" in proc.stdout
@@ -109,12 +112,28 @@ def test_pip_check_beyond_the_baseline_and_the_declarations_fails(tmp_path, site
     check = stage(doc, "pip-check")
     assert sorted(check["unexpected"]) == [
         "base-broken 1.0 requires base-missing, which is not installed.",
+        "cudnn-user 1.0 has requirement nvidia-cudnn-cu13<9.21, but you have nvidia-cudnn-cu13 9.22.0.52.",
         "torchish 2.13.0 has requirement nvidia-cudnn-cu13==9.20.0.48, but you have nvidia-cudnn-cu13 9.22.0.52.",
     ]
     # a baseline that names another parent does not cover this one
     proc, doc = run(tmp_path, site_dir, {**GOOD, "baseline_broken": ["base-user base-missing>=1"]})
     assert stage(doc, "pip-check")["unexpected"] == ["base-broken 1.0 requires base-missing, which is not installed."]
     assert stage(doc, "pip-check")["baseline_fixed"] == ["base-user base-missing"]
+
+
+def test_an_override_accepts_exactly_the_edges_expect_names(tmp_path, site_dir):
+    """overridden_edges: the findings on an overridden package from other parents are the image's own."""
+    proc, doc = run(tmp_path, site_dir, {**GOOD, "overridden_edges": ["torchish nvidia-cudnn-cu13==9.20.0.48"]})
+    assert proc.returncode == 1
+    check = stage(doc, "pip-check")
+    assert check["unexpected"] == [
+        "cudnn-user 1.0 has requirement nvidia-cudnn-cu13<9.21, but you have nvidia-cudnn-cu13 9.22.0.52."]
+    assert check["accepted_overridden"] == [
+        "torchish 2.13.0 has requirement nvidia-cudnn-cu13==9.20.0.48, but you have nvidia-cudnn-cu13 9.22.0.52."]
+    # an expect.json from before overridden_edges existed accepts every finding on the overridden package
+    old = {k: v for k, v in GOOD.items() if k != "overridden_edges"}
+    proc, doc = run(tmp_path, site_dir, old)
+    assert proc.returncode == 0 and len(stage(doc, "pip-check")["accepted_overridden"]) == 2
 
 
 def test_a_baseline_break_the_image_repairs_is_listed_as_fixed_never_failed(tmp_path, site_dir):
@@ -135,6 +154,7 @@ def test_a_fresh_venv_expect_has_no_base_stages(tmp_path, site_dir):
     ({"removed": "a"}, "'removed' must be a list of names"),
     ({"baseline_broken": ["justaname"]}, "baseline_broken entry 'justaname' is not 'parent requirement'"),
     ({"overridden": [""]}, "'overridden' must be a list of names"),
+    ({"overridden_edges": ["torch"]}, "overridden_edges entry 'torch' is not 'parent requirement'"),
 ])
 def test_bad_base_keys_are_usage_errors(tmp_path, site_dir, extra, fragment):
     proc, _ = run_raw(tmp_path, {"pins": {}, **extra})

@@ -5,6 +5,7 @@ pinned by digest, so its digest is read from the reference.
 """
 from __future__ import annotations
 
+import hashlib
 import json
 import shutil
 
@@ -138,3 +139,24 @@ def test_the_source_label_comes_from_ci_or_the_origin_remote(tmp_path, monkeypat
     monkeypatch.setenv("GITHUB_SERVER_URL", "https://github.example")
     monkeypatch.setenv("GITHUB_REPOSITORY", "team/pw")
     assert source_url(tmp_path) == "https://github.example/team/pw"
+
+
+def test_the_sbom_names_what_each_kind_added_with_the_hash_that_pins_it(tmp_path, monkeypatch):
+    """Each step's kind turns its identity entries into SBOM components (StepKind.sbom)."""
+    import datetime as dt
+    import types
+
+    from pinwheel.image import sbom
+
+    plan = project(tmp_path)
+    monkeypatch.setattr(sbom, "read_lock", lambda _d: types.SimpleNamespace(slices=(), fallbacks=()))
+    inputs = image_identity(plan, tmp_path, None)
+    doc = json.loads(sbom.render(sbom.make_sbom(plan, tmp_path, inputs, "repo/demo:cu130-x",
+                                                dt.datetime(2026, 1, 1, tzinfo=dt.timezone.utc))))
+    by_ref = {c["bom-ref"]: c for c in doc["components"]}
+    assert by_ref["asset:flash-attn"]["hashes"] == [{"alg": "SHA-256", "content": ASSET_A}]
+    assert by_ref["asset:flash-attn"]["externalReferences"][0]["type"] == "distribution"
+    assert by_ref["git:bridge"]["hashes"] == [{"alg": "SHA-1", "content": REV_A}]
+    assert by_ref["git:bridge"]["externalReferences"][0]["url"] == "https://git.example.org/team/pw-bridge.git"
+    patch = by_ref["patch:six-fixes:patches/six-fix.patch"]
+    assert patch["type"] == "file" and patch["hashes"][0]["content"] == hashlib.sha256(PATCH.encode()).hexdigest()

@@ -13,7 +13,9 @@ import threading
 import pytest
 
 from pinwheel import manifest
-from pinwheel.image.assets import ASSETS_LABEL, AssetError, add, asset_labels, fetch, stage_assets
+from pinwheel.image.build import stage_steps, step_labels
+from pinwheel.steps.asset import AssetError, add
+from pinwheel.steps.downloads import fetch
 from pinwheel.lock.slicing import units
 from pinwheel.manifest import ManifestError
 from pinwheel.plan import plan_variant
@@ -103,7 +105,7 @@ def test_an_asset_step_installs_its_package_unchecked_and_has_no_lock_slice(tmp_
     assert A[:12] in d.unread
     step_units, _ = units(plan)
     assert step_units == [] or all(u.step.kind == "wheels" for u in step_units)
-    labels = json.loads(asset_labels(plan)[ASSETS_LABEL])
+    labels = json.loads(step_labels(plan)["io.pinwheel.assets"])
     assert labels == {"flash-attn": {"package": "flash-attn==2.8.3", "url": URL, "sha256": A},
                       "apex": {"package": "apex==0.1", "url": "https://downloads.example.org/apex-0.1-cp311-cp311-"
                                                               "linux_x86_64.whl", "sha256": B}}
@@ -190,5 +192,6 @@ def test_asset_add_prints_an_entry_the_manifest_accepts(served, tmp_path):
     m = load(tmp_path, entry)
     plan = plan_variant(m, "cu130")
     context = tmp_path / "context"
-    staged = stage_assets(plan, context, tmp_path / "cache")
-    assert staged == {"pw-asset": context / "assets" / "pw-asset" / name}
+    stage_steps(plan, tmp_path, context)  # the cache is the workspace's; the file comes from the server again
+    assert sorted(p.name for p in (context / "assets" / "pw-asset").iterdir()) == [name]
+    assert (context / "assets" / "pw-asset" / name).read_bytes() == b"the release"

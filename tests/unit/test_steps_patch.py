@@ -10,7 +10,8 @@ import subprocess
 import pytest
 
 from pinwheel import manifest
-from pinwheel.image.patches import PATCHES_LABEL, PatchError, patch_labels, stage_patches
+from pinwheel.image.build import stage_steps, step_labels
+from pinwheel.steps.patch import PatchError
 from pinwheel.lock.inputs import lock_inputs_digest
 from pinwheel.manifest import ManifestError
 from pinwheel.plan import plan_variant
@@ -89,16 +90,16 @@ def test_a_changed_patch_makes_the_lock_stale_and_is_labelled(tmp_path):
     assert lock_inputs_digest(plan) != lock_inputs_digest(changed)
     step = plan.steps[1]
     assert kind_of(step).effect(step).outside[0].startswith("patch patches/six-fix.patch (sha256 ")
-    labels = json.loads(patch_labels(plan)[PATCHES_LABEL])
+    labels = json.loads(step_labels(plan)["io.pinwheel.patches"])
     assert labels["patches/six-fix.patch"] == {"applies_to": "six==1.16.0",
                                                "sha256": hashlib.sha256(PATCH.encode()).hexdigest()}
     context = tmp_path / "context"
-    stage_patches(plan, tmp_path, context)
+    stage_steps(plan, tmp_path, context)
     assert (context / "patches" / "six-fixes" / "00.patch").read_text() == PATCH
     # a patch edited after the manifest was read is refused, naming both digests
     (tmp_path / "patches" / "six-fix.patch").write_text(PATCH + "\n")
     with pytest.raises(PatchError, match="changed while building: expected sha256 [0-9a-f]{64}, found [0-9a-f]{64}"):
-        stage_patches(plan, tmp_path, tmp_path / "context2")
+        stage_steps(plan, tmp_path, tmp_path / "context2")
 
 
 @pytest.mark.parametrize("old, new, where, words", [
