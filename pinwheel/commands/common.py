@@ -106,7 +106,8 @@ def select_platform_plans(m: Manifest, args: argparse.Namespace) -> list[Plan]:
 
 def add_deadline_arg(p: argparse.ArgumentParser) -> None:
     p.add_argument("--index-deadline", type=float, metavar="SECONDS", default=None,
-                   help=f"stop retrying an index that keeps failing after this long (default {DEFAULT_DEADLINE:g})")
+                   help=f"the most seconds this command spends on the index, retries and slow bodies included "
+                        f"(default {DEFAULT_DEADLINE:g})")
 
 
 def add_variant_args(p: argparse.ArgumentParser) -> None:

@@ -53,6 +53,7 @@ from .metadata import DistMetadata, RangeFile, from_parsed, local_metadata, pars
     read_metadata_from_zip
 from .parsed import ParsedStore, read_with_stat
 from .target import python_tuple, target_tags
+from . import transfer
 
 if TYPE_CHECKING:
     import requests
@@ -69,16 +70,24 @@ ACCEPT = (
 TAIL_BYTES = 64 * 1024
 # Whole-wheel downloads stay in memory up to this size, then spill to disk.
 SPOOL_BYTES = 32 * 1024 * 1024
-RETRY_STATUS = frozenset({429}) | frozenset(range(500, 600))
-# Total seconds a client waits on the network, retries included (report --index-deadline).
-DEFAULT_DEADLINE = 60.0
+RETRY_STATUS = transfer.RETRY_STATUS
+# Total seconds one command spends on the network, retries and bodies included (report --index-deadline).
+DEFAULT_DEADLINE = 600.0
 
 
 def _network_errors() -> tuple[type[Exception], ...]:
-    """Connection failures worth another attempt."""
+    """What a request raises once urllib3's Retry has given up on a connection, a timeout or a broken body."""
     import requests  # requests loads with the first request: an offline run never needs it
 
-    return (requests.ConnectionError, requests.Timeout, requests.exceptions.ChunkedEncodingError)
+    return (requests.ConnectionError, requests.Timeout, requests.exceptions.ChunkedEncodingError,
+            requests.exceptions.RetryError)
+
+
+def _reason(exc: Exception) -> str:
+    """The cause urllib3 gave up on, rather than its 'Max retries exceeded' wrapper."""
+    inner = exc.args[0] if exc.args else None
+    reason = getattr(inner, "reason", None)
+    return str(reason if reason is not None else exc)
 
 
 class _Page:
@@ -220,6 +229,7 @@ class IndexClient:
         probe_metadata: bool = True,
         deadline: float | None = DEFAULT_DEADLINE,
         refresh: bool = False,
+        clock: transfer.Clock | None = None,
     ) -> None:
         self._index_url = index_url.rstrip("/") + "/" if index_url else None
         self.cache_dir = Path(cache_dir)
@@ -234,8 +244,9 @@ class IndexClient:
         # mirrors drop the PEP 658 attributes but still serve the files.
         self.probe_metadata = probe_metadata
         self.deadline = deadline
+        self.clock = clock or transfer.Clock(deadline)  # siblings share it: the deadline is the command's
         self.refresh = refresh
-        self._failing_since: float | None = None
+        self._single_session: requests.Session | None = None
         self._failed_hosts: set[str] = set()
         self._pages: dict[str, _Page] = {}
         self._parsed = ParsedStore(self.cache_dir)
@@ -248,7 +259,7 @@ class IndexClient:
         return IndexClient(
             index_url, cache_dir=self.cache_dir, offline=self.offline, retries=self.retries, backoff=self.backoff,
             timeout=self.timeout, max_age=self.max_age, verify=self._verify, probe_metadata=self.probe_metadata,
-            deadline=self.deadline, refresh=self.refresh,
+            deadline=self.deadline, refresh=self.refresh, clock=self.clock,
         )
 
     # -- plumbing ----------------------------------------------------------
@@ -265,7 +276,19 @@ class IndexClient:
             import requests  # see _network_errors
 
             self._session = requests.Session()
+        if not getattr(self._session, "_pinwheel_retries", False):
+            transfer.mount_retries(self._session, self.retries, self.backoff, self.clock.ends())
+            self._session._pinwheel_retries = True  # type: ignore[attr-defined]
         return self._session
+
+    @property
+    def _single(self) -> requests.Session:
+        """The session for a host that failed every attempt: one attempt per request from then on."""
+        if self._single_session is None:
+            import requests  # see _network_errors
+
+            self._single_session = transfer.mount_retries(requests.Session(), 0, 0, self.clock.ends())
+        return self._single_session
 
     @property
     def verify(self) -> str | bool:
@@ -284,59 +307,48 @@ class IndexClient:
         what: str,
         name: str | None,
         headers: Mapping[str, str] | None = None,
-        stream: bool = False,
     ) -> requests.Response:
-        """GET with retries on 5xx/429, connection errors and timeouts, within the client's deadline."""
+        """GET, its body left to read with transfer.receive: urllib3's Retry retries 5xx/429, connection errors
+        and timeouts, within the command's deadline (a host that failed every attempt gets one from then on)."""
         if self.offline:
             raise CacheMiss(f"offline: {what} is not in the cache ({redact(url)})", name=name)
         host = urlsplit(url).netloc
-        last = ""
+        remaining = self.clock.remaining()
+        if remaining <= 0:
+            raise IndexUnavailable(f"index {redact(self.index_url)}: {what}: {redact(url)} {self._deadline_why()}",
+                                   name=name, url=url)
+        session = self._single if host in self._failed_hosts else self.session
         attempts = 1 if host in self._failed_hosts else self.retries + 1
-        tried = 0
-        for attempt in range(attempts):
-            if attempt:
-                delay = min(self.backoff * (2 ** (attempt - 1)), self._remaining())
-                log.debug("retrying %s in %.2fs (%s)", redact(url), delay, last)
-                if delay > 0:
-                    time.sleep(delay)
-            remaining = self._remaining()
-            if remaining <= 0:
-                break
-            tried += 1
-            started = time.monotonic()  # a failure's clock starts when its attempt did
-            try:
-                resp = self.session.get(
-                    url,
-                    headers=dict(headers or {}),
-                    stream=stream,
-                    timeout=min(self.timeout, remaining),
-                    verify=self.verify,
-                )
-            except _network_errors() as exc:
-                last = f"{type(exc).__name__}: {exc}"
-                self._failing_since = self._failing_since or started
-                continue
-            if resp.status_code in RETRY_STATUS:
-                last = f"HTTP {resp.status_code}"
-                resp.close()
-                self._failing_since = self._failing_since or started
-                continue
-            self._failed_hosts.discard(host)
-            self._failing_since = None
-            return resp
-        self._failed_hosts.add(host)
-        if self._remaining() <= 0:
-            why = f"gave up at the {self.deadline:g} s network deadline" + (f" (last error: {last})" if last else "")
-        else:
-            why = f"unavailable after {tried} attempt{'s' if tried != 1 else ''} ({last})"
-        raise IndexUnavailable(f"index {redact(self.index_url)}: {what}: {redact(url)} {why}", name=name, url=url)
+        try:
+            resp = session.get(url, headers=dict(headers or {}), stream=True, verify=self.verify,
+                               timeout=min(self.timeout, remaining))
+        except _network_errors() as exc:
+            self._failed_hosts.add(host)
+            last = f"{type(exc).__name__}: {_reason(exc)}"
+            why = self._deadline_why(last) if self.clock.remaining() <= 0 else \
+                f"unavailable after {attempts} attempt{'s' if attempts != 1 else ''} ({last})"
+            raise IndexUnavailable(f"index {redact(self.index_url)}: {what}: {redact(url)} {why}",
+                                   name=name, url=url) from None
+        if resp.status_code in RETRY_STATUS:
+            history = getattr(getattr(resp.raw, "retries", None), "history", ())
+            tried = len(history) + 1
+            resp.close()
+            self._failed_hosts.add(host)
+            last = f"HTTP {resp.status_code}"
+            why = self._deadline_why(last) if self.clock.remaining() <= 0 else \
+                f"unavailable after {tried} attempt{'s' if tried != 1 else ''} ({last})"
+            raise IndexUnavailable(f"index {redact(self.index_url)}: {what}: {redact(url)} {why}",
+                                   name=name, url=url)
+        self._failed_hosts.discard(host)
+        return resp
 
-    def _remaining(self) -> float:
-        if self.deadline is None:
-            return float("inf")
-        if self._failing_since is None:
-            return self.deadline
-        return self.deadline - (time.monotonic() - self._failing_since)
+    def _deadline_why(self, last: str = "") -> str:
+        return (f"gave up at the {self.clock.seconds:g} s network deadline (--index-deadline)"
+                + (f" (last error: {last})" if last else ""))
+
+    def _body(self, resp: requests.Response, bound, url: str) -> bytes:
+        """A response's whole body, within the request's deadline, the minimum rate and the bound's size."""
+        return transfer.receive(resp, bound=bound, ends=self.clock.request_ends(), url=url)
 
     # -- project pages -----------------------------------------------------
 
@@ -454,7 +466,7 @@ class IndexClient:
             page_url = resp.url or url
             if "json" in ctype:
                 try:
-                    files = parse_json_page(resp.json(), page_url)
+                    files = parse_json_page(json.loads(self._body(resp, transfer.JSON_PAGE, url)), page_url)
                 except ValueError as exc:
                     raise IndexUnavailable(
                         f"index page of package {cname!r}: {redact(url)} returned invalid JSON ({exc})",
@@ -463,7 +475,8 @@ class IndexClient:
                     ) from None
                 fmt = "json"
             else:
-                files = parse_html_page(resp.text, page_url)
+                body = self._body(resp, transfer.HTML_PAGE, url)
+                files = parse_html_page(body.decode(resp.encoding or "utf-8", errors="replace"), page_url)
                 fmt = "html"
             record = {
                 "name": cname,
@@ -631,7 +644,7 @@ class IndexClient:
             resp = self._request(f.url + ".metadata", what=what, name=f.name)
             with resp:
                 if resp.status_code == 200:
-                    data = resp.content
+                    data = self._body(resp, transfer.METADATA, f.url + ".metadata")
                     if f.metadata_sha256:
                         actual = hashlib.sha256(data).hexdigest()
                         if actual != f.metadata_sha256.lower():
@@ -650,14 +663,14 @@ class IndexClient:
         what = f"wheel of package {f.name!r} {f.version}"
         # One request answers both questions: a 206 starts a ranged read, a 200
         # means the server ignores Range and is already sending the whole wheel.
-        resp = self._request(f.url, what=what, name=f.name, headers={"Range": f"bytes=-{TAIL_BYTES}"}, stream=True)
+        resp = self._request(f.url, what=what, name=f.name, headers={"Range": f"bytes=-{TAIL_BYTES}"})
         with resp:
             if resp.status_code == 404:
                 raise MetadataUnavailable(f"{what}: {redact(f.url)} answered 404", name=f.name, version=str(f.version))
             if resp.status_code == 206:
                 total = self._content_range_total(resp)
                 if total is not None:
-                    tail = resp.content
+                    tail = self._ranged_body(resp, f, TAIL_BYTES)
                     self.stats["range_requests"] += 1
                     return self._metadata_ranged(f, tail, total), "range"
             elif resp.status_code == 200:
@@ -665,11 +678,22 @@ class IndexClient:
             else:
                 raise IndexUnavailable(f"{what}: {redact(f.url)} answered HTTP {resp.status_code}", name=f.name, url=f.url)
         # 206 without a usable Content-Range: download the whole wheel
-        resp = self._request(f.url, what=what, name=f.name, stream=True)
+        resp = self._request(f.url, what=what, name=f.name)
         with resp:
             if resp.status_code != 200:
                 raise IndexUnavailable(f"{what}: {redact(f.url)} answered HTTP {resp.status_code}", name=f.name, url=f.url)
             return self._metadata_download(f, resp), "download"
+
+    def _ranged_body(self, resp: requests.Response, f: IndexFile, want: int) -> bytes:
+        """The body of a 206: what was asked for, and a server that sends more is refused before it is all in."""
+        if want > transfer.METADATA.value():  # the zip directory or METADATA member is read whole
+            raise transfer.TooLarge(transfer.METADATA, f.url, want)
+        try:
+            return transfer.receive(resp, bound=transfer.METADATA, ends=self.clock.request_ends(), url=f.url,
+                                    limit=want)
+        except transfer.TooLarge:
+            raise IndexUnavailable(f"wheel of package {f.name!r} {f.version}: {redact(f.url)} sent more than the "
+                                   f"{want} bytes of the range asked for", name=f.name, url=f.url) from None
 
     @staticmethod
     def _content_range_total(resp: requests.Response) -> int | None:
@@ -686,9 +710,10 @@ class IndexClient:
             r = self._request(f.url, what=what, name=f.name, headers={"Range": f"bytes={start}-{end}"})
             with r:
                 if r.status_code == 206:
-                    data = r.content
-                elif r.status_code == 200:  # server stopped honouring Range: slice the body
-                    data = r.content[start : end + 1]
+                    data = self._ranged_body(r, f, end - start + 1)
+                elif r.status_code == 200:  # server stopped honouring Range: slice the body's start
+                    data = transfer.receive(r, bound=transfer.DOWNLOAD, ends=self.clock.request_ends(), url=f.url,
+                                            upto=end + 1)[start : end + 1]
                 else:
                     raise IndexUnavailable(f"{what}: {redact(f.url)} answered HTTP {r.status_code}", name=f.name, url=f.url)
             if len(data) != end - start + 1:
@@ -724,14 +749,14 @@ class IndexClient:
         """Write a file's body to ``out``, checked against the sha256 the index lists; the bytes written."""
         digest = hashlib.sha256()
         size = 0
-        try:
-            for chunk in resp.iter_content(chunk_size=1 << 20):
-                digest.update(chunk)
-                size += len(chunk)
-                out.write(chunk)
-        except _network_errors() as exc:
-            raise IndexUnavailable(f"download of {f.filename}: {redact(f.url)} failed ({exc})",
-                                   name=f.name, url=f.url) from None
+
+        def take(chunk: bytes) -> None:
+            nonlocal size
+            digest.update(chunk)
+            size += len(chunk)
+            out.write(chunk)
+
+        transfer.receive(resp, bound=transfer.DOWNLOAD, ends=self.clock.request_ends(), url=f.url, sink=take)
         if f.sha256 and digest.hexdigest() != f.sha256.lower():
             raise HashMismatch(f.filename, f.url, f.sha256, digest.hexdigest())
         return size
@@ -753,7 +778,7 @@ class IndexClient:
 
         The file appears under its name only once it is whole and verified.
         """
-        resp = self._request(f.url, what=f"file {f.filename}", name=f.name, stream=True)
+        resp = self._request(f.url, what=f"file {f.filename}", name=f.name)
         with resp:
             if resp.status_code != 200:
                 raise IndexUnavailable(f"download of {f.filename}: {redact(f.url)} answered HTTP {resp.status_code}",
