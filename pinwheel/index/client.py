@@ -12,10 +12,11 @@ Range.
 Everything is cached on disk so that a resolve can be repeated offline::
 
     <cache_dir>/pages/<index-key>/<project>.json      parsed project page + fetch time
-    <cache_dir>/metadata/<sha256[:2]>/<sha256>.METADATA   raw METADATA of a wheel
+    <cache_dir>/metadata/<kind>/<key[:2]>/<key>.METADATA  raw METADATA of a wheel, and its origin
 
-``index-key`` is a short hash of the index URL; metadata is keyed by the wheel's
-sha256, so it is shared between indexes serving the same file.
+``index-key`` is a short hash of the index URL; metadata is kept under a key
+its reader verified (index/metacache.py): shared between indexes where a hash
+was checked, per URL where nothing was.
 
 Nothing here touches the network or runs pip at import time.
 """
@@ -49,8 +50,8 @@ from .errors import (
     redact,
 )
 from .files import IndexFile, file_or_none, parse_html_page, parse_json_page, parse_version
-from .metadata import DistMetadata, RangeFile, from_parsed, local_metadata, parse_metadata, parsed_fields, \
-    read_metadata_from_zip
+from .metacache import MetadataCache
+from .metadata import DistMetadata, RangeFile, local_metadata, parse_metadata, read_metadata_from_zip
 from .parsed import ParsedStore, read_with_stat
 from .target import python_tuple, target_tags
 from . import transfer
@@ -250,6 +251,7 @@ class IndexClient:
         self._failed_hosts: set[str] = set()
         self._pages: dict[str, _Page] = {}
         self._parsed = ParsedStore(self.cache_dir)
+        self._metadata_cache = MetadataCache(self.cache_dir, self._parsed)
         self._lock = threading.Lock()
         self._name_locks: dict[str, threading.Lock] = {}
         self.stats = {"page_requests": 0, "metadata_requests": 0, "range_requests": 0, "downloads": 0}
@@ -531,10 +533,6 @@ class IndexClient:
 
     # -- metadata ----------------------------------------------------------
 
-    def _meta_cache_path(self, f: IndexFile) -> Path:
-        key = f.sha256 or "url-" + hashlib.sha256(f.url.encode()).hexdigest()
-        return self.cache_dir / "metadata" / key[:2] / f"{key}.METADATA"
-
     def metadata(
         self,
         name: str,
@@ -606,30 +604,18 @@ class IndexClient:
             raise MetadataUnavailable(
                 f"{f.filename} is an sdist; pinwheel reads metadata from wheels", name=f.name, version=str(f.version)
             )
-        path = self._meta_cache_path(f)
-        with self._key_lock(f"meta:{path.name}"):
-            cached = not (self.refresh and not self.offline)
-            if cached:
-                parsed = self._parsed.metadata(path)
-                if parsed is not None:
-                    meta = from_parsed(parsed, filename=f.filename, url=f.url, sha256=f.sha256, source="cache")
-                    if meta is not None:
-                        return meta
-            try:
-                raw, stat = read_with_stat(path) if cached else (None, None)
-            except FileNotFoundError:
-                raw = None
-            if raw is not None:
-                meta = parse_metadata(raw, filename=f.filename, url=f.url, sha256=f.sha256, source="cache")
-                self._parsed.store_metadata(path, stat, parsed_fields(meta))
-                return meta
+        with self._key_lock(f"meta:{f.url}"):
+            if not (self.refresh and not self.offline):
+                cached = self._metadata_cache.read(f)
+                if cached is not None:
+                    return cached
             if self.offline:
                 raise CacheMiss(
                     f"offline: metadata of package {f.name!r} {f.version} ({f.filename}) is not in the cache",
                     name=f.name,
                 )
             raw, source = self._fetch_metadata(f)
-            atomic_write(path, raw)
+            self._metadata_cache.store(f, raw, source, self.index_url)
         meta = parse_metadata(raw, filename=f.filename, url=f.url, sha256=f.sha256, source=source)
         if meta.name != f.name or meta.version != f.version:
             log.warning(

@@ -14,8 +14,6 @@ import time
 from dataclasses import dataclass
 from typing import IO, TYPE_CHECKING, Callable
 
-from urllib3.util.retry import Retry
-
 from .errors import IndexClientError, IndexUnavailable, redact
 
 if TYPE_CHECKING:
@@ -99,31 +97,29 @@ class Clock:
         return min(time.monotonic() + REQUEST_DEADLINE.value(), self.ends())
 
 
-class DeadlineRetry(Retry):
-    """urllib3's Retry that also stops when the next wait would pass the request's deadline, and that never
-    sleeps past it (a server's Retry-After included)."""
+def retry_policy(retries: int, backoff: float, ends: float):
+    """urllib3's Retry: retries more attempts after the first, waiting backoff, 2*backoff, 4*backoff...; it also
+    stops where the next wait would pass ``ends`` (a monotonic time), and never sleeps past it (a server's
+    Retry-After included)."""
+    from urllib3.util.retry import Retry  # noqa: PLC0415 - loads with the first request, as requests does
 
-    ends: float = float("inf")
+    class DeadlineRetry(Retry):
+        def new(self, **kw):
+            retry = super().new(**kw)
+            retry.ends = self.ends
+            return retry
 
-    def new(self, **kw) -> "DeadlineRetry":
-        retry = super().new(**kw)
-        retry.ends = self.ends
-        return retry
+        def is_exhausted(self) -> bool:
+            return super().is_exhausted() or time.monotonic() + self.get_backoff_time() >= self.ends
 
-    def is_exhausted(self) -> bool:
-        return super().is_exhausted() or time.monotonic() + self.get_backoff_time() >= self.ends
+        def sleep(self, response=None) -> None:
+            wait = self.get_backoff_time()
+            if response is not None and self.respect_retry_after_header:
+                wait = max(wait, self.get_retry_after(response) or 0)
+            wait = min(wait, self.ends - time.monotonic())
+            if wait > 0:
+                time.sleep(wait)
 
-    def sleep(self, response=None) -> None:
-        wait = self.get_backoff_time()
-        if response is not None and self.respect_retry_after_header:
-            wait = max(wait, self.get_retry_after(response) or 0)
-        wait = min(wait, self.ends - time.monotonic())
-        if wait > 0:
-            time.sleep(wait)
-
-
-def retry_policy(retries: int, backoff: float, ends: float) -> DeadlineRetry:
-    """retries more attempts after the first, waiting backoff, 2*backoff, 4*backoff... (urllib3's backoff)."""
     policy = DeadlineRetry(total=retries, connect=retries, read=retries, status=retries, other=retries,
                            backoff_factor=backoff, backoff_max=30, status_forcelist=RETRY_STATUS,
                            allowed_methods=frozenset({"GET", "HEAD"}), raise_on_status=False,
