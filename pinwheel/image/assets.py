@@ -12,48 +12,58 @@ import hashlib
 import json
 import os
 import shutil
-import ssl
 import tempfile
-import urllib.request
 from pathlib import Path
 
 from ..fsutil import sha256_file
-from ..index import ca_bundle
+from ..index import IndexClientError, ca_bundle
+from ..index import transfer
 from ..plan import Plan
 from ..steps.asset import KIND as ASSET, AssetStep, context_dir, plan_assets
 from .labels import PREFIX
 
-CHUNK = 1 << 20
 ASSETS_LABEL = f"{PREFIX}.assets"
+# Every wheel is a zip whose first member's local header comes first.
+ZIP_MAGIC = b"PK\x03\x04"
+RETRIES = 3
 
 
 class AssetError(Exception):
     """An asset could not be downloaded, or its bytes are not the ones the manifest pins."""
 
 
-def _open(url: str, timeout: float):
-    context = None
-    if url.startswith("https://"):
-        ca = ca_bundle()
-        context = ssl.create_default_context(cafile=ca) if ca else ssl.create_default_context()
-    request = urllib.request.Request(url, headers={"User-Agent": "pinwheel"})
-    return urllib.request.urlopen(request, timeout=timeout, context=context)
+def download(url: str, cache: Path, timeout: float = 60.0, clock: transfer.Clock | None = None,
+             expect_zip: bool = False) -> tuple[str, Path]:
+    """Download url into the cache; (its sha256, its path there). The transfer is bounded as the index's are
+    (index/transfer.py): retries, a deadline, a minimum rate, the download size limit; with ``expect_zip``, a
+    body that does not start as a zip is refused at its first bytes (a pinned digest needs no such guess)."""
+    import requests  # noqa: PLC0415 - only a build with assets, or `asset add`, downloads
 
-
-def download(url: str, cache: Path, timeout: float = 120.0) -> tuple[str, Path]:
-    """Download url into the cache; (its sha256, its path there)."""
     name = url.rsplit("/", 1)[1]
+    clock = clock or transfer.Clock(transfer.REQUEST_DEADLINE.value())
     cache.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=cache, prefix=".download-")
     digest = hashlib.sha256()
+    head = bytearray()
+
+    def take(chunk: bytes) -> None:
+        if expect_zip and len(head) < len(ZIP_MAGIC):
+            head.extend(chunk[: len(ZIP_MAGIC) - len(head)])
+            if not ZIP_MAGIC.startswith(bytes(head)):
+                raise AssetError(f"{url}: not a wheel: the body does not start as a zip archive does")
+        digest.update(chunk)
+        out.write(chunk)
+
+    session = transfer.mount_retries(requests.Session(), RETRIES, 0.5, clock.ends())
     try:
         with os.fdopen(fd, "wb") as out:
             try:
-                with _open(url, timeout) as resp:
-                    while chunk := resp.read(CHUNK):
-                        digest.update(chunk)
-                        out.write(chunk)
-            except OSError as exc:
+                with session.get(url, stream=True, timeout=min(timeout, max(clock.remaining(), 0.1)),
+                                 verify=ca_bundle() or True, headers={"User-Agent": "pinwheel"}) as resp:
+                    if resp.status_code != 200:
+                        raise AssetError(f"cannot download {url}: HTTP {resp.status_code}")
+                    transfer.receive(resp, bound=transfer.DOWNLOAD, ends=clock.request_ends(), url=url, sink=take)
+            except (requests.RequestException, IndexClientError) as exc:
                 raise AssetError(f"cannot download {url}: {exc}") from None
         found = digest.hexdigest()
         dest = cache / "sha256" / found / name
@@ -62,6 +72,7 @@ def download(url: str, cache: Path, timeout: float = 120.0) -> tuple[str, Path]:
         os.replace(tmp, dest)
         return found, dest
     finally:
+        session.close()
         if os.path.exists(tmp):
             os.unlink(tmp)
 
@@ -120,14 +131,37 @@ def manifest_entry(url: str, sha256: str, package: str, step: str) -> str:
 
 
 def add(url: str, cache: Path) -> str:
-    """Download url, and the manifest entry that pins it."""
-    from ..steps.asset import _WHEEL  # the wheel file name rule the manifest applies
+    """Download url, check that it is a wheel, and the manifest entry that pins it. The URL is checked by the
+    manifest's own rules first, so that nothing is downloaded for an entry the manifest would refuse."""
+    from ..steps.asset import _WHEEL, url_problem  # the rules the manifest applies
 
+    problem = url_problem(url)
+    if problem:
+        raise AssetError(f"asset add: {problem}")
     name = url.rsplit("/", 1)[-1]
     m = _WHEEL.fullmatch(name)
     if not m:
         raise AssetError(f"{name!r} is not a wheel file name (name-version-python-abi-platform.whl)")
-    sha256, _ = download(url, cache)
+    sha256, path = download(url, cache, expect_zip=True)
+    problem = wheel_content_problem(path)
+    if problem:
+        path.unlink()
+        raise AssetError(f"{url}: {problem}")
     package = f"{m['name'].replace('_', '-').lower()}=={m['version']}"
     step = m["name"].replace("_", "-").replace(".", "-").lower()
     return manifest_entry(url, sha256, package, step)
+
+
+def wheel_content_problem(path: Path) -> str | None:
+    """Why a downloaded file is not a wheel (a zip with a .dist-info holding METADATA and WHEEL), or None."""
+    import zipfile  # noqa: PLC0415 - only `asset add` opens one
+
+    try:
+        with zipfile.ZipFile(path) as zf:
+            names = zf.namelist()
+    except (zipfile.BadZipFile, OSError) as exc:
+        return f"not a wheel: not a readable zip archive ({exc})"
+    infos = {n.split("/", 1)[0] for n in names if n.count("/") == 1 and n.split("/", 1)[0].endswith(".dist-info")}
+    if not any(f"{d}/METADATA" in names and f"{d}/WHEEL" in names for d in infos):
+        return "not a wheel: the zip has no .dist-info directory with METADATA and WHEEL"
+    return None

@@ -99,12 +99,20 @@ def wheel_problem(filename: str, package: str, version: str) -> str | None:
     return None
 
 
+def url_problem(url: str) -> str | None:
+    """Why url is not one an asset step downloads, or None (what the manifest refuses, `asset add` refuses first)."""
+    if not _URL.fullmatch(url) or url.endswith("/"):
+        return (f"{show(url)} is not a URL of a file this kind downloads "
+                "(https:// or http://, no spaces, quotes or query)")
+    return None
+
+
 def _asset(r: Reader, node: Any, key: str, arch: str | None, package: str, version: str) -> Asset:
     m = r.mapping(node, key, {"url", "sha256"}, {"url", "sha256"}).value
     url = r.string(m["url"], f"{key}.url")
-    if not _URL.fullmatch(url) or url.endswith("/"):
-        raise r.fail(m["url"].line, f"{key}.url", f"{show(url)} is not a URL of a file this kind downloads "
-                                                  "(https:// or http://, no spaces, quotes or query)")
+    problem = url_problem(url)
+    if problem:
+        raise r.fail(m["url"].line, f"{key}.url", problem)
     problem = wheel_problem(url.rsplit("/", 1)[1], package, version)
     if problem:
         raise r.fail(m["url"].line, f"{key}.url", problem)

@@ -12,6 +12,8 @@ import threading
 
 import pytest
 
+from localindex import build_wheel
+
 from pinwheel import manifest
 from pinwheel.image.assets import ASSETS_LABEL, AssetError, add, asset_labels, fetch, stage_assets
 from pinwheel.lock.slicing import units
@@ -183,10 +185,9 @@ def test_the_cache_is_content_addressed_verified_and_names_both_digests(served, 
 
 def test_asset_add_prints_an_entry_the_manifest_accepts(served, tmp_path):
     root, base = served
-    name = "pw_asset-1.0.0-py3-none-any.whl"
-    (root / name).write_bytes(b"the release")
+    name = build_wheel(root, "pw-asset", "1.0.0").name  # a real wheel: `asset add` opens it
     entry = add(f"{base}/{name}", tmp_path / "cache")
-    assert f'sha256: "{hashlib.sha256(b"the release").hexdigest()}"' in entry
+    assert f'sha256: "{hashlib.sha256((root / name).read_bytes()).hexdigest()}"' in entry
     m = load(tmp_path, entry)
     plan = plan_variant(m, "cu130")
     context = tmp_path / "context"
