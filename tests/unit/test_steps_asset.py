@@ -12,8 +12,6 @@ import threading
 
 import pytest
 
-from localindex import build_wheel
-
 from pinwheel import manifest
 from pinwheel.image.assets import ASSETS_LABEL, AssetError, add, asset_labels, fetch, stage_assets
 from pinwheel.lock.slicing import units
@@ -23,6 +21,7 @@ from pinwheel.render import render_dockerfile
 from pinwheel.steps import kind_of
 from pinwheel.steps.asset import wheel_problem
 
+from localindex import build_wheel
 from manifests import CUDA_13_GATE, manifest_yaml, variant
 from test_render import run_scripts
 
