@@ -7,7 +7,7 @@ import os
 import sys
 from pathlib import Path
 
-from ..index import DEFAULT_DEADLINE, IndexClient, metadata_source
+from ..index import DEFAULT_DEADLINE, IndexClient, metadata_source, transfer
 from ..lock import check_lock
 from ..manifest import Manifest
 from ..plan import LockState, Plan, plan_platforms, plan_variant
@@ -117,6 +117,10 @@ def add_variant_args(p: argparse.ArgumentParser) -> None:
 
 def index_client(args: argparse.Namespace, m: Manifest, plan: Plan | None = None):
     """Where metadata comes from: pip's index, and torch from the variant's extra index where it names one."""
+    try:
+        transfer.check_bounds()
+    except transfer.LimitError as exc:
+        raise UsageError(str(exc)) from None
     client = IndexClient(index_url=getattr(args, "index_url", None), cache_dir=Workspace.of(m).index_cache,
                          offline=getattr(args, "offline", False),
                          deadline=getattr(args, "index_deadline", None) or DEFAULT_DEADLINE,

@@ -62,6 +62,13 @@ MIN_RATE = Bound("the slowest transfer accepted", "PINWHEEL_MIN_TRANSFER_RATE", 
 RATE_GRACE = 5.0
 
 
+def check_bounds() -> None:
+    """Read every bound's variable once, so that a command with one that does not read stops before any
+    request (a LimitError naming it)."""
+    for bound in (HTML_PAGE, JSON_PAGE, METADATA, DOWNLOAD, REQUEST_DEADLINE, MIN_RATE):
+        bound.value()
+
+
 class LimitError(IndexClientError):
     """A document is larger than its limit, or a limit's variable does not read."""
 
