@@ -95,9 +95,12 @@ def _patch(r: Reader, node: Any, key: str) -> Patch:
         raise r.fail(m["file"].line, f"{key}.file", f"{show(file)} is not a relative path inside the manifest's "
                                                     "directory")
     path = Path(r.path).parent / file
-    if path.is_symlink() or not path.is_file():
-        raise r.fail(m["file"].line, f"{key}.file", f"{file} is not a regular file next to the manifest")
-    data = path.read_bytes()
+    try:  # a name the file system refuses (too long) is an OSError here, not a missing file
+        if path.is_symlink() or not path.is_file():
+            raise r.fail(m["file"].line, f"{key}.file", f"{file} is not a regular file next to the manifest")
+        data = path.read_bytes()
+    except OSError as exc:
+        raise r.fail(m["file"].line, f"{key}.file", f"{show(file)} cannot be read ({exc.strerror})") from None
     if len(data) > MAX_BYTES:
         raise r.fail(m["file"].line, f"{key}.file", f"{file} is over {MAX_BYTES >> 20} MiB")
     req = r.requirement(m["applies_to"], f"{key}.applies_to")
