@@ -40,7 +40,7 @@ def download(url: str, cache: Path, timeout: float = 60.0, clock: transfer.Clock
     import requests  # noqa: PLC0415 - only a build with assets, or `asset add`, downloads
 
     name = url.rsplit("/", 1)[1]
-    clock = clock or transfer.Clock(transfer.REQUEST_DEADLINE.value())
+    clock = clock or transfer.Clock(transfer.ASSET_DEADLINE.value())
     cache.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=cache, prefix=".download-")
     digest = hashlib.sha256()
@@ -58,11 +58,13 @@ def download(url: str, cache: Path, timeout: float = 60.0, clock: transfer.Clock
     try:
         with os.fdopen(fd, "wb") as out:
             try:
-                with session.get(url, stream=True, timeout=min(timeout, max(clock.remaining(), 0.1)),
-                                 verify=ca_bundle() or True, headers={"User-Agent": "pinwheel"}) as resp:
+                with transfer.get(session, url, clock.ends(), transfer.ASSET_DEADLINE.env,
+                                  timeout=min(timeout, max(clock.remaining(), 0.1)), verify=ca_bundle() or True,
+                                  headers={"User-Agent": "pinwheel"}) as resp:
                     if resp.status_code != 200:
                         raise AssetError(f"cannot download {url}: HTTP {resp.status_code}")
-                    transfer.receive(resp, bound=transfer.DOWNLOAD, ends=clock.request_ends(), url=url, sink=take)
+                    transfer.receive(resp, bound=transfer.DOWNLOAD, ends=clock.ends(), url=url, sink=take,
+                                     raise_with=transfer.ASSET_DEADLINE.env)
             except (requests.RequestException, IndexClientError) as exc:
                 raise AssetError(f"cannot download {url}: {exc}") from None
         found = digest.hexdigest()

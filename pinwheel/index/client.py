@@ -73,7 +73,7 @@ TAIL_BYTES = 64 * 1024
 SPOOL_BYTES = 32 * 1024 * 1024
 RETRY_STATUS = transfer.RETRY_STATUS
 # Total seconds one command spends on the network, retries and bodies included (report --index-deadline).
-DEFAULT_DEADLINE = 600.0
+DEFAULT_DEADLINE = 120.0
 
 
 def _network_errors() -> tuple[type[Exception], ...]:
@@ -322,8 +322,12 @@ class IndexClient:
         session = self._single if host in self._failed_hosts else self.session
         attempts = 1 if host in self._failed_hosts else self.retries + 1
         try:
-            resp = session.get(url, headers=dict(headers or {}), stream=True, verify=self.verify,
-                               timeout=min(self.timeout, remaining))
+            resp = transfer.get(session, url, self.clock.request_ends(), f"--index-deadline or "
+                                f"{transfer.REQUEST_DEADLINE.env}", headers=dict(headers or {}), verify=self.verify,
+                                timeout=min(self.timeout, remaining))
+        except transfer.TooSlow as exc:
+            self._failed_hosts.add(host)
+            raise IndexUnavailable(f"index {redact(self.index_url)}: {what}: {exc}", name=name, url=url) from None
         except _network_errors() as exc:
             self._failed_hosts.add(host)
             last = f"{type(exc).__name__}: {_reason(exc)}"

@@ -56,7 +56,8 @@ HTML_PAGE = Bound("an HTML index page", "PINWHEEL_MAX_HTML_PAGE_BYTES", 32 * MiB
 JSON_PAGE = Bound("a JSON index page", "PINWHEEL_MAX_JSON_PAGE_BYTES", 32 * MiB)
 METADATA = Bound("a METADATA file", "PINWHEEL_MAX_METADATA_BYTES", 16 * MiB)
 DOWNLOAD = Bound("a wheel or asset download", "PINWHEEL_MAX_DOWNLOAD_BYTES", 8 * 1024 * MiB)
-REQUEST_DEADLINE = Bound("one request, its retries and its body", "PINWHEEL_REQUEST_DEADLINE", 300.0, "seconds")
+REQUEST_DEADLINE = Bound("one index request's body", "PINWHEEL_REQUEST_DEADLINE", 120.0, "seconds")
+ASSET_DEADLINE = Bound("one release asset download", "PINWHEEL_ASSET_DEADLINE", 1800.0, "seconds")
 MIN_RATE = Bound("the slowest transfer accepted", "PINWHEEL_MIN_TRANSFER_RATE", 1024.0, "bytes/s")
 # The rate is judged only after this long into a body: a short pause at the start is not a slow server.
 RATE_GRACE = 5.0
@@ -65,7 +66,7 @@ RATE_GRACE = 5.0
 def check_bounds() -> None:
     """Read every bound's variable once, so that a command with one that does not read stops before any
     request (a LimitError naming it)."""
-    for bound in (HTML_PAGE, JSON_PAGE, METADATA, DOWNLOAD, REQUEST_DEADLINE, MIN_RATE):
+    for bound in (HTML_PAGE, JSON_PAGE, METADATA, DOWNLOAD, REQUEST_DEADLINE, ASSET_DEADLINE, MIN_RATE):
         bound.value()
 
 
@@ -146,6 +147,31 @@ def mount_retries(session: "requests.Session", retries: int, backoff: float, end
     return session
 
 
+def get(session: "requests.Session", url: str, ends: float, raise_with: str, **kw) -> "requests.Response":
+    """session.get(url, stream=True, ...) that returns by ``ends`` (a monotonic time), however slowly a server
+    sends its status line and headers: the request runs in a daemon thread, and one past the deadline is left
+    to the socket's own timeout while the command goes on."""
+    import threading  # noqa: PLC0415 - the first request pays for it
+
+    answer: list = []
+    done = threading.Event()
+
+    def run() -> None:
+        try:
+            answer.append(("ok", session.get(url, stream=True, **kw)))
+        except BaseException as exc:  # noqa: BLE001 - re-raised in the caller's thread
+            answer.append(("error", exc))
+        done.set()
+
+    threading.Thread(target=run, name="pinwheel-request", daemon=True).start()
+    if not done.wait(max(ends - time.monotonic(), 0)):
+        raise TooSlow(f"{redact(url)}: no answer before the deadline (raise it with {raise_with})", url=url)
+    kind, value = answer[0]
+    if kind == "error":
+        raise value
+    return value
+
+
 def declared_size(resp: "requests.Response") -> int | None:
     try:
         size = int(resp.headers.get("Content-Length", ""))
@@ -156,11 +182,12 @@ def declared_size(resp: "requests.Response") -> int | None:
 
 def receive(resp: "requests.Response", *, bound: Bound, ends: float, url: str,
             sink: Callable[[bytes], object] | None = None, limit: float | None = None,
-            upto: int | None = None) -> bytes:
+            upto: int | None = None, raise_with: str = f"--index-deadline or {REQUEST_DEADLINE.env}") -> bytes:
     """The body of resp (or, with sink, each chunk passed to it and b"" returned), read within ``ends`` (a
     monotonic time), at the minimum rate, and refused once over its limit (``limit``, else the bound's);
     decoded bytes are what count, so a compressed bomb is refused too. ``upto`` stops reading once that many
-    bytes are in (the start of a body that is longer than the caller needs)."""
+    bytes are in (the start of a body that is longer than the caller needs). ``raise_with`` names what sets
+    the deadline, for the message."""
     cap = bound.value() if limit is None else limit
     size = declared_size(resp)
     if size is not None and size > cap and resp.headers.get("Content-Encoding", "identity") == "identity":
@@ -186,8 +213,8 @@ def receive(resp: "requests.Response", *, bound: Bound, ends: float, url: str,
             sink(chunk)
         now = time.monotonic()
         if now > ends:
-            raise TooSlow(f"{redact(url)}: gave up at the deadline after {got} bytes "
-                          f"(--index-deadline, {REQUEST_DEADLINE.env})", url=url)
+            raise TooSlow(f"{redact(url)}: gave up at the deadline after {got} bytes (raise it with {raise_with})",
+                          url=url)
         if now - started > RATE_GRACE and got < min_rate * (now - started):
             raise TooSlow(f"{redact(url)}: {got} bytes in {now - started:.0f} s is under the minimum rate of "
                           f"{MIN_RATE.shown(min_rate)} (lower it with {MIN_RATE.env})", url=url)

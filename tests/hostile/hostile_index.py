@@ -92,6 +92,14 @@ class Flood:
 
 
 @dataclass
+class DripHeaders:
+    """A status line, then one header dripped a byte every ``every`` seconds, ``count`` bytes at most."""
+
+    every: float = 1.0
+    count: int = 600
+
+
+@dataclass
 class HostileIndex:
     lifetime: float = 300.0
     routes: dict = field(default_factory=dict)
@@ -142,6 +150,14 @@ class HostileIndex:
         self.routes[path] = answer
 
     def _send(self, handler: BaseHTTPRequestHandler, answer) -> None:
+        if isinstance(answer, DripHeaders):
+            handler.wfile.write(b"HTTP/1.1 200 OK\r\nX-Slow: ")
+            for _ in range(answer.count):
+                if self._stop.wait(answer.every):
+                    return
+                handler.wfile.write(b"x")
+                handler.wfile.flush()
+            return
         wanted = handler.headers.get("Range")
         m = re.fullmatch(r"bytes=(\d*)-(\d*)", wanted or "") if answer.ranges and isinstance(answer, Static) else None
         if m:

@@ -67,6 +67,15 @@ def test_a_dripped_asset_is_given_up_at_the_minimum_rate(tmp_path):
     refused(run, r"under the minimum rate of 1024 bytes/s \(lower it with PINWHEEL_MIN_TRANSFER_RATE\)")
 
 
+def test_a_dripped_asset_is_given_up_at_its_deadline(tmp_path):
+    wheel = build_wheel(tmp_path / "w", "pw-asset", "1.0.0")
+    with HostileIndex(lifetime=120) as ix:
+        ix.route(f"/{NAME}", Drip(wheel.read_bytes(), every=0.5, content_type="application/octet-stream"))
+        run = asset_add(tmp_path / "w", f"{ix.base}/{NAME}",
+                        env={"PINWHEEL_MIN_TRANSFER_RATE": "0", "PINWHEEL_ASSET_DEADLINE": "3"})
+    refused(run, r"gave up at the deadline after \d+ bytes \(raise it with PINWHEEL_ASSET_DEADLINE\)")
+
+
 def test_an_asset_over_the_download_limit_is_refused(tmp_path):
     wheel = build_wheel(tmp_path / "w", "pw-asset", "1.0.0", payload_size=200_000)
     with HostileIndex(lifetime=120) as ix:

@@ -2,7 +2,7 @@
 with an honest verdict (could not judge, exit 3), one JSON document, and no traceback."""
 from __future__ import annotations
 
-from hostile.hostile_index import Drip, HostileIndex, Static, assert_no_traceback, html_page, run_bounded
+from hostile.hostile_index import Drip, DripHeaders, HostileIndex, Static, assert_no_traceback, html_page, run_bounded
 
 # 1 byte a second: main's client read this page for as long as it lasted (600 s), --index-deadline included
 PAGE = html_page({"app-1.0-py3-none-any.whl": "../../files/app-1.0-py3-none-any.whl"}) + b" " * 400
@@ -56,6 +56,19 @@ def test_a_request_deadline_bounds_one_request_within_a_longer_command(project):
     assert run.code == 3, run.stderr
     why = reason(run)
     assert "PINWHEEL_REQUEST_DEADLINE" in why, why
+
+
+def test_dripped_headers_are_given_up_at_the_request_deadline(project):
+    """A status line and then a header a byte a second: no body ever starts, and the request still ends."""
+    with HostileIndex(lifetime=150) as ix:
+        ix.route("/simple/app/", DripHeaders(every=1.0))
+        ix.route("/simple/shared-dsl/", DripHeaders(every=1.0))
+        run = report(project, ix.url, env={"PINWHEEL_REQUEST_DEADLINE": "3"})
+    assert_no_traceback(run)
+    assert run.code == 3, run.stderr
+    why = reason(run)
+    assert "no answer before the deadline (raise it with --index-deadline or PINWHEEL_REQUEST_DEADLINE)" in why, why
+    assert ix.url + "app/" in why and "\n" not in why
 
 
 def test_a_limit_variable_that_does_not_read_is_bad_input(project):
