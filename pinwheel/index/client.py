@@ -23,7 +23,6 @@ Nothing here touches the network or runs pip at import time.
 
 from __future__ import annotations
 
-import functools
 import hashlib
 import json
 import logging
@@ -32,13 +31,14 @@ import tempfile
 import threading
 import time
 from pathlib import Path
-from typing import IO, TYPE_CHECKING, Any, Callable, Iterable, Mapping, Sequence
+from typing import IO, TYPE_CHECKING, Any, Iterable, Mapping, Sequence
 from urllib.parse import urljoin, urlsplit
 
 from packaging.utils import NormalizedName, canonicalize_name
 from packaging.version import Version
 
 from ..fsutil import atomic_open, atomic_write
+from . import transfer
 from .config import ca_bundle, default_index_url
 from .errors import (
     CacheMiss,
@@ -52,9 +52,9 @@ from .errors import (
 from .files import IndexFile, file_or_none, parse_html_page, parse_json_page, parse_version
 from .metacache import MetadataCache
 from .metadata import DistMetadata, RangeFile, local_metadata, parse_metadata, read_metadata_from_zip
+from .page import Page, may_match, tag_parts, tag_priority
 from .parsed import ParsedStore, read_with_stat
-from .target import python_tuple, target_tags
-from . import transfer
+from .target import python_tuple
 
 if TYPE_CHECKING:
     import requests
@@ -89,115 +89,6 @@ def _reason(exc: Exception) -> str:
     inner = exc.args[0] if exc.args else None
     reason = getattr(inner, "reason", None)
     return str(reason if reason is not None else exc)
-
-
-class _Page:
-    """A project's files as its page lists them, grouped by version; a group is built on first use.
-
-    ``versions`` maps each version's text (the first file's) to the text of its first unyanked file's
-    version, or None when every file of it is yanked, in ascending version order (so the sort a caller
-    does is one pass over a sorted list); ``load_group`` gives one version's files (IndexFiles, or the
-    parsed store's entries for them, built when asked for) and ``load_all`` every file in page order.
-    """
-
-    def __init__(self, versions: dict[str, str | None], load_group, load_all) -> None:
-        self._versions = versions
-        self._load_group = load_group
-        self._load_all = load_all
-        self._texts: dict[Version, str] | None = None  # each version's first text, built on first lookup
-        self.best: dict[tuple, IndexFile | None] = {}  # best_wheel's answers for this page, per target
-        self._entries: dict[str, list[IndexFile | dict]] = {}  # each group as load_group gave it
-        self._groups: dict[str, list[IndexFile]] = {}  # each group, every file built
-        self._all: list[IndexFile] | None = None
-
-    @classmethod
-    def of(cls, files: list[IndexFile]) -> "_Page":
-        groups = group_by_version(files)
-        page = cls({text: next((str(f.version) for f in group if not f.is_yanked), None)
-                    for text, group in groups.items()}, groups.__getitem__, lambda: files)
-        page._groups, page._all = groups, files
-        return page
-
-    def versions(self, include_yanked: bool) -> list[Version]:
-        return [parse_version(text if include_yanked else unyanked) for text, unyanked in self._versions.items()
-                if include_yanked or unyanked is not None]
-
-    def _text_of(self, want: Version) -> str | None:
-        if self._texts is None:
-            self._texts = {}
-            for text in self._versions:
-                self._texts.setdefault(parse_version(text), text)
-        return self._texts.get(want)
-
-    def _group_entries(self, text: str) -> list[IndexFile | dict]:
-        if text not in self._entries:
-            self._entries[text] = self._load_group(text)
-        return self._entries[text]
-
-    def files_of(self, want: Version) -> list[IndexFile]:
-        """The files of one version, in page order (equal versions share one group)."""
-        text = self._text_of(want)
-        if text is None:
-            return []
-        if text not in self._groups:
-            self._groups[text] = [_built(e) for e in self._group_entries(text)]
-        return list(self._groups[text])
-
-    def wheels_of(self, want: Version, may_match: Callable[[str], bool]) -> list[IndexFile]:
-        """The wheels of one version whose file name ``may_match`` accepts, in page order. A version lists a
-        wheel per Python and platform, and building each file's record costs more than choosing among them,
-        so the others are never built."""
-        text = self._text_of(want)
-        if text is None:
-            return []
-        if text in self._groups:
-            return [f for f in self._groups[text] if f.is_wheel and may_match(f.filename)]
-        return [_built(e) for e in self._group_entries(text)
-                if _filename(e).endswith(".whl") and may_match(_filename(e))]
-
-    def all(self) -> list[IndexFile]:
-        if self._all is None:
-            self._all = self._load_all()
-        return list(self._all)
-
-
-def _built(entry: IndexFile | dict) -> IndexFile:
-    """A group's file: the parsed store gives its entries as IndexFile.to_json wrote them."""
-    return entry if isinstance(entry, IndexFile) else IndexFile.from_json(entry)
-
-
-def _filename(entry: IndexFile | dict) -> str:
-    return entry.filename if isinstance(entry, IndexFile) else entry["filename"]
-
-
-@functools.lru_cache(maxsize=64)
-def _tag_priority(python_version: str, platforms: tuple[str, ...]) -> dict:
-    """Each wheel tag a target supports, by preference (0 is best); asked once per target, not per lookup."""
-    return {tag: i for i, tag in enumerate(target_tags(python_version, platforms))}
-
-
-@functools.lru_cache(maxsize=64)
-def _tag_parts(python_version: str, platforms: tuple[str, ...]) -> tuple[frozenset[str], frozenset[str]]:
-    """The interpreters and the platforms of the target's tags: a wheel naming none of either cannot match."""
-    tags = _tag_priority(python_version, platforms)
-    return frozenset(t.interpreter for t in tags), frozenset(t.platform for t in tags)
-
-
-def _may_match(filename: str, interpreters: frozenset[str], platforms: frozenset[str]) -> bool:
-    """Whether a wheel's compressed tag set (its name's last three fields) can hold one of the target's tags:
-    parsing each file's tags in full costs more than the rest of choosing a wheel."""
-    py, _abi, plat = filename[:-4].rsplit("-", 3)[-3:]
-    return (not interpreters.isdisjoint(py.lower().split(".")) and
-            not platforms.isdisjoint(plat.lower().split(".")))
-
-
-def group_by_version(files: list[IndexFile]) -> dict[str, list[IndexFile]]:
-    """Files grouped by equal versions, each group keyed by its first file's version text, in ascending version
-    order; the files of a group in page order."""
-    groups: dict[Version, list[IndexFile]] = {}
-    for f in files:
-        groups.setdefault(f.version, []).append(f)
-    return {str(groups[v][0].version): groups[v] for v in sorted(groups)}
 
 
 class IndexClient:
@@ -249,7 +140,7 @@ class IndexClient:
         self.refresh = refresh
         self._single_session: requests.Session | None = None
         self._failed_hosts: set[str] = set()
-        self._pages: dict[str, _Page] = {}
+        self._pages: dict[str, Page] = {}
         self._parsed = ParsedStore(self.cache_dir)
         self._metadata_cache = MetadataCache(self.cache_dir, self._parsed)
         self._lock = threading.Lock()
@@ -378,16 +269,16 @@ class IndexClient:
         record["_stat"] = stat  # which file these bytes came from, for the parsed store
         return record
 
-    def _cached_page(self, cname: str, record: dict[str, Any], remember: bool = True) -> _Page:
+    def _cached_page(self, cname: str, record: dict[str, Any], remember: bool = True) -> Page:
         """The page a cache record lists, remembered parsed for the next run."""
         stat = record.pop("_stat", None)
-        page = _Page.of([f for f in map(file_or_none, record["files"]) if f is not None])
+        page = Page.of([f for f in map(file_or_none, record["files"]) if f is not None])
         if stat is not None and remember:
             groups = {text: (page._versions[text], [f.to_json() for f in group]) for text, group in page._groups.items()}
             self._parsed.store_page(self._page_cache_path(cname), stat, float(record.get("fetched", 0)), groups)
         return page
 
-    def _parsed_page(self, cname: str) -> _Page | None:
+    def _parsed_page(self, cname: str) -> Page | None:
         """The cached page from the parsed store, where it holds the page file as it is now."""
         path = self._page_cache_path(cname)
         found = self._parsed.page(path)
@@ -397,7 +288,7 @@ class IndexClient:
         if not self.offline and (self.max_age is None or time.time() - fetched > self.max_age):
             return None
 
-        def load_group(text: str) -> list[IndexFile | dict]:  # once per version: the _Page keeps what it gives
+        def load_group(text: str) -> list[IndexFile | dict]:  # once per version: the Page keeps what it gives
             entries = self._parsed.page_files(path, text)
             if entries is not None:
                 return entries  # built into IndexFiles as they are asked for
@@ -412,20 +303,20 @@ class IndexClient:
                 raise CacheMiss(f"the cached index page of package {cname!r} went away ({path})", name=cname)
             return self._cached_page(cname, record, remember=False).all()  # to list every file; rows kept
 
-        return _Page(versions, load_group, load_all)
+        return Page(versions, load_group, load_all)
 
     def files(self, name: str) -> list[IndexFile]:
         """All files of a project (wheels and sdists) as the index lists them."""
         return self._page(name).all()
 
-    def _page(self, name: str) -> _Page:
+    def _page(self, name: str) -> Page:
         cname = canonicalize_name(name)
         with self._key_lock(f"page:{cname}"):
             if cname not in self._pages:
                 self._pages[cname] = self._load_page(cname)
             return self._pages[cname]
 
-    def _load_page(self, cname: str) -> _Page:
+    def _load_page(self, cname: str) -> Page:
         if self.offline or (self.max_age is not None and not self.refresh):
             parsed = self._parsed_page(cname)
             if parsed is not None:
@@ -459,7 +350,7 @@ class IndexClient:
             if resp.status_code == 304 and cached is not None:
                 cached["fetched"] = time.time()
                 atomic_write(self._page_cache_path(cname), json.dumps(cached).encode())
-                return _Page.of([f for f in map(file_or_none, cached["files"]) if f is not None])
+                return Page.of([f for f in map(file_or_none, cached["files"]) if f is not None])
             if resp.status_code == 404:
                 raise PackageNotFound(cname, url)
             if resp.status_code != 200:
@@ -495,7 +386,7 @@ class IndexClient:
                 "files": [f.to_json() for f in files],
             }
         atomic_write(self._page_cache_path(cname), json.dumps(record).encode())
-        return _Page.of(files)
+        return Page.of(files)
 
     def versions(self, name: str, *, include_yanked: bool = False) -> list[Version]:
         """Versions of a project, ascending; versions whose files are all yanked are left out."""
@@ -519,11 +410,11 @@ class IndexClient:
         asked = (want, python_version, tuple(platforms))
         if asked in page.best:  # the replay and the metadata lookup ask the same question
             return page.best[asked]
-        priority = _tag_priority(python_version, tuple(platforms))
-        interpreters, plats = _tag_parts(python_version, tuple(platforms))
+        priority = tag_priority(python_version, tuple(platforms))
+        interpreters, plats = tag_parts(python_version, tuple(platforms))
         py = ".".join(str(p) for p in python_tuple(python_version))
         best: tuple[tuple, IndexFile] | None = None
-        for f in page.wheels_of(want, lambda filename: _may_match(filename, interpreters, plats)):
+        for f in page.wheels_of(want, lambda filename: may_match(filename, interpreters, plats)):
             ranks = [priority[t] for t in f.tags if t in priority]
             if not ranks or not f.requires_python_allows(py):
                 continue
