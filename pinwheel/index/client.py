@@ -73,7 +73,7 @@ TAIL_BYTES = 64 * 1024
 SPOOL_BYTES = 32 * 1024 * 1024
 RETRY_STATUS = transfer.RETRY_STATUS
 # Total seconds one command spends on the network, retries and bodies included (report --index-deadline).
-DEFAULT_DEADLINE = 120.0
+DEFAULT_DEADLINE = 600.0
 
 
 def _network_errors() -> tuple[type[Exception], ...]:
@@ -211,9 +211,10 @@ class IndexClient:
             raise IndexUnavailable(f"index {redact(self.index_url)}: {what}: {redact(url)} {self._deadline_why()}",
                                    name=name, url=url)
         session = self._single if host in self._failed_hosts else self.session
+        ends = self.clock.request_ends()  # the status line, the headers and the body, together
         attempts = 1 if host in self._failed_hosts else self.retries + 1
         try:
-            resp = transfer.get(session, url, self.clock.request_ends(), f"--index-deadline or "
+            resp = transfer.get(session, url, ends, f"--index-deadline or "
                                 f"{transfer.REQUEST_DEADLINE.env}", headers=dict(headers or {}), verify=self.verify,
                                 timeout=min(self.timeout, remaining))
         except transfer.TooSlow as exc:
@@ -237,7 +238,11 @@ class IndexClient:
             raise IndexUnavailable(f"index {redact(self.index_url)}: {what}: {redact(url)} {why}",
                                    name=name, url=url)
         self._failed_hosts.discard(host)
+        resp.pinwheel_ends = ends  # type: ignore[attr-defined]  # when its body must be in (_ends)
         return resp
+
+    def _ends(self, resp: requests.Response) -> float:
+        return getattr(resp, "pinwheel_ends", None) or self.clock.request_ends()
 
     def _deadline_why(self, last: str = "") -> str:
         return (f"gave up at the {self.clock.seconds:g} s network deadline (--index-deadline)"
@@ -245,7 +250,7 @@ class IndexClient:
 
     def _body(self, resp: requests.Response, bound, url: str) -> bytes:
         """A response's whole body, within the request's deadline, the minimum rate and the bound's size."""
-        return transfer.receive(resp, bound=bound, ends=self.clock.request_ends(), url=url)
+        return transfer.receive(resp, bound=bound, ends=self._ends(resp), url=url)
 
     # -- project pages -----------------------------------------------------
 
@@ -570,7 +575,7 @@ class IndexClient:
         if want > transfer.METADATA.value():  # the zip directory or METADATA member is read whole
             raise transfer.TooLarge(transfer.METADATA, f.url, want)
         try:
-            return transfer.receive(resp, bound=transfer.METADATA, ends=self.clock.request_ends(), url=f.url,
+            return transfer.receive(resp, bound=transfer.METADATA, ends=self._ends(resp), url=f.url,
                                     limit=want)
         except transfer.TooLarge:
             raise IndexUnavailable(f"wheel of package {f.name!r} {f.version}: {redact(f.url)} sent more than the "
@@ -593,7 +598,7 @@ class IndexClient:
                 if r.status_code == 206:
                     data = self._ranged_body(r, f, end - start + 1)
                 elif r.status_code == 200:  # server stopped honouring Range: slice the body's start
-                    data = transfer.receive(r, bound=transfer.DOWNLOAD, ends=self.clock.request_ends(), url=f.url,
+                    data = transfer.receive(r, bound=transfer.DOWNLOAD, ends=self._ends(r), url=f.url,
                                             upto=end + 1)[start : end + 1]
                 else:
                     raise IndexUnavailable(f"{what}: {redact(f.url)} answered HTTP {r.status_code}", name=f.name, url=f.url)
@@ -637,7 +642,9 @@ class IndexClient:
             size += len(chunk)
             out.write(chunk)
 
-        transfer.receive(resp, bound=transfer.DOWNLOAD, ends=self.clock.request_ends(), url=f.url, sink=take)
+        # a whole file may take longer than a document: its body is bounded by the command's deadline and the rate
+        transfer.receive(resp, bound=transfer.DOWNLOAD, ends=self.clock.ends(), url=f.url, sink=take,
+                         raise_with="--index-deadline")
         if f.sha256 and digest.hexdigest() != f.sha256.lower():
             raise HashMismatch(f.filename, f.url, f.sha256, digest.hexdigest())
         return size
