@@ -72,6 +72,7 @@ TAIL_BYTES = 64 * 1024
 # Whole-wheel downloads stay in memory up to this size, then spill to disk.
 SPOOL_BYTES = 32 * 1024 * 1024
 RETRY_STATUS = transfer.RETRY_STATUS
+_ANCHOR = re.compile(rb"<a[\s>]", re.IGNORECASE)  # a page's links, counted before any is parsed
 # Total seconds one command spends on the network, retries and bodies included (report --index-deadline).
 DEFAULT_DEADLINE = 600.0
 
@@ -368,7 +369,10 @@ class IndexClient:
             page_url = resp.url or url
             if "json" in ctype:
                 try:
-                    files = parse_json_page(json.loads(self._body(resp, transfer.JSON_PAGE, url)), page_url)
+                    doc = json.loads(self._body(resp, transfer.JSON_PAGE, url))
+                    listed = doc.get("files") if isinstance(doc, dict) else None
+                    transfer.check_count(transfer.PAGE_FILES, url, len(listed) if isinstance(listed, list) else 0)
+                    files = parse_json_page(doc, page_url)
                 except ValueError as exc:
                     raise IndexUnavailable(
                         f"index page of package {cname!r}: {redact(url)} returned invalid JSON ({exc})",
@@ -378,6 +382,7 @@ class IndexClient:
                 fmt = "json"
             else:
                 body = self._body(resp, transfer.HTML_PAGE, url)
+                transfer.check_count(transfer.PAGE_FILES, url, sum(1 for _ in _ANCHOR.finditer(body)))
                 files = parse_html_page(body.decode(resp.encoding or "utf-8", errors="replace"), page_url)
                 fmt = "html"
             record = {

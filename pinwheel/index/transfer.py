@@ -54,6 +54,7 @@ class Bound:
 
 HTML_PAGE = Bound("an HTML index page", "PINWHEEL_MAX_HTML_PAGE_BYTES", 32 * MiB)
 JSON_PAGE = Bound("a JSON index page", "PINWHEEL_MAX_JSON_PAGE_BYTES", 32 * MiB)
+PAGE_FILES = Bound("one index page", "PINWHEEL_MAX_PAGE_FILES", 250_000, "files")
 METADATA = Bound("a METADATA file", "PINWHEEL_MAX_METADATA_BYTES", 16 * MiB)
 DOWNLOAD = Bound("a wheel or asset download", "PINWHEEL_MAX_DOWNLOAD_BYTES", 8 * 1024 * MiB)
 REQUEST_DEADLINE = Bound("one index request's body", "PINWHEEL_REQUEST_DEADLINE", 120.0, "seconds")
@@ -63,10 +64,16 @@ MIN_RATE = Bound("the slowest transfer accepted", "PINWHEEL_MIN_TRANSFER_RATE", 
 RATE_GRACE = 5.0
 
 
+def check_count(bound: Bound, url: str, count: int) -> None:
+    """Refuse a document listing more than the bound's count (files on a page), before each is parsed."""
+    if count > bound.value():
+        raise TooLarge(bound, url, count)
+
+
 def check_bounds() -> None:
     """Read every bound's variable once, so that a command with one that does not read stops before any
     request (a LimitError naming it)."""
-    for bound in (HTML_PAGE, JSON_PAGE, METADATA, DOWNLOAD, REQUEST_DEADLINE, ASSET_DEADLINE, MIN_RATE):
+    for bound in (HTML_PAGE, JSON_PAGE, PAGE_FILES, METADATA, DOWNLOAD, REQUEST_DEADLINE, ASSET_DEADLINE, MIN_RATE):
         bound.value()
 
 
@@ -76,9 +83,9 @@ class LimitError(IndexClientError):
 
 class TooLarge(LimitError):
     def __init__(self, bound: Bound, url: str, size: int | None = None):
-        found = f" ({size} bytes)" if size is not None else ""
+        found = f" ({size} {bound.unit})" if size is not None else ""
         super().__init__(f"{redact(url)}{found} is over the {bound.shown()} limit for {bound.what} "
-                         f"(raise it with {bound.env}=BYTES)")
+                         f"(raise it with {bound.env}={bound.unit.upper()})")
         self.url = url
 
 

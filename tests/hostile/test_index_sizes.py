@@ -47,6 +47,19 @@ def test_a_page_of_a_million_links_is_refused(project, announce):
     assert ix.url + "app/" in why
 
 
+def test_a_page_of_short_links_under_the_size_limit_is_refused_by_its_count(project):
+    """300,000 links of 45 bytes fit in 14 MB; parsed, each costs far more than its bytes."""
+    with HostileIndex(lifetime=170) as ix:
+        flood = Flood(b"<html>", '<a href="a-1.{i}-py3-none-any.whl">a</a>\n', 300_000, b"</html>", announce=True)
+        ix.route("/simple/app/", flood)
+        ix.route("/simple/shared-dsl/", flood)
+        run = report(project, ix.url)
+    assert_no_traceback(run)
+    assert run.code == 3, run.stderr[-2000:]
+    assert "(300000 files) is over the 250000 files limit for one index page (raise it with " \
+           "PINWHEEL_MAX_PAGE_FILES=FILES)" in reasons(run), reasons(run)
+
+
 def test_a_json_page_of_a_million_files_is_refused(project):
     with HostileIndex(lifetime=170) as ix:
         flood = Flood(b'{"meta": {"api-version": "1.1"}, "name": "app", "files": [', JSON_FILE, MILLION, b"{}]}",
