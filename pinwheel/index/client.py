@@ -373,7 +373,7 @@ class IndexClient:
                     listed = doc.get("files") if isinstance(doc, dict) else None
                     transfer.check_count(transfer.PAGE_FILES, url, len(listed) if isinstance(listed, list) else 0)
                     files = parse_json_page(doc, page_url)
-                except ValueError as exc:
+                except (ValueError, RecursionError) as exc:  # RecursionError: nesting deeper than json reads
                     raise IndexUnavailable(
                         f"index page of package {cname!r}: {redact(url)} returned invalid JSON ({exc})",
                         name=cname,

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 import time
 from pathlib import Path
 
@@ -26,11 +27,17 @@ from .files import IndexFile
 from .metadata import DistMetadata, from_parsed, parse_metadata, parsed_fields
 from .parsed import ParsedStore, read_with_stat
 
+_SHA256 = re.compile(r"[0-9a-fA-F]{64}")
 VERIFIED_BY = {"core": "the page's core-metadata sha256", "wheel": "the sha256 of the whole wheel"}
 
 
 def _path(root: Path, kind: str, key: str) -> Path:
     return root / "metadata" / kind / key[:2] / f"{key}.METADATA"
+
+
+def _hex(value: str | None) -> str | None:
+    """A sha256 as a cache key: 64 hex digits, else None (a page's text never becomes a path)."""
+    return value.lower() if value and _SHA256.fullmatch(value) else None
 
 
 def _url_key(f: IndexFile) -> str:
@@ -45,10 +52,10 @@ class MetadataCache:
     def paths(self, f: IndexFile) -> list[Path]:
         """Where f's METADATA may be, verified keys first."""
         found = []
-        if f.metadata_sha256:
-            found.append(_path(self.cache_dir, "core", f.metadata_sha256.lower()))
-        if f.sha256:
-            found.append(_path(self.cache_dir, "wheel", f.sha256.lower()))
+        if _hex(f.metadata_sha256):
+            found.append(_path(self.cache_dir, "core", _hex(f.metadata_sha256)))
+        if _hex(f.sha256):
+            found.append(_path(self.cache_dir, "wheel", _hex(f.sha256)))
         found.append(_path(self.cache_dir, "url", _url_key(f)))
         return found
 
@@ -71,10 +78,10 @@ class MetadataCache:
 
     def store(self, f: IndexFile, raw: bytes, source: str, index_url: str) -> Path:
         """Keep raw under the key that was verified for it (see the module's docstring), its origin beside it."""
-        if source == "pep658" and f.metadata_sha256:
-            kind, key = "core", f.metadata_sha256.lower()
-        elif source == "download" and f.sha256:  # the download's bytes were checked against it
-            kind, key = "wheel", f.sha256.lower()
+        if source == "pep658" and _hex(f.metadata_sha256):
+            kind, key = "core", _hex(f.metadata_sha256)
+        elif source == "download" and _hex(f.sha256):  # the download's bytes were checked against it
+            kind, key = "wheel", _hex(f.sha256)
         else:
             kind, key = "url", _url_key(f)
         path = _path(self.cache_dir, kind, key)
