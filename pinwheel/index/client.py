@@ -77,12 +77,19 @@ _ANCHOR = re.compile(rb"<a[\s>]", re.IGNORECASE)  # a page's links, counted befo
 DEFAULT_DEADLINE = 600.0
 
 
-def _network_errors() -> tuple[type[Exception], ...]:
+def _retried_errors() -> tuple[type[Exception], ...]:
     """What a request raises once urllib3's Retry has given up on a connection, a timeout or a broken body."""
     import requests  # requests loads with the first request: an offline run never needs it
 
     return (requests.ConnectionError, requests.Timeout, requests.exceptions.ChunkedEncodingError,
             requests.exceptions.RetryError)
+
+
+def _network_errors() -> tuple[type[Exception], ...]:
+    """Those, and anything else requests raises on purpose (a URL it cannot send, a header it cannot read)."""
+    import requests  # see _retried_errors
+
+    return _retried_errors() + (requests.RequestException,)
 
 
 def _reason(exc: Exception) -> str:
@@ -207,6 +214,9 @@ class IndexClient:
         if self.offline:
             raise CacheMiss(f"offline: {what} is not in the cache ({redact(url)})", name=name)
         host = urlsplit(url).netloc
+        if urlsplit(url).scheme.lower() not in ("http", "https"):  # a page may link anywhere: only HTTP is read
+            raise IndexUnavailable(f"index {redact(self.index_url)}: {what}: {redact(url)} is not an http(s) URL",
+                                   name=name, url=url)
         remaining = self.clock.remaining()
         if remaining <= 0:
             raise IndexUnavailable(f"index {redact(self.index_url)}: {what}: {redact(url)} {self._deadline_why()}",
@@ -224,6 +234,9 @@ class IndexClient:
         except _network_errors() as exc:
             self._failed_hosts.add(host)
             last = f"{type(exc).__name__}: {_reason(exc)}"
+            if not isinstance(exc, _retried_errors()):  # a URL requests refuses: no attempt was made
+                raise IndexUnavailable(f"index {redact(self.index_url)}: {what}: {redact(url)} cannot be "
+                                       f"requested ({last})", name=name, url=url) from None
             why = self._deadline_why(last) if self.clock.remaining() <= 0 else \
                 f"unavailable after {attempts} attempt{'s' if attempts != 1 else ''} ({last})"
             raise IndexUnavailable(f"index {redact(self.index_url)}: {what}: {redact(url)} {why}",

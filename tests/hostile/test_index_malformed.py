@@ -19,6 +19,9 @@ PAGES = {
     "href-that-does-not-parse": (b'<a href="http://[::1/x.whl">x</a><base href="http://[">'
                                  b'<a href="' + WHEEL.encode() + b'#sha256=zz">' + WHEEL.encode() + b"</a>",
                                  "text/html"),
+    "links-to-other-schemes": (f'<a href="file:///etc/{WHEEL}">a</a><a href="ftp://127.0.0.1/{WHEEL}">b</a>'
+                               f'<a href="javascript:x/{WHEEL}">c</a>'.encode(), "text/html"),
+    "control-characters-in-a-link": (f'<a href="a\x01b\x1b[31m/{WHEEL}">{WHEEL}</a>'.encode(), "text/html"),
     # main kept METADATA at <cache>/metadata/<sha[:2]>/<sha>.METADATA: this one landed beside the manifest
     "hash-that-is-a-path": (b'<a href="../../files/' + WHEEL.encode() + b'#sha256=../../escaped">' + WHEEL.encode()
                             + b"</a>", "text/html"),
@@ -38,6 +41,8 @@ def test_a_malformed_page_is_could_not_judge_without_a_traceback(project, case):
     assert run.code == 3, (run.code, run.stderr[-2000:])
     doc = run.document()
     assert doc["summary"]["clean"] is False
+    for item in doc.get("unjudged", []):
+        assert item["reason"].isprintable(), item  # one line, nothing a terminal would act on
     cache = project.parent / ".cache" / "index"
     assert all(p.resolve().is_relative_to(cache.resolve()) for p in cache.rglob("*"))
     assert not list(project.parent.rglob("escaped*"))  # nothing written where a page's text points
