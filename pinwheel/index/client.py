@@ -378,26 +378,8 @@ class IndexClient:
                     name=cname,
                     url=url,
                 )
-            ctype = resp.headers.get("Content-Type", "").split(";")[0].strip().lower()
             page_url = resp.url or url
-            if "json" in ctype:
-                try:
-                    doc = json.loads(self._body(resp, transfer.JSON_PAGE, url))
-                    listed = doc.get("files") if isinstance(doc, dict) else None
-                    transfer.check_count(transfer.PAGE_FILES, url, len(listed) if isinstance(listed, list) else 0)
-                    files = parse_json_page(doc, page_url)
-                except (ValueError, RecursionError) as exc:  # RecursionError: nesting deeper than json reads
-                    raise IndexUnavailable(
-                        f"index page of package {cname!r}: {redact(url)} returned invalid JSON ({exc})",
-                        name=cname,
-                        url=url,
-                    ) from None
-                fmt = "json"
-            else:
-                body = self._body(resp, transfer.HTML_PAGE, url)
-                transfer.check_count(transfer.PAGE_FILES, url, sum(1 for _ in _ANCHOR.finditer(body)))
-                files = parse_html_page(body.decode(resp.encoding or "utf-8", errors="replace"), page_url)
-                fmt = "html"
+            files, fmt = self._page_files(resp, cname, url, page_url)
             record = {
                 "name": cname,
                 "index_url": redact(self.index_url),
@@ -410,6 +392,22 @@ class IndexClient:
             }
         atomic_write(self._page_cache_path(cname), json.dumps(record).encode())
         return Page.of(files)
+
+    def _page_files(self, resp: requests.Response, cname: str, url: str, page_url: str) -> tuple[list[IndexFile], str]:
+        """The files a project page lists, and its format (json or html); read within the page's bounds."""
+        ctype = resp.headers.get("Content-Type", "").split(";")[0].strip().lower()
+        if "json" not in ctype:
+            body = self._body(resp, transfer.HTML_PAGE, url)
+            transfer.check_count(transfer.PAGE_FILES, url, sum(1 for _ in _ANCHOR.finditer(body)))
+            return parse_html_page(body.decode(resp.encoding or "utf-8", errors="replace"), page_url), "html"
+        try:
+            doc = json.loads(self._body(resp, transfer.JSON_PAGE, url))
+            listed = doc.get("files") if isinstance(doc, dict) else None
+            transfer.check_count(transfer.PAGE_FILES, url, len(listed) if isinstance(listed, list) else 0)
+            return parse_json_page(doc, page_url), "json"
+        except (ValueError, RecursionError) as exc:  # RecursionError: nesting deeper than json reads
+            raise IndexUnavailable(f"index page of package {cname!r}: {redact(url)} returned invalid JSON ({exc})",
+                                   name=cname, url=url) from None
 
     def versions(self, name: str, *, include_yanked: bool = False) -> list[Version]:
         """Versions of a project, ascending; versions whose files are all yanked are left out."""
