@@ -232,11 +232,11 @@ class IndexClient:
             self._failed_hosts.add(host)
             raise IndexUnavailable(f"index {redact(self.index_url)}: {what}: {exc}", name=name, url=url) from None
         except _network_errors() as exc:
-            self._failed_hosts.add(host)
             last = f"{type(exc).__name__}: {_reason(exc)}"
             if not isinstance(exc, _retried_errors()):  # a URL requests refuses: no attempt was made
                 raise IndexUnavailable(f"index {redact(self.index_url)}: {what}: {redact(url)} cannot be "
                                        f"requested ({last})", name=name, url=url) from None
+            self._failed_hosts.add(host)
             why = self._deadline_why(last) if self.clock.remaining() <= 0 else \
                 f"unavailable after {attempts} attempt{'s' if attempts != 1 else ''} ({last})"
             raise IndexUnavailable(f"index {redact(self.index_url)}: {what}: {redact(url)} {why}",
