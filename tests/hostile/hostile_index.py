@@ -237,3 +237,14 @@ def run_bounded(args: list[str], cwd: Path, *, memory_mib: int = 1024, timeout: 
 def assert_no_traceback(run: Run) -> None:
     assert "Traceback" not in run.stderr + run.stdout, run.stderr[-3000:]
     assert "MemoryError" not in run.stderr + run.stdout, run.stderr[-3000:]
+
+
+def reasons(run: Run) -> str:
+    """Why a report could not judge, each reason checked to be one printable line, joined with " | "."""
+    doc = run.document()
+    found = [doc["could_not_judge"]] if "could_not_judge" in doc else [u["reason"] for u in doc["unjudged"]]
+    assert found, run.stdout[-2000:]
+    for why in found:
+        assert why.isprintable(), why  # one line, nothing a terminal would act on
+    return " | ".join(found)
+

@@ -2,7 +2,8 @@
 with an honest verdict (could not judge, exit 3), one JSON document, and no traceback."""
 from __future__ import annotations
 
-from hostile.hostile_index import Drip, DripHeaders, HostileIndex, Static, assert_no_traceback, html_page, run_bounded
+from hostile.hostile_index import Drip, DripHeaders, HostileIndex, Static, assert_no_traceback, html_page, reasons, \
+    run_bounded
 
 # 1 byte a second: main's client read this page for as long as it lasted (600 s), --index-deadline included
 PAGE = html_page({"app-1.0-py3-none-any.whl": "../../files/app-1.0-py3-none-any.whl"}) + b" " * 400
@@ -11,13 +12,6 @@ PAGE = html_page({"app-1.0-py3-none-any.whl": "../../files/app-1.0-py3-none-any.
 def report(project, url, *extra, env=None):
     return run_bounded(["--manifest", str(project), "report", "--json", "--no-lock", "--index-url", url, *extra],
                        cwd=project.parent, env=env, timeout=120)
-
-
-def reason(run) -> str:
-    doc = run.document()
-    if "could_not_judge" in doc:
-        return doc["could_not_judge"]
-    return " | ".join(u["reason"] for u in doc["unjudged"])
 
 
 def test_a_dripped_page_is_given_up_at_the_minimum_rate(project):
@@ -29,7 +23,7 @@ def test_a_dripped_page_is_given_up_at_the_minimum_rate(project):
     assert run.code == 3, run.stderr
     doc = run.document()
     assert doc["summary"]["clean"] is False
-    why = reason(run)
+    why = reasons(run)
     assert "minimum rate" in why and "PINWHEEL_MIN_TRANSFER_RATE" in why and "\n" not in why, why
     assert ix.url + "app/" in why
 
@@ -42,7 +36,7 @@ def test_a_dripped_page_is_given_up_at_the_command_deadline(project):
         run = report(project, ix.url, "--index-deadline", "4", env={"PINWHEEL_MIN_TRANSFER_RATE": "0"})
     assert_no_traceback(run)
     assert run.code == 3, run.stderr
-    why = reason(run)
+    why = reasons(run)
     assert "deadline" in why and "\n" not in why, why
 
 
@@ -54,7 +48,7 @@ def test_a_request_deadline_bounds_one_request_within_a_longer_command(project):
                      env={"PINWHEEL_MIN_TRANSFER_RATE": "0", "PINWHEEL_REQUEST_DEADLINE": "3"})
     assert_no_traceback(run)
     assert run.code == 3, run.stderr
-    why = reason(run)
+    why = reasons(run)
     assert "PINWHEEL_REQUEST_DEADLINE" in why, why
 
 
@@ -66,7 +60,7 @@ def test_dripped_headers_are_given_up_at_the_request_deadline(project):
         run = report(project, ix.url, env={"PINWHEEL_REQUEST_DEADLINE": "3"})
     assert_no_traceback(run)
     assert run.code == 3, run.stderr
-    why = reason(run)
+    why = reasons(run)
     assert "no answer before the deadline (raise it with --index-deadline or PINWHEEL_REQUEST_DEADLINE)" in why, why
     assert ix.url + "app/" in why and "\n" not in why
 

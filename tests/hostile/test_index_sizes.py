@@ -4,14 +4,14 @@ early, within a memory bound, naming the limit and the variable that raises it; 
 from __future__ import annotations
 
 import hashlib
-import io
 import json
 import re
 import zipfile
 
 import pytest
 
-from hostile.hostile_index import JSON, Flood, HostileIndex, Static, assert_no_traceback, html_page, run_bounded
+from hostile.hostile_index import JSON, Flood, HostileIndex, Static, assert_no_traceback, html_page, reasons, \
+    run_bounded
 
 from localindex import build_wheel, metadata_text
 
@@ -26,11 +26,6 @@ MEMORY_MIB = 1024
 def report(project, url, env=None):
     return run_bounded(["--manifest", str(project), "report", "--json", "--no-lock", "--index-url", url],
                        cwd=project.parent, memory_mib=MEMORY_MIB, env=env, timeout=170)
-
-
-def reasons(run) -> str:
-    doc = run.document()
-    return doc.get("could_not_judge") or " | ".join(u["reason"] for u in doc["unjudged"])
 
 
 @pytest.mark.parametrize("announce", [True, False], ids=["content-length", "chunked"])
