@@ -459,10 +459,12 @@ def cmd_bump(args: argparse.Namespace) -> int:
 
 def cmd_asset(args: argparse.Namespace) -> int:
     """`asset add URL`: download a release wheel into the asset cache and print its manifest entry."""
+    from .index.transfer import LimitError, check_bounds
     from .steps.asset import AssetError, add as add_asset
     try:
+        check_bounds()
         entry = add_asset(args.url, Workspace(Path(args.manifest).parent, "").asset_cache)
-    except AssetError as exc:
+    except (AssetError, LimitError) as exc:
         raise UsageError(str(exc)) from None
     sys.stdout.write(entry)
     return EXIT_OK

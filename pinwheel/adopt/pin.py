@@ -111,7 +111,7 @@ def _git(todo: Todo) -> str:
 
 
 def _asset(todo: Todo, cache: Path) -> str:
-    from ..image.assets import AssetError, download  # the asset cache's verified download, only when pinning
+    from ..steps.downloads import DownloadError as AssetError, download  # the asset cache's verified download, only when pinning
 
     url = todo.pin[1]
     try:

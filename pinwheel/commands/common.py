@@ -8,7 +8,7 @@ import os
 import sys
 from pathlib import Path
 
-from ..index import DEFAULT_DEADLINE, IndexClient, metadata_source
+from ..index import DEFAULT_DEADLINE, IndexClient, metadata_source, transfer
 from ..lock import check_lock
 from ..manifest import Manifest
 from ..plan import LockState, Plan, plan_platforms, plan_variant
@@ -176,7 +176,8 @@ def select_platform_plans(m: Manifest, args: argparse.Namespace) -> list[Plan]:
 
 def add_deadline_arg(p: argparse.ArgumentParser) -> None:
     p.add_argument("--index-deadline", type=float, metavar="SECONDS", default=None,
-                   help=f"stop retrying an index that keeps failing after this long (default {DEFAULT_DEADLINE:g})")
+                   help=f"the most seconds this command spends on the index, retries and slow bodies included "
+                        f"(default {DEFAULT_DEADLINE:g})")
 
 
 def add_variant_args(p: argparse.ArgumentParser) -> None:
@@ -186,6 +187,10 @@ def add_variant_args(p: argparse.ArgumentParser) -> None:
 
 def index_client(args: argparse.Namespace, m: Manifest, plan: Plan | None = None):
     """Where metadata comes from: pip's index, and torch from the variant's extra index where it names one."""
+    try:
+        transfer.check_bounds()
+    except transfer.LimitError as exc:
+        raise UsageError(str(exc)) from None
     client = IndexClient(index_url=getattr(args, "index_url", None), cache_dir=Workspace.of(m).index_cache,
                          offline=getattr(args, "offline", False),
                          deadline=getattr(args, "index_deadline", None) or DEFAULT_DEADLINE,

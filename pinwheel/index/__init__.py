@@ -4,7 +4,7 @@
 - ``target``: the target's wheel tags and marker environment (``plan.Target`` calls these);
 - ``files``: the files a project page lists;
 - ``metadata``: what a wheel declares, from METADATA or the wheel itself;
-- ``client``: ``IndexClient``, with its cache, retries and deadline;
+- ``client``: ``IndexClient``, with its cache, retries and deadline (bounded HTTP in ``transfer``);
 - ``sources``: routing packages to indexes, and the one metadata source of a Plan.
 
 Nothing here touches the network or runs pip at import time.

@@ -12,17 +12,17 @@ Range.
 Everything is cached on disk so that a resolve can be repeated offline::
 
     <cache_dir>/pages/<index-key>/<project>.json      parsed project page + fetch time
-    <cache_dir>/metadata/<sha256[:2]>/<sha256>.METADATA   raw METADATA of a wheel
+    <cache_dir>/metadata/<kind>/<key[:2]>/<key>.METADATA  raw METADATA of a wheel, and its origin
 
-``index-key`` is a short hash of the index URL; metadata is keyed by the wheel's
-sha256, so it is shared between indexes serving the same file.
+``index-key`` is a short hash of the index URL; metadata is kept under a key
+its reader verified (index/metacache.py): shared between indexes where a hash
+was checked, per URL where nothing was.
 
 Nothing here touches the network or runs pip at import time.
 """
 
 from __future__ import annotations
 
-import functools
 import hashlib
 import json
 import logging
@@ -31,13 +31,14 @@ import tempfile
 import threading
 import time
 from pathlib import Path
-from typing import IO, TYPE_CHECKING, Any, Callable, Iterable, Mapping, Sequence
+from typing import IO, TYPE_CHECKING, Any, Iterable, Mapping, Sequence
 from urllib.parse import urljoin, urlsplit
 
 from packaging.utils import NormalizedName, canonicalize_name
 from packaging.version import Version
 
 from ..fsutil import atomic_open, atomic_write
+from . import transfer
 from .config import ca_bundle, default_index_url
 from .errors import (
     CacheMiss,
@@ -49,10 +50,11 @@ from .errors import (
     redact,
 )
 from .files import IndexFile, file_or_none, parse_html_page, parse_json_page, parse_version
-from .metadata import DistMetadata, RangeFile, from_parsed, local_metadata, parse_metadata, parsed_fields, \
-    read_metadata_from_zip
+from .metacache import MetadataCache
+from .metadata import DistMetadata, RangeFile, local_metadata, parse_metadata, read_metadata_from_zip
+from .page import Page, may_match, tag_parts, tag_priority
 from .parsed import ParsedStore, read_with_stat
-from .target import python_tuple, target_tags
+from .target import python_tuple
 
 if TYPE_CHECKING:
     import requests
@@ -69,125 +71,32 @@ ACCEPT = (
 TAIL_BYTES = 64 * 1024
 # Whole-wheel downloads stay in memory up to this size, then spill to disk.
 SPOOL_BYTES = 32 * 1024 * 1024
-RETRY_STATUS = frozenset({429}) | frozenset(range(500, 600))
-# Total seconds a client waits on the network, retries included (report --index-deadline).
-DEFAULT_DEADLINE = 60.0
+RETRY_STATUS = transfer.RETRY_STATUS
+_ANCHOR = re.compile(rb"<a[\s>]", re.IGNORECASE)  # a page's links, counted before any is parsed
+# Total seconds one command spends on the network, retries and bodies included (report --index-deadline).
+DEFAULT_DEADLINE = 600.0
+
+
+def _retried_errors() -> tuple[type[Exception], ...]:
+    """What a request raises once urllib3's Retry has given up on a connection, a timeout or a broken body."""
+    import requests  # requests loads with the first request: an offline run never needs it
+
+    return (requests.ConnectionError, requests.Timeout, requests.exceptions.ChunkedEncodingError,
+            requests.exceptions.RetryError)
 
 
 def _network_errors() -> tuple[type[Exception], ...]:
-    """Connection failures worth another attempt."""
-    import requests  # requests loads with the first request: an offline run never needs it
+    """Those, and anything else requests raises on purpose (a URL it cannot send, a header it cannot read)."""
+    import requests  # see _retried_errors
 
-    return (requests.ConnectionError, requests.Timeout, requests.exceptions.ChunkedEncodingError)
-
-
-class _Page:
-    """A project's files as its page lists them, grouped by version; a group is built on first use.
-
-    ``versions`` maps each version's text (the first file's) to the text of its first unyanked file's
-    version, or None when every file of it is yanked, in ascending version order (so the sort a caller
-    does is one pass over a sorted list); ``load_group`` gives one version's files (IndexFiles, or the
-    parsed store's entries for them, built when asked for) and ``load_all`` every file in page order.
-    """
-
-    def __init__(self, versions: dict[str, str | None], load_group, load_all) -> None:
-        self._versions = versions
-        self._load_group = load_group
-        self._load_all = load_all
-        self._texts: dict[Version, str] | None = None  # each version's first text, built on first lookup
-        self.best: dict[tuple, IndexFile | None] = {}  # best_wheel's answers for this page, per target
-        self._entries: dict[str, list[IndexFile | dict]] = {}  # each group as load_group gave it
-        self._groups: dict[str, list[IndexFile]] = {}  # each group, every file built
-        self._all: list[IndexFile] | None = None
-
-    @classmethod
-    def of(cls, files: list[IndexFile]) -> "_Page":
-        groups = group_by_version(files)
-        page = cls({text: next((str(f.version) for f in group if not f.is_yanked), None)
-                    for text, group in groups.items()}, groups.__getitem__, lambda: files)
-        page._groups, page._all = groups, files
-        return page
-
-    def versions(self, include_yanked: bool) -> list[Version]:
-        return [parse_version(text if include_yanked else unyanked) for text, unyanked in self._versions.items()
-                if include_yanked or unyanked is not None]
-
-    def _text_of(self, want: Version) -> str | None:
-        if self._texts is None:
-            self._texts = {}
-            for text in self._versions:
-                self._texts.setdefault(parse_version(text), text)
-        return self._texts.get(want)
-
-    def _group_entries(self, text: str) -> list[IndexFile | dict]:
-        if text not in self._entries:
-            self._entries[text] = self._load_group(text)
-        return self._entries[text]
-
-    def files_of(self, want: Version) -> list[IndexFile]:
-        """The files of one version, in page order (equal versions share one group)."""
-        text = self._text_of(want)
-        if text is None:
-            return []
-        if text not in self._groups:
-            self._groups[text] = [_built(e) for e in self._group_entries(text)]
-        return list(self._groups[text])
-
-    def wheels_of(self, want: Version, may_match: Callable[[str], bool]) -> list[IndexFile]:
-        """The wheels of one version whose file name ``may_match`` accepts, in page order. A version lists a
-        wheel per Python and platform, and building each file's record costs more than choosing among them,
-        so the others are never built."""
-        text = self._text_of(want)
-        if text is None:
-            return []
-        if text in self._groups:
-            return [f for f in self._groups[text] if f.is_wheel and may_match(f.filename)]
-        return [_built(e) for e in self._group_entries(text)
-                if _filename(e).endswith(".whl") and may_match(_filename(e))]
-
-    def all(self) -> list[IndexFile]:
-        if self._all is None:
-            self._all = self._load_all()
-        return list(self._all)
+    return _retried_errors() + (requests.RequestException,)
 
 
-def _built(entry: IndexFile | dict) -> IndexFile:
-    """A group's file: the parsed store gives its entries as IndexFile.to_json wrote them."""
-    return entry if isinstance(entry, IndexFile) else IndexFile.from_json(entry)
-
-
-def _filename(entry: IndexFile | dict) -> str:
-    return entry.filename if isinstance(entry, IndexFile) else entry["filename"]
-
-
-@functools.lru_cache(maxsize=64)
-def _tag_priority(python_version: str, platforms: tuple[str, ...]) -> dict:
-    """Each wheel tag a target supports, by preference (0 is best); asked once per target, not per lookup."""
-    return {tag: i for i, tag in enumerate(target_tags(python_version, platforms))}
-
-
-@functools.lru_cache(maxsize=64)
-def _tag_parts(python_version: str, platforms: tuple[str, ...]) -> tuple[frozenset[str], frozenset[str]]:
-    """The interpreters and the platforms of the target's tags: a wheel naming none of either cannot match."""
-    tags = _tag_priority(python_version, platforms)
-    return frozenset(t.interpreter for t in tags), frozenset(t.platform for t in tags)
-
-
-def _may_match(filename: str, interpreters: frozenset[str], platforms: frozenset[str]) -> bool:
-    """Whether a wheel's compressed tag set (its name's last three fields) can hold one of the target's tags:
-    parsing each file's tags in full costs more than the rest of choosing a wheel."""
-    py, _abi, plat = filename[:-4].rsplit("-", 3)[-3:]
-    return (not interpreters.isdisjoint(py.lower().split(".")) and
-            not platforms.isdisjoint(plat.lower().split(".")))
-
-
-def group_by_version(files: list[IndexFile]) -> dict[str, list[IndexFile]]:
-    """Files grouped by equal versions, each group keyed by its first file's version text, in ascending version
-    order; the files of a group in page order."""
-    groups: dict[Version, list[IndexFile]] = {}
-    for f in files:
-        groups.setdefault(f.version, []).append(f)
-    return {str(groups[v][0].version): groups[v] for v in sorted(groups)}
+def _reason(exc: Exception) -> str:
+    """The cause urllib3 gave up on, rather than its 'Max retries exceeded' wrapper."""
+    inner = exc.args[0] if exc.args else None
+    reason = getattr(inner, "reason", None)
+    return str(reason if reason is not None else exc)
 
 
 class IndexClient:
@@ -220,6 +129,7 @@ class IndexClient:
         probe_metadata: bool = True,
         deadline: float | None = DEFAULT_DEADLINE,
         refresh: bool = False,
+        clock: transfer.Clock | None = None,
     ) -> None:
         self._index_url = index_url.rstrip("/") + "/" if index_url else None
         self.cache_dir = Path(cache_dir)
@@ -234,11 +144,13 @@ class IndexClient:
         # mirrors drop the PEP 658 attributes but still serve the files.
         self.probe_metadata = probe_metadata
         self.deadline = deadline
+        self.clock = clock or transfer.Clock(deadline)  # siblings share it: the deadline is the command's
         self.refresh = refresh
-        self._failing_since: float | None = None
+        self._single_session: requests.Session | None = None
         self._failed_hosts: set[str] = set()
-        self._pages: dict[str, _Page] = {}
+        self._pages: dict[str, Page] = {}
         self._parsed = ParsedStore(self.cache_dir)
+        self._metadata_cache = MetadataCache(self.cache_dir, self._parsed)
         self._lock = threading.Lock()
         self._name_locks: dict[str, threading.Lock] = {}
         self.stats = {"page_requests": 0, "metadata_requests": 0, "range_requests": 0, "downloads": 0}
@@ -248,7 +160,7 @@ class IndexClient:
         return IndexClient(
             index_url, cache_dir=self.cache_dir, offline=self.offline, retries=self.retries, backoff=self.backoff,
             timeout=self.timeout, max_age=self.max_age, verify=self._verify, probe_metadata=self.probe_metadata,
-            deadline=self.deadline, refresh=self.refresh,
+            deadline=self.deadline, refresh=self.refresh, clock=self.clock,
         )
 
     # -- plumbing ----------------------------------------------------------
@@ -265,7 +177,19 @@ class IndexClient:
             import requests  # see _network_errors
 
             self._session = requests.Session()
+        if not getattr(self._session, "_pinwheel_retries", False):
+            transfer.mount_retries(self._session, self.retries, self.backoff, self.clock.ends())
+            self._session._pinwheel_retries = True  # type: ignore[attr-defined]
         return self._session
+
+    @property
+    def _single(self) -> requests.Session:
+        """The session for a host that failed every attempt: one attempt per request from then on."""
+        if self._single_session is None:
+            import requests  # see _network_errors
+
+            self._single_session = transfer.mount_retries(requests.Session(), 0, 0, self.clock.ends())
+        return self._single_session
 
     @property
     def verify(self) -> str | bool:
@@ -284,59 +208,63 @@ class IndexClient:
         what: str,
         name: str | None,
         headers: Mapping[str, str] | None = None,
-        stream: bool = False,
     ) -> requests.Response:
-        """GET with retries on 5xx/429, connection errors and timeouts, within the client's deadline."""
+        """GET, its body left to read with transfer.receive: urllib3's Retry retries 5xx/429, connection errors
+        and timeouts, within the command's deadline (a host that failed every attempt gets one from then on)."""
         if self.offline:
             raise CacheMiss(f"offline: {what} is not in the cache ({redact(url)})", name=name)
         host = urlsplit(url).netloc
-        last = ""
+        if urlsplit(url).scheme.lower() not in ("http", "https"):  # a page may link anywhere: only HTTP is read
+            raise IndexUnavailable(f"index {redact(self.index_url)}: {what}: {redact(url)} is not an http(s) URL",
+                                   name=name, url=url)
+        remaining = self.clock.remaining()
+        if remaining <= 0:
+            raise IndexUnavailable(f"index {redact(self.index_url)}: {what}: {redact(url)} {self._deadline_why()}",
+                                   name=name, url=url)
+        session = self._single if host in self._failed_hosts else self.session
+        ends = self.clock.request_ends()  # the status line, the headers and the body, together
         attempts = 1 if host in self._failed_hosts else self.retries + 1
-        tried = 0
-        for attempt in range(attempts):
-            if attempt:
-                delay = min(self.backoff * (2 ** (attempt - 1)), self._remaining())
-                log.debug("retrying %s in %.2fs (%s)", redact(url), delay, last)
-                if delay > 0:
-                    time.sleep(delay)
-            remaining = self._remaining()
-            if remaining <= 0:
-                break
-            tried += 1
-            started = time.monotonic()  # a failure's clock starts when its attempt did
-            try:
-                resp = self.session.get(
-                    url,
-                    headers=dict(headers or {}),
-                    stream=stream,
-                    timeout=min(self.timeout, remaining),
-                    verify=self.verify,
-                )
-            except _network_errors() as exc:
-                last = f"{type(exc).__name__}: {exc}"
-                self._failing_since = self._failing_since or started
-                continue
-            if resp.status_code in RETRY_STATUS:
-                last = f"HTTP {resp.status_code}"
-                resp.close()
-                self._failing_since = self._failing_since or started
-                continue
-            self._failed_hosts.discard(host)
-            self._failing_since = None
-            return resp
-        self._failed_hosts.add(host)
-        if self._remaining() <= 0:
-            why = f"gave up at the {self.deadline:g} s network deadline" + (f" (last error: {last})" if last else "")
-        else:
-            why = f"unavailable after {tried} attempt{'s' if tried != 1 else ''} ({last})"
-        raise IndexUnavailable(f"index {redact(self.index_url)}: {what}: {redact(url)} {why}", name=name, url=url)
+        try:
+            resp = transfer.get(session, url, ends, f"--index-deadline or "
+                                f"{transfer.REQUEST_DEADLINE.env}", headers=dict(headers or {}), verify=self.verify,
+                                timeout=min(self.timeout, remaining))
+        except transfer.TooSlow as exc:
+            self._failed_hosts.add(host)
+            raise IndexUnavailable(f"index {redact(self.index_url)}: {what}: {exc}", name=name, url=url) from None
+        except _network_errors() as exc:
+            last = f"{type(exc).__name__}: {_reason(exc)}"
+            if not isinstance(exc, _retried_errors()):  # a URL requests refuses: no attempt was made
+                raise IndexUnavailable(f"index {redact(self.index_url)}: {what}: {redact(url)} cannot be "
+                                       f"requested ({last})", name=name, url=url) from None
+            self._failed_hosts.add(host)
+            why = self._deadline_why(last) if self.clock.remaining() <= 0 else \
+                f"unavailable after {attempts} attempt{'s' if attempts != 1 else ''} ({last})"
+            raise IndexUnavailable(f"index {redact(self.index_url)}: {what}: {redact(url)} {why}",
+                                   name=name, url=url) from None
+        if resp.status_code in RETRY_STATUS:
+            history = getattr(getattr(resp.raw, "retries", None), "history", ())
+            tried = len(history) + 1
+            resp.close()
+            self._failed_hosts.add(host)
+            last = f"HTTP {resp.status_code}"
+            why = self._deadline_why(last) if self.clock.remaining() <= 0 else \
+                f"unavailable after {tried} attempt{'s' if tried != 1 else ''} ({last})"
+            raise IndexUnavailable(f"index {redact(self.index_url)}: {what}: {redact(url)} {why}",
+                                   name=name, url=url)
+        self._failed_hosts.discard(host)
+        resp.pinwheel_ends = ends  # type: ignore[attr-defined]  # when its body must be in (_ends)
+        return resp
 
-    def _remaining(self) -> float:
-        if self.deadline is None:
-            return float("inf")
-        if self._failing_since is None:
-            return self.deadline
-        return self.deadline - (time.monotonic() - self._failing_since)
+    def _ends(self, resp: requests.Response) -> float:
+        return getattr(resp, "pinwheel_ends", None) or self.clock.request_ends()
+
+    def _deadline_why(self, last: str = "") -> str:
+        return (f"gave up at the {self.clock.seconds:g} s network deadline (--index-deadline)"
+                + (f" (last error: {last})" if last else ""))
+
+    def _body(self, resp: requests.Response, bound, url: str) -> bytes:
+        """A response's whole body, within the request's deadline, the minimum rate and the bound's size."""
+        return transfer.receive(resp, bound=bound, ends=self._ends(resp), url=url)
 
     # -- project pages -----------------------------------------------------
 
@@ -360,16 +288,16 @@ class IndexClient:
         record["_stat"] = stat  # which file these bytes came from, for the parsed store
         return record
 
-    def _cached_page(self, cname: str, record: dict[str, Any], remember: bool = True) -> _Page:
+    def _cached_page(self, cname: str, record: dict[str, Any], remember: bool = True) -> Page:
         """The page a cache record lists, remembered parsed for the next run."""
         stat = record.pop("_stat", None)
-        page = _Page.of([f for f in map(file_or_none, record["files"]) if f is not None])
+        page = Page.of([f for f in map(file_or_none, record["files"]) if f is not None])
         if stat is not None and remember:
             groups = {text: (page._versions[text], [f.to_json() for f in group]) for text, group in page._groups.items()}
             self._parsed.store_page(self._page_cache_path(cname), stat, float(record.get("fetched", 0)), groups)
         return page
 
-    def _parsed_page(self, cname: str) -> _Page | None:
+    def _parsed_page(self, cname: str) -> Page | None:
         """The cached page from the parsed store, where it holds the page file as it is now."""
         path = self._page_cache_path(cname)
         found = self._parsed.page(path)
@@ -379,7 +307,7 @@ class IndexClient:
         if not self.offline and (self.max_age is None or time.time() - fetched > self.max_age):
             return None
 
-        def load_group(text: str) -> list[IndexFile | dict]:  # once per version: the _Page keeps what it gives
+        def load_group(text: str) -> list[IndexFile | dict]:  # once per version: the Page keeps what it gives
             entries = self._parsed.page_files(path, text)
             if entries is not None:
                 return entries  # built into IndexFiles as they are asked for
@@ -394,20 +322,20 @@ class IndexClient:
                 raise CacheMiss(f"the cached index page of package {cname!r} went away ({path})", name=cname)
             return self._cached_page(cname, record, remember=False).all()  # to list every file; rows kept
 
-        return _Page(versions, load_group, load_all)
+        return Page(versions, load_group, load_all)
 
     def files(self, name: str) -> list[IndexFile]:
         """All files of a project (wheels and sdists) as the index lists them."""
         return self._page(name).all()
 
-    def _page(self, name: str) -> _Page:
+    def _page(self, name: str) -> Page:
         cname = canonicalize_name(name)
         with self._key_lock(f"page:{cname}"):
             if cname not in self._pages:
                 self._pages[cname] = self._load_page(cname)
             return self._pages[cname]
 
-    def _load_page(self, cname: str) -> _Page:
+    def _load_page(self, cname: str) -> Page:
         if self.offline or (self.max_age is not None and not self.refresh):
             parsed = self._parsed_page(cname)
             if parsed is not None:
@@ -441,7 +369,7 @@ class IndexClient:
             if resp.status_code == 304 and cached is not None:
                 cached["fetched"] = time.time()
                 atomic_write(self._page_cache_path(cname), json.dumps(cached).encode())
-                return _Page.of([f for f in map(file_or_none, cached["files"]) if f is not None])
+                return Page.of([f for f in map(file_or_none, cached["files"]) if f is not None])
             if resp.status_code == 404:
                 raise PackageNotFound(cname, url)
             if resp.status_code != 200:
@@ -450,21 +378,8 @@ class IndexClient:
                     name=cname,
                     url=url,
                 )
-            ctype = resp.headers.get("Content-Type", "").split(";")[0].strip().lower()
             page_url = resp.url or url
-            if "json" in ctype:
-                try:
-                    files = parse_json_page(resp.json(), page_url)
-                except ValueError as exc:
-                    raise IndexUnavailable(
-                        f"index page of package {cname!r}: {redact(url)} returned invalid JSON ({exc})",
-                        name=cname,
-                        url=url,
-                    ) from None
-                fmt = "json"
-            else:
-                files = parse_html_page(resp.text, page_url)
-                fmt = "html"
+            files, fmt = self._page_files(resp, cname, url, page_url)
             record = {
                 "name": cname,
                 "index_url": redact(self.index_url),
@@ -476,7 +391,23 @@ class IndexClient:
                 "files": [f.to_json() for f in files],
             }
         atomic_write(self._page_cache_path(cname), json.dumps(record).encode())
-        return _Page.of(files)
+        return Page.of(files)
+
+    def _page_files(self, resp: requests.Response, cname: str, url: str, page_url: str) -> tuple[list[IndexFile], str]:
+        """The files a project page lists, and its format (json or html); read within the page's bounds."""
+        ctype = resp.headers.get("Content-Type", "").split(";")[0].strip().lower()
+        if "json" not in ctype:
+            body = self._body(resp, transfer.HTML_PAGE, url)
+            transfer.check_count(transfer.PAGE_FILES, url, sum(1 for _ in _ANCHOR.finditer(body)))
+            return parse_html_page(body.decode(resp.encoding or "utf-8", errors="replace"), page_url), "html"
+        try:
+            doc = json.loads(self._body(resp, transfer.JSON_PAGE, url))
+            listed = doc.get("files") if isinstance(doc, dict) else None
+            transfer.check_count(transfer.PAGE_FILES, url, len(listed) if isinstance(listed, list) else 0)
+            return parse_json_page(doc, page_url), "json"
+        except (ValueError, RecursionError) as exc:  # RecursionError: nesting deeper than json reads
+            raise IndexUnavailable(f"index page of package {cname!r}: {redact(url)} returned invalid JSON ({exc})",
+                                   name=cname, url=url) from None
 
     def versions(self, name: str, *, include_yanked: bool = False) -> list[Version]:
         """Versions of a project, ascending; versions whose files are all yanked are left out."""
@@ -500,11 +431,11 @@ class IndexClient:
         asked = (want, python_version, tuple(platforms))
         if asked in page.best:  # the replay and the metadata lookup ask the same question
             return page.best[asked]
-        priority = _tag_priority(python_version, tuple(platforms))
-        interpreters, plats = _tag_parts(python_version, tuple(platforms))
+        priority = tag_priority(python_version, tuple(platforms))
+        interpreters, plats = tag_parts(python_version, tuple(platforms))
         py = ".".join(str(p) for p in python_tuple(python_version))
         best: tuple[tuple, IndexFile] | None = None
-        for f in page.wheels_of(want, lambda filename: _may_match(filename, interpreters, plats)):
+        for f in page.wheels_of(want, lambda filename: may_match(filename, interpreters, plats)):
             ranks = [priority[t] for t in f.tags if t in priority]
             if not ranks or not f.requires_python_allows(py):
                 continue
@@ -517,10 +448,6 @@ class IndexClient:
         return page.best[asked]
 
     # -- metadata ----------------------------------------------------------
-
-    def _meta_cache_path(self, f: IndexFile) -> Path:
-        key = f.sha256 or "url-" + hashlib.sha256(f.url.encode()).hexdigest()
-        return self.cache_dir / "metadata" / key[:2] / f"{key}.METADATA"
 
     def metadata(
         self,
@@ -593,30 +520,18 @@ class IndexClient:
             raise MetadataUnavailable(
                 f"{f.filename} is an sdist; pinwheel reads metadata from wheels", name=f.name, version=str(f.version)
             )
-        path = self._meta_cache_path(f)
-        with self._key_lock(f"meta:{path.name}"):
-            cached = not (self.refresh and not self.offline)
-            if cached:
-                parsed = self._parsed.metadata(path)
-                if parsed is not None:
-                    meta = from_parsed(parsed, filename=f.filename, url=f.url, sha256=f.sha256, source="cache")
-                    if meta is not None:
-                        return meta
-            try:
-                raw, stat = read_with_stat(path) if cached else (None, None)
-            except FileNotFoundError:
-                raw = None
-            if raw is not None:
-                meta = parse_metadata(raw, filename=f.filename, url=f.url, sha256=f.sha256, source="cache")
-                self._parsed.store_metadata(path, stat, parsed_fields(meta))
-                return meta
+        with self._key_lock(f"meta:{f.url}"):
+            if not (self.refresh and not self.offline):
+                cached = self._metadata_cache.read(f)
+                if cached is not None:
+                    return cached
             if self.offline:
                 raise CacheMiss(
                     f"offline: metadata of package {f.name!r} {f.version} ({f.filename}) is not in the cache",
                     name=f.name,
                 )
             raw, source = self._fetch_metadata(f)
-            atomic_write(path, raw)
+            self._metadata_cache.store(f, raw, source, self.index_url)
         meta = parse_metadata(raw, filename=f.filename, url=f.url, sha256=f.sha256, source=source)
         if meta.name != f.name or meta.version != f.version:
             log.warning(
@@ -631,7 +546,7 @@ class IndexClient:
             resp = self._request(f.url + ".metadata", what=what, name=f.name)
             with resp:
                 if resp.status_code == 200:
-                    data = resp.content
+                    data = self._body(resp, transfer.METADATA, f.url + ".metadata")
                     if f.metadata_sha256:
                         actual = hashlib.sha256(data).hexdigest()
                         if actual != f.metadata_sha256.lower():
@@ -650,14 +565,14 @@ class IndexClient:
         what = f"wheel of package {f.name!r} {f.version}"
         # One request answers both questions: a 206 starts a ranged read, a 200
         # means the server ignores Range and is already sending the whole wheel.
-        resp = self._request(f.url, what=what, name=f.name, headers={"Range": f"bytes=-{TAIL_BYTES}"}, stream=True)
+        resp = self._request(f.url, what=what, name=f.name, headers={"Range": f"bytes=-{TAIL_BYTES}"})
         with resp:
             if resp.status_code == 404:
                 raise MetadataUnavailable(f"{what}: {redact(f.url)} answered 404", name=f.name, version=str(f.version))
             if resp.status_code == 206:
                 total = self._content_range_total(resp)
                 if total is not None:
-                    tail = resp.content
+                    tail = self._ranged_body(resp, f, TAIL_BYTES)
                     self.stats["range_requests"] += 1
                     return self._metadata_ranged(f, tail, total), "range"
             elif resp.status_code == 200:
@@ -665,11 +580,22 @@ class IndexClient:
             else:
                 raise IndexUnavailable(f"{what}: {redact(f.url)} answered HTTP {resp.status_code}", name=f.name, url=f.url)
         # 206 without a usable Content-Range: download the whole wheel
-        resp = self._request(f.url, what=what, name=f.name, stream=True)
+        resp = self._request(f.url, what=what, name=f.name)
         with resp:
             if resp.status_code != 200:
                 raise IndexUnavailable(f"{what}: {redact(f.url)} answered HTTP {resp.status_code}", name=f.name, url=f.url)
             return self._metadata_download(f, resp), "download"
+
+    def _ranged_body(self, resp: requests.Response, f: IndexFile, want: int) -> bytes:
+        """The body of a 206: what was asked for, and a server that sends more is refused before it is all in."""
+        if want > transfer.METADATA.value():  # the zip directory or METADATA member is read whole
+            raise transfer.TooLarge(transfer.METADATA, f.url, want)
+        try:
+            return transfer.receive(resp, bound=transfer.METADATA, ends=self._ends(resp), url=f.url,
+                                    limit=want)
+        except transfer.TooLarge:
+            raise IndexUnavailable(f"wheel of package {f.name!r} {f.version}: {redact(f.url)} sent more than the "
+                                   f"{want} bytes of the range asked for", name=f.name, url=f.url) from None
 
     @staticmethod
     def _content_range_total(resp: requests.Response) -> int | None:
@@ -686,9 +612,10 @@ class IndexClient:
             r = self._request(f.url, what=what, name=f.name, headers={"Range": f"bytes={start}-{end}"})
             with r:
                 if r.status_code == 206:
-                    data = r.content
-                elif r.status_code == 200:  # server stopped honouring Range: slice the body
-                    data = r.content[start : end + 1]
+                    data = self._ranged_body(r, f, end - start + 1)
+                elif r.status_code == 200:  # server stopped honouring Range: slice the body's start
+                    data = transfer.receive(r, bound=transfer.DOWNLOAD, ends=self._ends(r), url=f.url,
+                                            upto=end + 1)[start : end + 1]
                 else:
                     raise IndexUnavailable(f"{what}: {redact(f.url)} answered HTTP {r.status_code}", name=f.name, url=f.url)
             if len(data) != end - start + 1:
@@ -724,14 +651,16 @@ class IndexClient:
         """Write a file's body to ``out``, checked against the sha256 the index lists; the bytes written."""
         digest = hashlib.sha256()
         size = 0
-        try:
-            for chunk in resp.iter_content(chunk_size=1 << 20):
-                digest.update(chunk)
-                size += len(chunk)
-                out.write(chunk)
-        except _network_errors() as exc:
-            raise IndexUnavailable(f"download of {f.filename}: {redact(f.url)} failed ({exc})",
-                                   name=f.name, url=f.url) from None
+
+        def take(chunk: bytes) -> None:
+            nonlocal size
+            digest.update(chunk)
+            size += len(chunk)
+            out.write(chunk)
+
+        # a whole file may take longer than a document: its body is bounded by the command's deadline and the rate
+        transfer.receive(resp, bound=transfer.DOWNLOAD, ends=self.clock.ends(), url=f.url, sink=take,
+                         raise_with="--index-deadline")
         if f.sha256 and digest.hexdigest() != f.sha256.lower():
             raise HashMismatch(f.filename, f.url, f.sha256, digest.hexdigest())
         return size
@@ -753,7 +682,7 @@ class IndexClient:
 
         The file appears under its name only once it is whole and verified.
         """
-        resp = self._request(f.url, what=f"file {f.filename}", name=f.name, stream=True)
+        resp = self._request(f.url, what=f"file {f.filename}", name=f.name)
         with resp:
             if resp.status_code != 200:
                 raise IndexUnavailable(f"download of {f.filename}: {redact(f.url)} answered HTTP {resp.status_code}",

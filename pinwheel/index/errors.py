@@ -5,13 +5,19 @@ from urllib.parse import urlsplit
 
 
 def redact(url: str | None) -> str:
-    """The URL without a password, for messages."""
+    """The URL without a password, for messages, on one line (a page's link may hold any character)."""
     if not url:
         return ""
-    parts = urlsplit(url)
-    if parts.password is None:
-        return url
-    netloc = f"{parts.username}:****@{parts.hostname}" + (f":{parts.port}" if parts.port else "")
+    if not url.isprintable():
+        url = "".join(c if c.isprintable() else c.encode("unicode_escape", "backslashreplace").decode("ascii")
+                      for c in url)
+    try:
+        parts = urlsplit(url)
+        if parts.password is None:
+            return url
+        netloc = f"{parts.username}:****@{parts.hostname}" + (f":{parts.port}" if parts.port else "")
+    except ValueError:  # a netloc urlsplit cannot read: shown without what may be a password
+        return url.split("://", 1)[0] + "://(unreadable address)"
     return parts._replace(netloc=netloc).geturl()
 
 

@@ -142,7 +142,8 @@ def _hash_value(value: Any) -> tuple[bool, str | None]:
     if value is None or value is False:
         return False, None
     if isinstance(value, dict):
-        return True, value.get("sha256")
+        sha = value.get("sha256")
+        return True, sha if isinstance(sha, str) else None
     if isinstance(value, str):
         if value.lower() in ("", "false"):
             return False, None
@@ -171,7 +172,7 @@ def _make_file(
             url=url,
             sha256=sha256,
             requires_python=requires_python or None,
-            yanked=yanked if yanked else False,
+            yanked=(yanked if isinstance(yanked, (bool, str)) else bool(yanked)) if yanked else False,
             has_metadata=has_meta,
             metadata_sha256=meta_sha,
             size=size,
@@ -182,23 +183,42 @@ def _make_file(
 
 
 def parse_json_page(data: Mapping[str, Any], page_url: str) -> list[IndexFile]:
-    """Files of a PEP 691 project page."""
+    """Files of a PEP 691 project page. A page that is not an object with a list of files is a ValueError;
+    an entry that does not read as a file (not an object, no string name or URL, a URL that does not parse)
+    is passed over, as a link of an HTML page is."""
+    if not isinstance(data, Mapping) or not isinstance(data.get("files", []), list):
+        raise ValueError("not a PEP 691 project page (an object with a list of files)")
     files = []
     for entry in data.get("files", ()):
-        url, _ = urldefrag(urljoin(page_url, entry["url"]))
-        core = entry.get("core-metadata", entry.get("dist-info-metadata"))
-        f = _make_file(
-            entry["filename"],
-            url,
-            (entry.get("hashes") or {}).get("sha256"),
-            entry.get("requires-python"),
-            entry.get("yanked", False),
-            core,
-            entry.get("size"),
-        )
+        f = _json_file(entry, page_url)
         if f is not None:
             files.append(f)
     return files
+
+
+def _json_file(entry: Any, page_url: str) -> IndexFile | None:
+    if not isinstance(entry, Mapping) or not isinstance(entry.get("filename"), str) \
+            or not isinstance(entry.get("url"), str):
+        log.debug("skipping a page entry that is not a file: %.200r", entry)
+        return None
+    try:
+        url, _ = urldefrag(urljoin(page_url, entry["url"]))
+    except ValueError:
+        log.debug("skipping a file whose URL does not parse: %.200r", entry["url"])
+        return None
+    hashes = entry.get("hashes")
+    sha256 = hashes.get("sha256") if isinstance(hashes, Mapping) else None
+    size = entry.get("size")
+    requires_python = entry.get("requires-python")
+    return _make_file(
+        entry["filename"],
+        url,
+        sha256 if isinstance(sha256, str) else None,
+        requires_python if isinstance(requires_python, str) else None,
+        entry.get("yanked", False),
+        entry.get("core-metadata", entry.get("dist-info-metadata")),
+        size if isinstance(size, int) and not isinstance(size, bool) else None,
+    )
 
 
 @functools.cache
@@ -238,14 +258,21 @@ def parse_html_page(text: str, page_url: str) -> list[IndexFile]:
     parser = _link_parser()()
     parser.feed(text)
     parser.close()
-    base = urljoin(page_url, parser.base) if parser.base else page_url
+    try:
+        base = urljoin(page_url, parser.base) if parser.base else page_url
+    except ValueError:  # a <base> that does not parse: links are read against the page's own URL
+        base = page_url
     files = []
     for attrs, label in parser.anchors:
         href = attrs.get("href")
         if not href:
             continue
-        url, frag = urldefrag(urljoin(base, href))
-        filename = os.path.basename(urlsplit(url).path) or label
+        try:
+            url, frag = urldefrag(urljoin(base, href))
+            filename = os.path.basename(urlsplit(url).path) or label
+        except ValueError:  # e.g. an unclosed IPv6 host: not a link to a file
+            log.debug("skipping a link whose URL does not parse: %.200r", href)
+            continue
         sha256 = None
         if frag:
             algo, _, digest = frag.partition("=")

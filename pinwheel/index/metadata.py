@@ -22,6 +22,7 @@ from packaging.version import InvalidVersion, Version
 
 from ..fsutil import sha256_file
 from .errors import HashMismatch, MetadataUnavailable
+from .transfer import METADATA as METADATA_BOUND, TooLarge
 
 if TYPE_CHECKING:
     import zipfile  # imported where a wheel is opened
@@ -250,7 +251,10 @@ def _find_metadata_member(names: Sequence[str], project: str | None) -> str:
 def read_metadata_from_zip(zf: zipfile.ZipFile, project: str | None, url: str) -> bytes:
     """The METADATA member of an open wheel, checked against its RECORD."""
     member = _find_metadata_member(zf.namelist(), project)
-    data = zf.read(member)  # zipfile checks the CRC
+    info = zf.getinfo(member)
+    if info.file_size > METADATA_BOUND.value() or info.compress_size > METADATA_BOUND.value():
+        raise TooLarge(METADATA_BOUND, f"{url} ({member})", info.file_size)  # refused before a byte of it is read
+    data = zf.read(member)  # zipfile checks the CRC, and stops at the declared size
     # Check METADATA against the wheel's RECORD when the record can be read cheaply.
     record_name = member.rsplit("/", 1)[0] + "/RECORD"
     try:

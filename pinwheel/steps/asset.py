@@ -106,12 +106,20 @@ def wheel_problem(filename: str, package: str, version: str) -> str | None:
     return None
 
 
+def url_problem(url: str) -> str | None:
+    """Why url is not one an asset step downloads, or None (what the manifest refuses, `asset add` refuses first)."""
+    if not _URL.fullmatch(url) or url.endswith("/"):
+        return (f"{show(url)} is not a URL of a file this kind downloads "
+                "(https:// or http://, no spaces, quotes or query)")
+    return None
+
+
 def _asset(r: Reader, node: Any, key: str, arch: str | None, package: str, version: str) -> Asset:
     m = r.mapping(node, key, {"url", "sha256"}, {"url", "sha256"}).value
     url = r.string(m["url"], f"{key}.url")
-    if not _URL.fullmatch(url) or url.endswith("/"):
-        raise r.fail(m["url"].line, f"{key}.url", f"{show(url)} is not a URL of a file this kind downloads "
-                                                  "(https:// or http://, no spaces, quotes or query)")
+    problem = url_problem(url)
+    if problem:
+        raise r.fail(m["url"].line, f"{key}.url", problem)
     problem = wheel_problem(url.rsplit("/", 1)[1], package, version)
     if problem:
         raise r.fail(m["url"].line, f"{key}.url", problem)
@@ -289,15 +297,39 @@ def manifest_entry(url: str, sha256: str, package: str, step: str) -> str:
 
 
 def add(url: str, cache: Path) -> str:
-    """Download url, and the manifest entry that pins it (`build.py asset add URL`)."""
+    """Download url, check that it is a wheel, and the manifest entry that pins it (`build.py asset add URL`).
+    The URL is checked by the manifest's own rules first, so nothing is downloaded for an entry the manifest
+    would refuse."""
+    problem = url_problem(url)
+    if problem:
+        raise AssetError(f"asset add: {problem}")
     name = url.rsplit("/", 1)[-1]
     m = _WHEEL.fullmatch(name)
     if not m:
         raise AssetError(f"{name!r} is not a wheel file name (name-version-python-abi-platform.whl)")
-    sha256, _ = download(url, cache)
+    sha256, path = download(url, cache, expect_zip=True)
+    problem = wheel_content_problem(path)
+    if problem:
+        path.unlink()
+        raise AssetError(f"{url}: {problem}")
     package = f"{m['name'].replace('_', '-').lower()}=={m['version']}"
     step = m["name"].replace("_", "-").replace(".", "-").lower()
     return manifest_entry(url, sha256, package, step)
+
+
+def wheel_content_problem(path: Path) -> str | None:
+    """Why a downloaded file is not a wheel (a zip with a .dist-info holding METADATA and WHEEL), or None."""
+    import zipfile  # noqa: PLC0415 - only `asset add` opens one
+
+    try:
+        with zipfile.ZipFile(path) as zf:
+            names = zf.namelist()
+    except (zipfile.BadZipFile, OSError) as exc:
+        return f"not a wheel: not a readable zip archive ({exc})"
+    infos = {n.split("/", 1)[0] for n in names if n.count("/") == 1 and n.split("/", 1)[0].endswith(".dist-info")}
+    if not any(f"{d}/METADATA" in names and f"{d}/WHEEL" in names for d in infos):
+        return "not a wheel: the zip has no .dist-info directory with METADATA and WHEEL"
+    return None
 
 
 KIND = Assets()

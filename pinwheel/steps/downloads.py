@@ -10,45 +10,56 @@ from __future__ import annotations
 import hashlib
 import os
 import shutil
-import ssl
 import tempfile
-import urllib.request
 from pathlib import Path
 
 from ..fsutil import sha256_file
-from ..index import ca_bundle
+from ..index import IndexClientError, ca_bundle, transfer
 from .base import StagingError
 
-CHUNK = 1 << 20
+# Every wheel is a zip whose first member's local header comes first.
+ZIP_MAGIC = b"PK\x03\x04"
+RETRIES = 3
 
 
 class DownloadError(StagingError):
     """A file could not be downloaded, or its bytes are not the ones the manifest pins."""
 
 
-def _open(url: str, timeout: float):
-    context = None
-    if url.startswith("https://"):
-        ca = ca_bundle()
-        context = ssl.create_default_context(cafile=ca) if ca else ssl.create_default_context()
-    request = urllib.request.Request(url, headers={"User-Agent": "pinwheel"})
-    return urllib.request.urlopen(request, timeout=timeout, context=context)
+def download(url: str, cache: Path, timeout: float = 60.0, clock: transfer.Clock | None = None,
+             expect_zip: bool = False) -> tuple[str, Path]:
+    """Download url into the cache; (its sha256, its path there). The transfer is bounded as the index's are
+    (index/transfer.py): retries, a deadline, a minimum rate, the download size limit; with ``expect_zip``, a
+    body that does not start as a zip is refused at its first bytes (a pinned digest needs no such guess)."""
+    import requests  # noqa: PLC0415 - only a build with downloads, or `asset add`, downloads
 
-
-def download(url: str, cache: Path, timeout: float = 120.0) -> tuple[str, Path]:
-    """Download url into the cache; (its sha256, its path there)."""
     name = url.rsplit("/", 1)[1]
+    clock = clock or transfer.Clock(transfer.ASSET_DEADLINE.value())
     cache.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=cache, prefix=".download-")
     digest = hashlib.sha256()
+    head = bytearray()
+
+    def take(chunk: bytes) -> None:
+        if expect_zip and len(head) < len(ZIP_MAGIC):
+            head.extend(chunk[: len(ZIP_MAGIC) - len(head)])
+            if not ZIP_MAGIC.startswith(bytes(head)):
+                raise DownloadError(f"{url}: not a wheel: the body does not start as a zip archive does")
+        digest.update(chunk)
+        out.write(chunk)
+
+    session = transfer.mount_retries(requests.Session(), RETRIES, 0.5, clock.ends())
     try:
         with os.fdopen(fd, "wb") as out:
             try:
-                with _open(url, timeout) as resp:
-                    while chunk := resp.read(CHUNK):
-                        digest.update(chunk)
-                        out.write(chunk)
-            except OSError as exc:
+                with transfer.get(session, url, clock.ends(), transfer.ASSET_DEADLINE.env,
+                                  timeout=min(timeout, max(clock.remaining(), 0.1)), verify=ca_bundle() or True,
+                                  headers={"User-Agent": "pinwheel"}) as resp:
+                    if resp.status_code != 200:
+                        raise DownloadError(f"cannot download {url}: HTTP {resp.status_code}")
+                    transfer.receive(resp, bound=transfer.DOWNLOAD, ends=clock.ends(), url=url, sink=take,
+                                     raise_with=transfer.ASSET_DEADLINE.env)
+            except (requests.RequestException, IndexClientError) as exc:
                 raise DownloadError(f"cannot download {url}: {exc}") from None
         found = digest.hexdigest()
         dest = cache / "sha256" / found / name
@@ -57,6 +68,7 @@ def download(url: str, cache: Path, timeout: float = 120.0) -> tuple[str, Path]:
         os.replace(tmp, dest)
         return found, dest
     finally:
+        session.close()
         if os.path.exists(tmp):
             os.unlink(tmp)
 

@@ -99,9 +99,12 @@ def read_patch_file(r: Reader, node: Any, key: str) -> tuple[str, str]:
     if not _FILE.fullmatch(file) or ".." in file.split("/"):
         raise r.fail(node.line, key, f"{show(file)} is not a relative path inside the manifest's directory")
     path = Path(r.path).parent / file
-    if path.is_symlink() or not path.is_file():
-        raise r.fail(node.line, key, f"{file} is not a regular file next to the manifest")
-    data = path.read_bytes()
+    try:  # a name the file system refuses (too long) is an OSError here, not a missing file
+        if path.is_symlink() or not path.is_file():
+            raise r.fail(node.line, key, f"{file} is not a regular file next to the manifest")
+        data = path.read_bytes()
+    except OSError as exc:
+        raise r.fail(node.line, key, f"{show(file)} cannot be read ({exc.strerror})") from None
     if len(data) > MAX_BYTES:
         raise r.fail(node.line, key, f"{file} is over {MAX_BYTES >> 20} MiB")
     return file, hashlib.sha256(data).hexdigest()

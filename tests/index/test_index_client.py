@@ -13,6 +13,7 @@ from packaging.specifiers import SpecifierSet
 from packaging.tags import Tag
 from packaging.version import Version
 
+from pinwheel.index.metacache import origin_of
 from pinwheel.index import (
     CacheMiss,
     HashMismatch,
@@ -262,10 +263,17 @@ def test_offline_from_cache(local_index, tmp_path):
     again10 = offline.metadata("pkg", "1.0")
     assert again10 == m10 and again10.source == "cache"
     assert offline.metadata("pkg", "1.1") == m11
-    # cache layout: page by index + name, metadata by the wheel's sha256
+    # cache layout: page by index + name; metadata by what was verified: 1.1's PEP 658 file by its own
+    # sha256, 1.0's ranged read (nothing verified) by its URL, each with its origin beside it
     assert len(list(cache.glob("pages/*/pkg.json"))) == 1
-    for f in offline.files("pkg"):
-        assert (cache / "metadata" / f.sha256[:2] / f"{f.sha256}.METADATA").is_file()
+    f10, f11 = sorted(offline.files("pkg"), key=lambda f: f.version)
+    core = cache / "metadata" / "core" / f11.metadata_sha256[:2] / f"{f11.metadata_sha256}.METADATA"
+    assert core.is_file() and origin_of(core)["verified_by"] and origin_of(core)["source"] == "pep658"
+    (ranged,) = (cache / "metadata" / "url").rglob("*.METADATA")
+    assert origin_of(ranged) | {"fetched": 0} == {
+        "url": f10.url, "index_url": url, "filename": f10.filename, "claimed_sha256": f10.sha256,
+        "source": "range", "verified_by": None, "fetched": 0}
+    assert not list(cache.glob(f"metadata/**/{f10.sha256}.METADATA"))  # never under the page's claim
 
 
 def test_offline_cache_miss_names_the_package(local_index, tmp_path):

@@ -13,6 +13,7 @@ import subprocess
 import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
@@ -73,11 +74,30 @@ def parent_of(data: Any, path: tuple) -> tuple[Any, Any]:
     return get(data, path[:-1]), path[-1]
 
 
-STRING_PATHS = [p for p in PATHS if isinstance(get(DATA, p), str)]
-REQUIREMENT_PATHS = [p for p in PATHS if p[-1] == "requirement"]
-VERSION_PATHS = [p for p in PATHS if p[-1] in ("cuda", "torch", "python")]
-DICT_PATHS = [()] + [p for p in PATHS if isinstance(get(DATA, p), dict)]
-LIST_PATHS = [p for p in PATHS if isinstance(get(DATA, p), list)]
+@dataclass(frozen=True)
+class Seed:
+    """A manifest to mutate, and the paths into it that each operation picks from."""
+
+    data: Any
+    paths: list
+    string_paths: list
+    requirement_paths: list
+    version_paths: list
+    dict_paths: list
+    list_paths: list
+
+    @classmethod
+    def of(cls, data: Any) -> "Seed":
+        paths = list(node_paths(data))
+        return cls(data, paths, [p for p in paths if isinstance(get(data, p), str)],
+                   [p for p in paths if p[-1] == "requirement"],
+                   [p for p in paths if p[-1] in ("cuda", "torch", "python")],
+                   [()] + [p for p in paths if isinstance(get(data, p), dict)],
+                   [p for p in paths if isinstance(get(data, p), list)])
+
+
+SHIPPED_SEED = Seed.of(DATA)
+STRING_PATHS = SHIPPED_SEED.string_paths
 
 
 def dump(data: Any) -> bytes:
@@ -85,60 +105,60 @@ def dump(data: Any) -> bytes:
     return yaml.dump(data, Dumper=dumper, sort_keys=False, allow_unicode=True, width=10**9).encode("utf-8")
 
 
-def structural(rng: random.Random) -> tuple[str, bytes]:
-    """Mutate the parsed manifest and write it back out as YAML."""
-    data = copy.deepcopy(DATA)
+def structural(rng: random.Random, seed: Seed = SHIPPED_SEED) -> tuple[str, bytes]:
+    """Mutate the parsed manifest (the shipped one, or another seed) and write it back out as YAML."""
+    data = copy.deepcopy(seed.data)
     op = rng.choice(["delete", "duplicate", "swap", "version", "requirement", "unicode", "control", "huge",
                      "rename", "unknown", "string", "shuffle"])
     if op == "delete":
-        path = rng.choice(PATHS)
+        path = rng.choice(seed.paths)
         parent, k = parent_of(data, path)
         del parent[k]
     elif op == "duplicate":
-        path = rng.choice(LIST_PATHS)
+        path = rng.choice(seed.list_paths)
         items = get(data, path)
         if items:
             i = rng.randrange(len(items))
             items.insert(rng.randrange(len(items) + 1), copy.deepcopy(items[i]))
     elif op == "swap":
-        path = rng.choice(PATHS)
+        path = rng.choice(seed.paths)
         parent, k = parent_of(data, path)
         parent[k] = copy.deepcopy(rng.choice(SWAPS))
     elif op == "version":
-        path = rng.choice(VERSION_PATHS + REQUIREMENT_PATHS)
+        path = rng.choice(seed.version_paths + seed.requirement_paths)
         parent, k = parent_of(data, path)
         bad = rng.choice(BAD_VERSIONS)
         parent[k] = (parent[k].split("==")[0] + "==" + bad) if k == "requirement" else bad
     elif op == "requirement":
-        path = rng.choice(REQUIREMENT_PATHS + [p for p in STRING_PATHS if "needed_by" in p])
+        path = rng.choice(seed.requirement_paths + [p for p in seed.string_paths if "needed_by" in p])
         parent, k = parent_of(data, path)
         parent[k] = rng.choice(BAD_REQUIREMENTS)
     elif op in ("unicode", "control"):
-        path = rng.choice(STRING_PATHS)
+        path = rng.choice(seed.string_paths)
         parent, k = parent_of(data, path)
         value = parent[k]
         at = rng.randrange(len(value) + 1)
         parent[k] = value[:at] + rng.choice(UNICODE if op == "unicode" else CONTROL) + value[at:]
     elif op == "huge":
-        path = rng.choice(PATHS)
+        path = rng.choice(seed.paths)
         parent, k = parent_of(data, path)
         parent[k] = copy.deepcopy(rng.choice(HUGE))
     elif op == "rename":
-        path = rng.choice([p for p in PATHS if isinstance(p[-1], str)])
+        path = rng.choice([p for p in seed.paths if isinstance(p[-1], str)])
         parent, k = parent_of(data, path)
         new = rng.choice([k[:-1], k.upper(), k + "s", k.replace("_", "-"), " " + k, k + "\u200b", "", "~", "1"])
         if new not in parent:
             parent[new] = parent.pop(k)
     elif op == "unknown":
-        parent = get(data, rng.choice(DICT_PATHS))
+        parent = get(data, rng.choice(seed.dict_paths))
         parent[rng.choice(["extra", "order", "nodeps", "registry", "<<", "=", "null"])] = rng.choice(SWAPS[:12])
     elif op == "string":  # a string where another kind of value was, and back
-        path = rng.choice(STRING_PATHS)
+        path = rng.choice(seed.string_paths)
         parent, k = parent_of(data, path)
         parent[k] = rng.choice(["$(id)", "; rm -rf /", "../../etc/passwd", "{date}", "{}", "%s", "*", "a" * 200,
                                 "\\", "'", '"', "#", "- x", ": x", "&a", "*a", "!x"])
     elif op == "shuffle":
-        path = rng.choice(LIST_PATHS)
+        path = rng.choice(seed.list_paths)
         rng.shuffle(get(data, path))
     return f"structural:{op}", dump(data)
 

@@ -23,6 +23,7 @@ from pinwheel.render import render_dockerfile
 from pinwheel.steps import kind_of
 from pinwheel.steps.asset import wheel_problem
 
+from localindex import build_wheel
 from manifests import CUDA_13_GATE, manifest_yaml, variant
 from test_render import run_scripts
 
@@ -185,10 +186,9 @@ def test_the_cache_is_content_addressed_verified_and_names_both_digests(served, 
 
 def test_asset_add_prints_an_entry_the_manifest_accepts(served, tmp_path):
     root, base = served
-    name = "pw_asset-1.0.0-py3-none-any.whl"
-    (root / name).write_bytes(b"the release")
+    name = build_wheel(root, "pw-asset", "1.0.0").name  # a real wheel: `asset add` opens it
     entry = add(f"{base}/{name}", tmp_path / "cache")
-    assert f'sha256: "{hashlib.sha256(b"the release").hexdigest()}"' in entry
+    assert f'sha256: "{hashlib.sha256((root / name).read_bytes()).hexdigest()}"' in entry
     m = load(tmp_path, entry)
     plan = plan_variant(m, "cu130")
     context = tmp_path / "context"
