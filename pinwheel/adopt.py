@@ -145,9 +145,11 @@ def _torch(sets: list[dict]) -> str:
     return "0"
 
 
-def to_yaml(adopted: Adopted, source: Path) -> str:
-    head = [f"# Started by `build.py import {source.name}`. Fill in every TODO (each why, local wheel",
-            "# versions, gate expressions), then `build.py report` and `build.py lock`."]
+def to_yaml(adopted: Adopted, source: Path, command: str = "pinwheel import") -> str:
+    """``command``: how the user started it (`pinwheel import`, `build.py import`, `pinwheel init --from`)."""
+    prog = command.split()[0]
+    head = [f"# Started by `{command} {source.name}`. Fill in every TODO (each why, local wheel",
+            f"# versions, gate expressions), then `{prog} report` and `{prog} lock`."]
     if adopted.not_expressed:
         head.append("# Not expressed here (do these by hand or in a later step kind):")
         head += [f"#   {line}" for line in adopted.not_expressed]

@@ -22,6 +22,7 @@ from .commands.common import (
     inventory_engine, lock_state, out, plans_for, require_fresh_inventory, require_fresh_lock, select_plan, select_platform_plans, select_variant,
 )
 from .commands.forensics import add_forensics_parsers
+from .commands.project import add_project_parsers, locate_manifest
 from .index.target import container_arch
 from .lock import DEFAULT_ENGINE, ENGINES, LockError, check_lock, lock_installs
 from .lock.format import ENGINE_HEADER, header_value
@@ -536,6 +537,8 @@ def cmd_lock(args: argparse.Namespace) -> int:
 
 # ------------------------------------------------------------------ parser
 
+MANIFEST_HELP = "the manifest (default: wheels_manifest.yaml here or in the nearest directory above)"
+
 
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
@@ -559,10 +562,10 @@ def build_parser() -> argparse.ArgumentParser:
         # --engine uv` would be an ambiguous --engine-host/--engine-context before `lock` saw it
         allow_abbrev=False,
     )
-    p.add_argument("--manifest", type=Path, default=Path("wheels_manifest.yaml"),
-                   help="the manifest (default: ./wheels_manifest.yaml)")
+    p.add_argument("--manifest", type=Path, default=None, help=MANIFEST_HELP)
     add_engine_args(p)
     sub = p.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    add_project_parsers(sub)
 
     r = sub.add_parser("render", help="render the Dockerfile from the manifest",
                        description="Render images/<image>/Dockerfile. --check fails (exit 1) when the committed file differs.")
@@ -711,7 +714,7 @@ def build_parser() -> argparse.ArgumentParser:
     asset_sub = asset.add_subparsers(dest="asset_command", required=True)
     asset_add = asset_sub.add_parser("add", help="download URL (a wheel) into the asset cache and print its entry")
     asset_add.add_argument("url", help="the wheel's URL (https:// or http://)")
-    asset_add.set_defaults(func=cmd_asset)
+    asset_add.set_defaults(func=cmd_asset, needs_manifest=False)
     return p
 
 
@@ -719,8 +722,7 @@ def _global_options_after_subcommand(parser: argparse.ArgumentParser) -> None:
     """`pinwheel report --manifest X` works as `pinwheel --manifest X report` does."""
     for action in parser._subparsers._group_actions:  # argparse has no public accessor for subparsers
         for sub in set(action.choices.values()):
-            sub.add_argument("--manifest", type=Path, default=argparse.SUPPRESS,
-                             help="the manifest (default: ./wheels_manifest.yaml)")
+            sub.add_argument("--manifest", type=Path, default=argparse.SUPPRESS, help=MANIFEST_HELP)
             add_engine_args(sub, default=argparse.SUPPRESS)
 
 
@@ -745,6 +747,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     _global_options_after_subcommand(parser)
     args = parser.parse_args(argv)
     try:
+        locate_manifest(args, needed=getattr(args, "needs_manifest", True))
         return args.func(args)
     except ManifestError as exc:
         err().print(f"[red]error:[/red] {escape(str(exc))}")

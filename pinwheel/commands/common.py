@@ -18,6 +18,11 @@ from ..workspace import Workspace
 EXIT_OK, EXIT_PROBLEM, EXIT_BAD_INPUT, EXIT_UNCHECKED = 0, 1, 2, 3
 
 
+def program() -> str:
+    """How the user ran the command line, for the commands that messages and files tell them to run."""
+    return "build.py" if Path(sys.argv[0]).name == "build.py" else "pinwheel"
+
+
 class UsageError(Exception):
     """Bad arguments or environment the user must fix; exit 2."""
 

@@ -18,7 +18,7 @@ from ..plan import plan_variant
 from ..resolve import ResolveError, resolve
 from ..workspace import LockFiles, Workspace
 
-from .common import EXIT_OK, EXIT_PROBLEM, UsageError, engine_or_fail, err, escape, out
+from .common import EXIT_OK, EXIT_PROBLEM, UsageError, engine_or_fail, err, escape, out, program
 
 if TYPE_CHECKING:
     from ..image.engine import Engine
@@ -117,24 +117,28 @@ def replay_audit(args: argparse.Namespace) -> dict:
 
 
 def cmd_import(args: argparse.Namespace) -> int:
-    from ..adopt import adopt, to_yaml as adopted_yaml
-    if not args.dockerfile.is_file():
-        raise UsageError(f"{args.dockerfile}: not a file")
     if args.output.exists() and not args.force:
         raise UsageError(f"{args.output} exists; pass --force to replace it")
+    return import_dockerfile(args.dockerfile, args.output, command=f"{program()} import")
+
+
+def import_dockerfile(dockerfile: Path, output: Path, command: str) -> int:
+    """Write the manifest adopted from ``dockerfile`` to ``output``; ``command`` is how its header says it
+    was started (`pinwheel import`, `pinwheel init --from`)."""
+    from ..adopt import adopt, to_yaml as adopted_yaml
+    if not dockerfile.is_file():
+        raise UsageError(f"{dockerfile}: not a file")
     try:
-        adopted = adopt(args.dockerfile)
+        adopted = adopt(dockerfile)
     except ValueError as exc:
         raise UsageError(str(exc)) from None
-    args.output.write_text(adopted_yaml(adopted, args.dockerfile))
+    output.write_text(adopted_yaml(adopted, dockerfile, command=command))
     sets = adopted.manifest["wheel_sets"]
-    out().print(f"wrote {args.output}: {len(sets)} wheel sets, "
+    out().print(f"wrote {output}: {len(sets)} wheel sets, "
                 f"{sum(len(s['packages']) for s in sets)} packages; fill in the TODOs")
     for line in adopted.not_expressed:
         err().print(f"  not expressed: {escape(line)}")
     return EXIT_OK
-
-
 
 
 def cmd_layers(args: argparse.Namespace) -> int:
@@ -166,7 +170,7 @@ def add_forensics_parsers(sub) -> None:
     ly.add_argument("--b-engine-host", metavar="URL", help="the engine that holds B (default: A's)")
     ly.add_argument("--b-engine-context", metavar="NAME", help="the docker context that holds B")
     ly.add_argument("--json", action="store_true")
-    ly.set_defaults(func=cmd_layers)
+    ly.set_defaults(func=cmd_layers, needs_manifest=False)
 
     ins = sub.add_parser(
         "inspect", help="what any local image holds, layer by layer (without running it)",
@@ -178,7 +182,7 @@ def add_forensics_parsers(sub) -> None:
     ins.add_argument("image", help="image reference in the local engine")
     ins.add_argument("--json", action="store_true")
     ins.add_argument("--verbose", "-v", action="store_true", help="list every added distribution too")
-    ins.set_defaults(func=cmd_inspect)
+    ins.set_defaults(func=cmd_inspect, needs_manifest=False)
 
     df = sub.add_parser("diff", help="what changed between two images, two locks, or an image and a lock",
                         description="Packages added, removed and changed between A and B, with versions, sizes and "
@@ -187,7 +191,7 @@ def add_forensics_parsers(sub) -> None:
     df.add_argument("a")
     df.add_argument("b")
     df.add_argument("--json", action="store_true")
-    df.set_defaults(func=cmd_diff)
+    df.set_defaults(func=cmd_diff, needs_manifest=False)
 
     au = sub.add_parser("audit", help="audit a hand-written Dockerfile: pip installs and the patterns that break images",
                         description="Read a Dockerfile with BuildKit's own parser; list every pip install per RUN "
@@ -202,7 +206,7 @@ def add_forensics_parsers(sub) -> None:
                     help="replay its pinned pip installs with the resolver, in order (reads the index)")
     au.add_argument("--offline", action="store_true", help="with --replay: cached index metadata only")
     au.add_argument("--index-url", help="with --replay: index to read metadata from (default: pip's configuration)")
-    au.set_defaults(func=cmd_audit)
+    au.set_defaults(func=cmd_audit, needs_manifest=False)
 
     im = sub.add_parser("import", help="start a wheels_manifest.yaml from a hand-written Dockerfile",
                         description="One wheel set per pip RUN, local wheels with the policy their guard implies, "
@@ -211,5 +215,5 @@ def add_forensics_parsers(sub) -> None:
     im.add_argument("dockerfile", type=Path)
     im.add_argument("--output", "-o", type=Path, default=Path("wheels_manifest.yaml"))
     im.add_argument("--force", action="store_true", help="replace an existing output file")
-    im.set_defaults(func=cmd_import)
+    im.set_defaults(func=cmd_import, needs_manifest=False)
 
