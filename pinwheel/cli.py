@@ -23,6 +23,7 @@ from .commands.common import (
 )
 from .commands.forensics import add_forensics_parsers
 from .commands.project import add_project_parsers, locate_manifest
+from .image.cache_spec import CacheSpec, cache_from_arg, cache_to_arg
 from .index.target import container_arch
 from .lock import DEFAULT_ENGINE, ENGINES, LockError, check_lock, lock_installs
 from .lock.format import ENGINE_HEADER, header_value
@@ -241,8 +242,10 @@ def cmd_build(args: argparse.Namespace) -> int:
             err().print(f"[yellow]warning:[/yellow] {escape(warning)}")
     except BuildError as exc:
         raise UsageError(str(exc)) from None
-    cache = BuildCache(tuple(r or cache_ref(plan, args.registry) for r in args.cache_from),
-                       None if args.cache_to is None else args.cache_to or cache_ref(plan, args.registry))
+    to = args.cache_to
+    cache = BuildCache(tuple(spec.ref or cache_ref(plan, args.registry) for spec in args.cache_from),
+                       None if to is None else to.ref or cache_ref(plan, args.registry),
+                       to_mode=to.mode if to is not None else "max")
     engine = engine_or_fail(args)
     built = build_variant(m, plan, engine, args.target, args.quiet, cache, fresh_checks=args.fresh_checks)
     if built is None:
@@ -604,13 +607,16 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument("--target", default="image", help="Dockerfile target (image or smoke)")
     b.add_argument("--quiet", action="store_true", help="do not stream the build log")
     b.add_argument("--json", action="store_true", help="print image id, tags and labels as JSON")
-    b.add_argument("--cache-from", action="append", nargs="?", const="", default=[], metavar="REF",
-                   help="read the layer cache from REF (a registry cache or an image with inline cache); "
-                        "bare: the variant's cache ref in --registry (REGISTRY/REPOSITORY:cache-VARIANT). "
-                        "Repeatable")
-    b.add_argument("--cache-to", nargs="?", const="", default=None, metavar="REF",
-                   help="write the layer cache to REF: a registry cache (mode=max) where the builder can, else "
-                        "the inline cache with the image pushed to REF; bare: the variant's cache ref")
+    b.add_argument("--cache-from", action="append", nargs="?", type=cache_from_arg, const=CacheSpec(), default=[],
+                   metavar="REF|type=registry,ref=REF",
+                   help="read the layer cache from REF (a registry cache or an image with inline cache), bare or as "
+                        "buildx writes it; with no value: the variant's cache ref in --registry "
+                        "(REGISTRY/REPOSITORY:cache-VARIANT). Repeatable")
+    b.add_argument("--cache-to", nargs="?", type=cache_to_arg, const=CacheSpec(), default=None,
+                   metavar="REF|type=registry,ref=REF[,mode=min|max]",
+                   help="write the layer cache to REF: a registry cache (mode=max unless mode=min) where the builder "
+                        "can, else the inline cache with the image pushed to REF; with no value: the variant's "
+                        "cache ref")
     b.add_argument("--registry", default=DEFAULT_REGISTRY,
                    help=f"the publish registry, home of the default cache refs (default: {DEFAULT_REGISTRY})")
     b.add_argument("--fresh-checks", action="store_true",

@@ -59,10 +59,12 @@ class BuildInputs:
 
 @dataclass(frozen=True)
 class BuildCache:
-    """The layer cache of one build: refs to read it from, and the ref to write it to (None: not written)."""
+    """The layer cache of one build: refs to read it from, and the ref to write it to (None: not written);
+    to_mode: how much of the build a registry cache holds (min: the image's layers, max: every stage's)."""
 
     from_refs: tuple[str, ...] = ()
     to_ref: str | None = None
+    to_mode: str = "max"
 
 
 @dataclass(frozen=True)
@@ -303,7 +305,7 @@ def _cache_options(cache: BuildCache | None, on_export) -> dict:
     if cache and cache.from_refs:
         options["cache_from"] = cache.from_refs
     if cache and cache.to_ref:
-        options.update(cache_to=cache.to_ref, on_cache_export=on_export)
+        options.update(cache_to=cache.to_ref, cache_mode=cache.to_mode, on_cache_export=on_export)
     return options
 
 

@@ -264,6 +264,7 @@ class Engine:
         platform: str | None = None,
         cache_from: Sequence[str] = (),
         cache_to: str | None = None,
+        cache_mode: str = "max",
         on_cache_export: Callable[[CacheExport], None] | None = None,
         on_log: Callable[[str], None] | None = None,
         push: bool = False,
@@ -273,7 +274,7 @@ class Engine:
         ``cache_from`` are cache refs to read (a registry cache manifest or an
         image with inline cache, either works); ``cache_to`` the ref this
         build's cache goes to, as :meth:`cache_kind` says: a registry cache
-        (mode=max), or the inline cache with the built image pushed to that
+        (``cache_mode``: max, every stage; min, the image's layers), or the inline cache with the built image pushed to that
         ref. ``on_cache_export`` is told where it went; ``on_log`` sees each
         line of the plain build log. ``push`` pushes the result to its tags'
         registry instead of loading it into the engine's store (then cached
@@ -298,7 +299,7 @@ class Engine:
         cache_kind = self.cache_kind() if cache_to else None
         cache_export: dict[str, str] | None = None
         if cache_to and cache_kind == "registry":
-            cache_export = {"type": "registry", "ref": cache_to, "mode": "max"}
+            cache_export = {"type": "registry", "ref": cache_to, "mode": cache_mode}
         elif cache_to:
             cache_export = {"type": "inline"}
         tail: collections.deque[str] = collections.deque(maxlen=self._log_tail_lines)
