@@ -275,15 +275,12 @@ def write_sbom(plan: Plan, root: Path, identity: ContentInputs, immutable: str, 
 
 def _uv_config(secrets_dir: Path, trusted: str | None, extra: str | None) -> Path:
     """uv.toml with pip's index URL (and the variant's extra index, pip's trusted hosts): what uv installs from."""
-    toml = lambda value: json.dumps(value)  # noqa: E731 - a JSON string or list of strings is valid TOML
-    lines = []
-    if trusted:
-        lines.append(f"allow-insecure-host = {toml(trusted.split())}")
-    lines += ["[pip]", f"index-url = {toml(default_index_url())}"]
-    if extra:
-        lines.append(f"extra-index-url = {toml([extra])}")
+    import tomli_w  # lazy: only a build writes it
+
+    config: dict = {"allow-insecure-host": trusted.split()} if trusted else {}
+    config["pip"] = {"index-url": default_index_url(), **({"extra-index-url": [extra]} if extra else {})}
     path = secrets_dir / "uv.toml"
-    path.write_text("\n".join(lines) + "\n")
+    path.write_text(tomli_w.dumps(config))
     path.chmod(0o600)
     return path
 
