@@ -14,6 +14,7 @@ import importlib.resources
 import os
 import json
 import shutil
+import re
 import subprocess
 import tempfile
 from dataclasses import dataclass
@@ -21,7 +22,7 @@ from pathlib import Path
 
 from . import labels
 from .identity import ContentInputs, base_digest, content_inputs
-from .labels import CONTENT_TAG, OCI_BASE_DIGEST, OCI_SOURCE
+from .labels import BASE_DIGEST_KIND, CONTENT_TAG, OCI_BASE_DIGEST, OCI_SOURCE
 from .assets import AssetError, asset_labels, stage_assets
 from .patches import PatchError, patch_labels, stage_patches
 from .base import platform_base
@@ -133,6 +134,14 @@ def labels_for(plan: Plan, lock_sha256: str, versions: dict[str, str], dated_tag
     return labels
 
 
+def base_digest_kind(engine: Engine, base: str, digest: str) -> str:
+    """What ``digest`` (the base.digest label) is: a manifest digest, or, for a base that has none in a
+    registry (a bootstrap base), the local image's id."""
+    if "@sha256:" in base or not engine.image_exists(base) or engine.image_id(base) != digest:
+        return "manifest"
+    return "image-id"
+
+
 def source_url(root: Path) -> str | None:
     """org.opencontainers.image.source: the repository the image is built from, as CI names it, else the
     checkout's `origin` remote (https only, without credentials); None when neither says."""
@@ -144,11 +153,22 @@ def source_url(root: Path) -> str | None:
                               text=True, timeout=10)
     except (OSError, subprocess.SubprocessError):
         return None
-    url = proc.stdout.strip() if proc.returncode == 0 else ""
-    if not url.startswith("https://"):
+    return https_source(proc.stdout.strip()) if proc.returncode == 0 else None
+
+
+def https_source(url: str) -> str | None:
+    """A remote's address as a browser opens it, as CI tools write the source label: https as is, an ssh
+    remote (``git@host:org/repo.git``, ``ssh://git@host[:port]/org/repo.git``) as https on the same host
+    and path; never a user or credentials. None for anything else (a local path, a file:// remote)."""
+    from urllib.parse import urlsplit
+
+    scp = re.fullmatch(r"(?:[A-Za-z0-9._-]+@)?([A-Za-z0-9.-]+):(?!//)/?([^\s]+)", url)
+    if scp and "/" in scp.group(2):
+        return f"https://{scp.group(1)}/{scp.group(2)}"
+    parts = urlsplit(url)
+    if parts.scheme not in ("https", "ssh", "git+ssh") or not parts.hostname or not parts.path.strip("/"):
         return None
-    host_part = url[len("https://"):]
-    return "https://" + host_part.split("@", 1)[-1] if "@" in host_part.split("/", 1)[0] else url
+    return f"https://{parts.hostname}{parts.path}"
 
 
 def git_revision(root: Path) -> str | None:
@@ -326,6 +346,7 @@ def build_image(plans: list[Plan], plan: Plan, root: Path, engine: Engine, targe
     labels["org.opencontainers.image.base.name"] = base
     if identity.base_digest:
         labels[OCI_BASE_DIGEST] = identity.base_digest
+        labels[BASE_DIGEST_KIND] = base_digest_kind(engine, base, identity.base_digest)
     source = source_url(root)
     if source:
         labels[OCI_SOURCE] = source
