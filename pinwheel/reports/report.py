@@ -390,10 +390,22 @@ def next_steps(plan: Plan, shared: list[dict], summary: dict, abi: list[dict] | 
         names = sorted(({e.parent for e in plan.edges if e.verdict == "unchecked"} | {u.package for u in plan.unjudged}
                         | {row["name"] for row in abi or () if row["abi_class"] == "unknown"})
                        - {d["package"] for d in missing or ()})
-        steps.append(f"{summary['unchecked']} requirement(s) could not be judged ({', '.join(names)}): check the "
-                     f"index and the network, run again (--refresh re-reads the index), or pass --allow-unchecked "
-                     f"to accept them knowingly")
+        steps.append(f"{summary['unchecked']} requirement(s) could not be judged ({', '.join(names)}): "
+                     f"{unchecked_advice(plan)}, or pass --allow-unchecked to accept them knowingly")
     return steps
+
+
+def unchecked_advice(plan: Plan) -> str:
+    """What to do about lookups that failed, by why they failed: an unset index variable, a cache an
+    --offline run could not answer from, or the index itself."""
+    reasons = [u.reason for u in plan.unjudged] + [e.detail for e in plan.edges if e.verdict == "unchecked"]
+    unset = sorted(set(re.findall(r"\$([A-Z_][A-Z0-9_]*), which is not set", " ".join(reasons))))
+    advice = [f"set ${v} (the index the variant reads torch from)" for v in unset]
+    if any("offline: " in r for r in reasons):
+        advice.append("run once without --offline (what was asked is not in the cache yet)")
+    if not advice or any("offline: " not in r and "which is not set" not in r for r in reasons):
+        advice.append("check the index and the network, run again (--refresh re-reads the index)")
+    return "; ".join(advice)
 
 
 def dropped_text(d: dict) -> str:
