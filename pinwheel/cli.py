@@ -341,7 +341,8 @@ def cmd_publish(args: argparse.Namespace) -> int:
                     own.update({"import": no_gpu[platform], "gpu": no_gpu[platform]})
                 result = publish(engine, tags, args.registry, ws.smoke_results, require_gpu=args.require_gpu
                                  and platform not in no_gpu, declared=declared, allowed=own,
-                                 progress=PushPrinter(err()), check_only=check_only, sbom=sbom)
+                                 progress=PushPrinter(err()), check_only=check_only, sbom=sbom,
+                                 explicit_tags=bool(args.tag))
                 if result is not None:
                     results[platform] = result
         indexes = publish_index(tags_of[plan.container_platform], args.registry, results, no_gpu,
@@ -357,11 +358,17 @@ def cmd_publish(args: argparse.Namespace) -> int:
                         markup=False)
         for ref in result.refs:
             verb = "pushed" if ref == result.refs[0] else ("tagged" if ref in result.moved else "unchanged")
-            out().print(f"[green]{verb}[/green] {escape(ref)} {result.digests[ref]}"
+            out().print(f"[green]{verb}[/green] {escape(ref)} {moved_digest(result, ref)}"
                         + (f" ({platform})" if len(plans) > 1 else ""))
     for ref, digest in indexes.items():
         out().print(f"[green]pushed index[/green] {escape(ref)} {digest} ({', '.join(results)})")
     return EXIT_OK
+
+
+def moved_digest(result, ref: str) -> str:
+    """The digest a tag names now; for a tag this publish moved off another digest: old → new."""
+    before = result.previous.get(ref)
+    return f"{before} → {result.digests[ref]}" if before else result.digests[ref]
 
 
 def publish_failed(exc: Exception, refused: str = "not published") -> int:
@@ -413,8 +420,9 @@ def promote_digest(args: argparse.Namespace, m: Manifest, plan: Plan, ws: Worksp
         return publish_failed(exc)
     for note in result.notes:
         err().print(f"note: {escape(note)}")
-    for tag, digest in result.digests.items():
-        out().print(f"[green]{'tagged' if tag in result.moved else 'unchanged'}[/green] {escape(tag)} {digest}")
+    for tag in result.digests:
+        out().print(f"[green]{'tagged' if tag in result.moved else 'unchanged'}[/green] {escape(tag)} "
+                    f"{moved_digest(result, tag)}")
     return EXIT_OK
 
 
@@ -601,7 +609,9 @@ def build_parser() -> argparse.ArgumentParser:
     b = sub.add_parser("build", help="build an image variant on the BuildKit engine",
                        description="Build a variant from the rendered Dockerfile and its lock. Creates a local bootstrap "
                                    "base when the manifest names one that is missing. Tags: the dated tag from the "
-                                   "manifest and an immutable one from the manifest and lock hashes.")
+                                   "manifest, and the content tag <variant>-<hash of every input: manifest, lock, "
+                                   "base digest, local wheels, assets, git sources, patches>, which publish never "
+                                   "moves to other bytes. Exit 0 built, 1 the build failed, 2 bad input.")
     add_variant_args(b)
     add_platform_arg(b)
     b.add_argument("--target", default="image", help="Dockerfile target (image or smoke)")
@@ -656,7 +666,9 @@ def build_parser() -> argparse.ArgumentParser:
                                     "A skipped level is not a passed one. --allow-skipped LEVEL with a reason publishes "
                                     "anyway and records the allowance in the pushed image's labels "
                                     "(io.pinwheel.smoke.allowed-skipped, io.pinwheel.smoke.skip-reason). "
-                                    "Re-running pushes the same digests again.")
+                                    "Re-running pushes the same digests again. The content tag is immutable: other "
+                                    "bytes under it are refused (publish them with --tag); a tag that moves prints "
+                                    "old digest -> new. Exit 0 published, 1 refused, 2 bad input.")
     add_variant_args(pb)
     pb.add_argument("--registry", default=DEFAULT_REGISTRY, help=f"registry host[:port] (default: {DEFAULT_REGISTRY})")
     pb.add_argument("--tag", action="append", default=[], help="a local tag to publish (repeatable)")
