@@ -31,11 +31,21 @@ class UsageError(Exception):
 UNBOUNDED_WIDTH = 100_000
 
 
+# --color, as main() read it for this run: auto (colour on a terminal), always, never.
+_COLOR = {"mode": "auto"}
+
+
+def set_color(mode: str) -> None:
+    _COLOR["mode"] = mode
+
+
 def _console(stream):
     from rich.console import Console  # rich loads when something is printed, not for `--json` or `--help`
     width = None if stream.isatty() else UNBOUNDED_WIDTH
+    mode = _COLOR["mode"]
     # emoji off: a manifest key like ":thumbs_up:" must print as written
-    return Console(file=stream, highlight=False, soft_wrap=True, width=width, emoji=False)
+    return Console(file=stream, highlight=False, soft_wrap=True, width=width, emoji=False,
+                   force_terminal=True if mode == "always" else None, no_color=True if mode == "never" else None)
 
 
 def out():

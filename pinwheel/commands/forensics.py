@@ -170,7 +170,7 @@ def add_forensics_parsers(sub) -> None:
     ly.add_argument("--b-engine-host", metavar="URL", help="the engine that holds B (default: A's)")
     ly.add_argument("--b-engine-context", metavar="NAME", help="the docker context that holds B")
     ly.add_argument("--json", action="store_true")
-    ly.set_defaults(func=cmd_layers, needs_manifest=False)
+    ly.set_defaults(func=cmd_layers, needs_manifest=False, uses_engine=True)
 
     ins = sub.add_parser(
         "inspect", help="what any local image holds, layer by layer (without running it)",
@@ -181,8 +181,9 @@ def add_forensics_parsers(sub) -> None:
         formatter_class=argparse.RawDescriptionHelpFormatter)
     ins.add_argument("image", help="image reference in the local engine")
     ins.add_argument("--json", action="store_true")
-    ins.add_argument("--verbose", "-v", action="store_true", help="list every added distribution too")
-    ins.set_defaults(func=cmd_inspect, needs_manifest=False)
+    ins.add_argument("--verbose", "-v", action="store_true", default=argparse.SUPPRESS,
+                     help="list every added distribution too")
+    ins.set_defaults(func=cmd_inspect, needs_manifest=False, uses_engine=True)
 
     df = sub.add_parser("diff", help="what changed between two images, two locks, or an image and a lock",
                         description="Packages added, removed and changed between A and B, with versions, sizes and "
@@ -191,7 +192,7 @@ def add_forensics_parsers(sub) -> None:
     df.add_argument("a")
     df.add_argument("b")
     df.add_argument("--json", action="store_true")
-    df.set_defaults(func=cmd_diff, needs_manifest=False)
+    df.set_defaults(func=cmd_diff, needs_manifest=False, uses_engine=True)
 
     au = sub.add_parser("audit", help="audit a hand-written Dockerfile: pip installs and the patterns that break images",
                         description="Read a Dockerfile with BuildKit's own parser; list every pip install per RUN "

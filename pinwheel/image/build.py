@@ -18,6 +18,7 @@ import re
 import subprocess
 import tempfile
 from dataclasses import dataclass
+from typing import Callable
 from pathlib import Path
 
 from . import labels
@@ -328,10 +329,11 @@ def _cache_options(cache: BuildCache | None, on_export) -> dict:
 
 def build_image(plans: list[Plan], plan: Plan, root: Path, engine: Engine, target: str = "image",
                 progress: bool = True, extra_tags: tuple[str, ...] = (), base_image: str | None = None,
-                cache: BuildCache | None = None, fresh_checks: bool = False) -> BuiltImage:
+                cache: BuildCache | None = None, fresh_checks: bool = False,
+                on_log: Callable[[str], None] | None = None) -> BuiltImage:
     """Build one variant. base_image: the image a base_variant variant starts FROM (the BASE build arg);
     cache: where its layer cache is read from and written to; fresh_checks: the invariant reuses no earlier
-    passing result."""
+    passing result; on_log: sees each line of the build log (progress: it streams to stderr too)."""
     inputs = BuildInputs.for_plan(plan, root)
     base = base_reference(plan, base_image)
     check_inputs(plans, plan, inputs)
@@ -370,7 +372,7 @@ def build_image(plans: list[Plan], plan: Plan, root: Path, engine: Engine, targe
             context, context / "Dockerfile", tags=list(tags + extra_tags), labels=labels,
             build_args={"BASE": base, **plan.build_args, **({InImage.FRESH_CHECKS_ARG: "1"} if fresh_checks else {})},
             secrets=secrets,
-            target=target, progress=progress,
+            target=target, progress=progress, **({"on_log": on_log} if on_log else {}),
             platform=plan.container_platform if plan.variant.platforms else None,
             **_cache_options(cache, exports.append),
         )

@@ -66,7 +66,7 @@ def test_the_shipped_wheel_sets_on_a_base_with_torch(engine: Engine, base_image:
         (root / "wheels_manifest.yaml").write_text(text)
         variant = "cu130-sglang-like"
         for step in (("render",), ("base", "inventory", "--variant", variant),
-                     ("lock", "--variant", variant, "--engine", "uv")):
+                     ("lock", "--variant", variant, "--resolver", "uv")):
             proc = cli(root, *step)
             assert proc.returncode == 0, (step, proc.stdout[-3000:], proc.stderr[-3000:])
 
