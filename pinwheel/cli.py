@@ -18,7 +18,8 @@ from typing import TYPE_CHECKING, Sequence
 from . import manifest as manifest_mod
 from .commands.common import (
     DEFAULT_REGISTRY, EXIT_BAD_INPUT, EXIT_OK, EXIT_PROBLEM, EXIT_UNCHECKED, UsageError, add_deadline_arg,
-    add_engine_args, add_platform_arg, add_variant_args, engine_for, engine_or_fail, err, escape, index_client,
+    add_engine_args, add_platform_arg, add_variant_args, emit_json, engine_for, engine_or_fail, err, escape, index_client,
+    json_stdout,
     inventory_engine, lock_state, out, plans_for, require_fresh_inventory, require_fresh_lock, select_plan, select_platform_plans, select_variant,
 )
 from .commands.forensics import add_forensics_parsers
@@ -58,7 +59,7 @@ def cmd_report(args: argparse.Namespace) -> int:
         codes.append(code)
     if args.json and (len(plans) > 1 or docs[0]["summary"].get("verdict") != "could-not-judge"):
         doc = docs[0] if len(plans) == 1 else {**docs[0], "other_platforms": docs[1:]}
-        sys.stdout.write(json.dumps(doc, indent=2, sort_keys=False) + "\n")
+        emit_json(doc)
     if len(plans) > 1 and not args.json:
         verdicts = {EXIT_OK: "clean", EXIT_PROBLEM: "conflicts", EXIT_UNCHECKED: "could not judge"}
         out().print("\n" + "; ".join(f"{p.container_platform}: {verdicts[c]}" for p, c in zip(plans, codes)))
@@ -262,7 +263,7 @@ def cmd_build(args: argparse.Namespace) -> int:
         err().print(f"cache: {export.kind} cache of {escape(engine.describe())} written to {escape(export.ref)}"
                     + (f" (the image, {export.digest})" if export.digest else ""))
     if args.json:
-        sys.stdout.write(json.dumps({"image_id": built.image_id, "tags": list(built.tags), "labels": built.labels}, indent=2) + "\n")
+        emit_json({"image_id": built.image_id, "tags": list(built.tags), "labels": built.labels})
     else:
         out().print(f"[green]built[/green] {built.image_id[:19]}")
         for t in built.tags:
@@ -460,7 +461,7 @@ def cmd_bump(args: argparse.Namespace) -> int:
     if args.json:
         docs = [r.to_json() for r in reports]
         doc = docs[0] if len(docs) == 1 else {**docs[0], "other_platforms": docs[1:]}
-        sys.stdout.write(json.dumps(doc, indent=2) + "\n")
+        emit_json(doc)
     else:
         for i, report in enumerate(reports):
             if len(reports) > 1:
@@ -816,7 +817,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     apply_common_options(args)
     try:
         locate_manifest(args, needed=getattr(args, "needs_manifest", True))
-        return args.func(args)
+        with json_stdout(bool(getattr(args, "json", False))):
+            return args.func(args)
     except ManifestError as exc:
         err().print(f"[red]error:[/red] {escape(str(exc))}")
         return EXIT_BAD_INPUT

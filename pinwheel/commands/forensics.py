@@ -18,7 +18,7 @@ from ..plan import plan_variant
 from ..resolve import ResolveError, resolve
 from ..workspace import LockFiles, Workspace
 
-from .common import EXIT_OK, EXIT_PROBLEM, UsageError, engine_or_fail, err, escape, out, program
+from .common import EXIT_OK, EXIT_PROBLEM, UsageError, emit_json, engine_or_fail, err, escape, out, program
 
 if TYPE_CHECKING:
     from ..image.engine import Engine
@@ -38,7 +38,7 @@ def cmd_inspect(args: argparse.Namespace) -> int:
     except InventoryError as exc:
         raise UsageError(str(exc)) from None
     if args.json:
-        sys.stdout.write(json.dumps(inspection_json(ins), indent=2) + "\n")
+        emit_json(inspection_json(ins))
     else:
         print_inspection(ins, out(), verbose=args.verbose)
     return EXIT_OK
@@ -73,7 +73,7 @@ def cmd_diff(args: argparse.Namespace) -> int:
     except InventoryError as exc:
         raise UsageError(str(exc)) from None
     if args.json:
-        sys.stdout.write(json.dumps(data, indent=2) + "\n")
+        emit_json(data)
     else:
         print_diff(data, out())
     return EXIT_OK
@@ -89,7 +89,7 @@ def cmd_audit(args: argparse.Namespace) -> int:
         raise UsageError(str(exc)) from None
     replay = replay_audit(args) if args.replay else None
     if args.json:
-        sys.stdout.write(json.dumps({**result.to_json(), "replay": replay}, indent=2) + "\n")
+        emit_json({**result.to_json(), "replay": replay})
     else:
         print_audit(result, out())
         if replay is not None:
@@ -152,7 +152,7 @@ def cmd_layers(args: argparse.Namespace) -> int:
             raise UsageError(f"{ref} is not an image in {engine.describe()}")
     cmp = compare_layers(engine_a, args.a, engine_b, args.b)
     if args.json:
-        sys.stdout.write(json.dumps(cmp.to_json(), indent=2) + "\n")
+        emit_json(cmp.to_json())
     else:
         for line in format_comparison(cmp):
             out().print(escape(line))

@@ -42,6 +42,7 @@ from ..index import IndexClient, IndexClientError, RoutedSource, ca_bundle, defa
 from ..plan import Plan, PlannedPackage
 from ..resolve import (InventorySource, base_distributions, baseline_broken, classify_requirements, reads_base,
                        requirement_text, with_inventory)
+from ..resolve.resolver import exclusions
 from ..workspace import LockFiles, Workspace
 from .platform_files import for_target, keep_target_hashes, per_platform
 from .format import (
@@ -58,7 +59,7 @@ from .format import (
     parse_entries,
     parse_requirements,
 )
-from .inputs import LockInputs, base_kept, lock_inputs, removed_names
+from .inputs import LockInputs, base_kept, base_kept_excluded, lock_inputs, removed_names
 from .slicing import Unit, assign_slices, reached, units
 
 # Environment variables the resolvers may keep (caches, timeouts, TLS); every
@@ -481,6 +482,9 @@ def lock_variant(
 
     # 5. expect.json
     expect = _expect(plan, by_unit, fallbacks, no_deps_roots, indexes, excluded)
+    for name, kept_by_base in expect.get("base_kept_excluded", {}).items():
+        log(f"{v.name}: the base keeps {name} {kept_by_base['version']} (excluded on "
+            f"{', '.join(kept_by_base['excluded_on'])}, but exclude removes nothing): a `remove` step drops it")
 
     # 6. write everything at once
     files: dict[str, str] = {
@@ -509,11 +513,6 @@ def lock_variant(
         total_seconds=time.monotonic() - started,
         warnings=assignment.warnings,
     )
-
-
-def exclusions(plan: Plan) -> dict[str, dict[str, str]]:
-    """Active package -> {requirement name: why} of its manifest `exclude:`."""
-    return {p.name: {x.name: x.why for x in p.exclude} for p in plan.packages() if getattr(p, "exclude", ())}
 
 
 def _without(requires: Callable, excluded: Mapping[str, Mapping[str, str]]) -> Callable:
@@ -617,6 +616,9 @@ def _expect(plan: Plan, by_unit: Mapping[str, list[LockedPackage]], fallbacks: S
     - ``baseline_broken``: ``["<parent> <requirement>"]``, the requirements
       already broken in the base alone (``base-broken`` in the report), the
       findings ``pip check`` may report without the image being at fault;
+    - ``base_kept_excluded``: ``{name: {version, excluded_on}}``, packages an
+      ``exclude:`` leaves out that the base already holds: kept (exclude
+      removes nothing; a remove step does), and named. Absent when none;
     - ``overridden``: ``[name]``, packages the manifest installs with
       ``override: true``: pip check findings on them are deliberate.
     """
@@ -676,6 +678,9 @@ def _expect(plan: Plan, by_unit: Mapping[str, list[LockedPackage]], fallbacks: S
         out["base_unchanged"] = {n: ver for n, ver in base_kept(plan).items() if n not in pins}
         out["removed"] = sorted(removed_names(plan) - set(pins) - set(conditional))
         out["baseline_broken"] = sorted({f"{e.parent} {e.requirement}" for e in baseline_broken(plan)})
+        kept_excluded = base_kept_excluded(plan, set(pins) | set(conditional))
+        if kept_excluded:  # only then: expect.json without such packages is unchanged
+            out["base_kept_excluded"] = kept_excluded
     overridden = sorted(p.name for p in plan.packages() if p.override)
     if overridden:
         out["overridden"] = overridden

@@ -16,6 +16,7 @@ from packaging.version import InvalidVersion, Version
 from ..abi.cache import AbiCache, built_on_torch, torch_tied, wheel_abi_of
 from ..abi.provenance import provenance_mismatches
 from ..index import IndexClientError, target_tags
+from ..lock.inputs import base_kept_excluded
 from ..plan import Edge, Hazard, Plan
 from ..resolve import BASE, Resolver, excludes_shared_pin, record_fields
 from ..workspace import Workspace
@@ -64,7 +65,17 @@ def base_findings(plan: Plan) -> dict | None:
         "removed": [dataclasses.asdict(r) for r in plan.removals],
         "already_broken": [dataclasses.asdict(e) for e in plan.edges if e.verdict == "base-broken"],
         "overridden": [dataclasses.asdict(e) for e in plan.edges if e.verdict == "overridden"],
+        "kept_excluded": kept_excluded(plan),
     }
+
+
+def kept_excluded(plan: Plan) -> list[dict]:
+    """Packages an `exclude:` leaves out that the base holds anyway: the base keeps them (exclude removes
+    nothing), so they are named, with the step that drops them."""
+    installed_by_steps = {i.name for i in plan.installed if i.source != BASE}
+    return [{"package": name, "version": k["version"], "excluded_on": k["excluded_on"],
+             "fix": f"add a `remove` step for {name} to drop the base's copy, or drop the exclusion"}
+            for name, k in base_kept_excluded(plan, installed_by_steps).items()]
 
 
 def hazard_text(h: Hazard) -> str:
@@ -575,6 +586,9 @@ def print_report(plan: Plan, console: Console, verbose: bool = False, abi: list[
             if e.verdict == "overridden":
                 c.print(f"  [cyan]overridden[/cyan]: {escape(e.parent)} {escape(e.parent_version)} requires "
                         f"{escape(e.requirement)}; {escape(e.detail)}")
+        for k in base["kept_excluded"]:
+            c.print(f"  [yellow]kept by the base[/yellow]: {escape(k['package'])} {escape(k['version'])}, excluded on "
+                    f"{escape(', '.join(k['excluded_on']))} (exclude removes nothing): {escape(k['fix'])}")
 
     if data["no_deps_features"]:
         c.print("\n[bold]Suppressed by --no-deps[/bold] (what pip would have done, and whether the image provides it)")
