@@ -23,8 +23,8 @@ from .commands.common import (
     inventory_engine, lock_state, out, plans_for, require_fresh_inventory, require_fresh_lock, select_plan, select_platform_plans, select_variant,
 )
 from .commands.forensics import add_forensics_parsers
-from .commands.conventions import Parser, add_common_options, add_help_parsers, apply_common_options, \
-    option_hint, selected_parser
+from .commands.conventions import DeprecatedAlias, Parser, add_common_options, add_help_parsers, \
+    apply_common_options, option_hint, selected_parser
 from .commands.progress import BUILD_PROGRESS, build_log, index_status
 from .commands.project import add_project_parsers, locate_manifest
 from .image.cache_spec import CacheSpec, cache_from_arg, cache_to_arg
@@ -484,21 +484,6 @@ def cmd_asset(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-RESOLVERS = ["pip-compile", "uv"]
-
-
-class DeprecatedAlias(argparse.Action):
-    """An option's old name: it still works, and says the new one on stderr."""
-
-    def __init__(self, option_strings, dest, new: str, **kwargs):
-        self.new = new
-        super().__init__(option_strings, dest, **kwargs)
-
-    def __call__(self, parser, namespace, values, option_string=None):
-        sys.stderr.write(f"note: {option_string} is deprecated; it is {self.new} now\n")
-        setattr(namespace, self.dest, values)
-
-
 def default_engine(plan: Plan, root: Path) -> str:
     """The resolver when --resolver is left out: the one the committed lock was made with (a re-lock keeps it),
     else uv for an architecture other than the host's (pip-compile resolves for the host only)."""
@@ -757,11 +742,11 @@ def build_parser() -> argparse.ArgumentParser:
         formatter_class=argparse.RawDescriptionHelpFormatter)
     add_variant_args(lk)
     add_platform_arg(lk, every=True)
-    lk.add_argument("--resolver", choices=RESOLVERS, default=None,
+    lk.add_argument("--resolver", choices=sorted(ENGINES), default=None,
                     help="the resolver (default uv, or the one the committed lock was made with; with --check: "
                          "the one each lock was made with)")
     # its name until --resolver: `--engine` reads as Docker's, beside --engine-host
-    lk.add_argument("--engine", choices=RESOLVERS, dest="resolver", action=DeprecatedAlias, new="--resolver",
+    lk.add_argument("--engine", choices=sorted(ENGINES), dest="resolver", action=DeprecatedAlias, new="--resolver",
                     help=argparse.SUPPRESS)
     lk.add_argument("--check", action="store_true", help="exit 1 naming the variants whose lock is stale (no network)")
     lk.add_argument("--upgrade", action="store_true", help="re-resolve from scratch instead of keeping earlier pins")

@@ -44,8 +44,9 @@ def _console(stream):
     from rich.console import Console  # rich loads when something is printed, not for `--json` or `--help`
     width = None if stream.isatty() else UNBOUNDED_WIDTH
     mode = _COLOR["mode"]
-    # emoji off: a manifest key like ":thumbs_up:" must print as written
-    return Console(file=stream, highlight=False, soft_wrap=True, width=width, emoji=False,
+    # emoji off: a manifest key like ":thumbs_up:" must print as written; on a terminal long lines wrap at
+    # spaces (soft_wrap off), elsewhere a line stays one line
+    return Console(file=stream, highlight=False, soft_wrap=width is not None, width=width, emoji=False,
                    force_terminal=True if mode == "always" else None, no_color=True if mode == "never" else None)
 
 

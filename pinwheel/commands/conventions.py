@@ -62,6 +62,18 @@ def selected_parser(parser: argparse.ArgumentParser, argv: list[str]) -> argpars
     return current
 
 
+class DeprecatedAlias(argparse.Action):
+    """An option's old name: it still works, and says the new one on stderr."""
+
+    def __init__(self, option_strings, dest, new: str, **kwargs):
+        self.new = new
+        super().__init__(option_strings, dest, **kwargs)
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        sys.stderr.write(f"note: {option_string} is deprecated; it is {self.new} now\n")
+        setattr(namespace, self.dest, values)
+
+
 class _Version(argparse.Action):
     """--version: the installed distribution's version, read only when asked (importlib.metadata loads
     the email package, which nothing else on a plain run needs)."""

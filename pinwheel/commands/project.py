@@ -17,8 +17,17 @@ def starter_manifest() -> str:
     return resources.files("pinwheel").joinpath(*STARTER).read_text(encoding="utf-8")
 
 
+def shown(directory: Path) -> str:
+    """A directory as a shell user writes it: ~/... under the home directory."""
+    try:
+        inside = Path(directory).resolve().relative_to(Path.home().resolve()).as_posix()
+    except (ValueError, RuntimeError):
+        return str(directory)
+    return "~" if inside == "." else f"~/{inside}"
+
+
 def not_a_project(start: Path) -> UsageError:
-    return UsageError(f"no {MANIFEST_FILE} in {start} or any directory above it: this is not a pinwheel "
+    return UsageError(f"no {MANIFEST_FILE} in {shown(start)} or any directory above it: this is not a pinwheel "
                       f"project. Start one with `pinwheel init` (a commented CUDA 13 manifest), or "
                       f"`pinwheel init --from Dockerfile` to start from a hand-written Dockerfile; "
                       f"or name one with --manifest PATH")

@@ -99,3 +99,12 @@ def test_outside_any_project_each_command_says_so_and_how_to_start_one(tmp_path,
     message = capsys.readouterr().err
     assert "not a pinwheel project" in message and "pinwheel init" in message
     assert "Traceback" not in message and len(message.strip().splitlines()) == 1
+
+
+def test_outside_a_project_under_home_the_directory_is_written_as_the_shell_does(tmp_path, monkeypatch, capsys):
+    home = tmp_path / "home"
+    (home / "train").mkdir(parents=True)
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.chdir(home / "train")
+    assert cli.main(["report"]) == 2
+    assert "no wheels_manifest.yaml in ~/train or any directory above it" in capsys.readouterr().err
