@@ -22,16 +22,18 @@ class _IndexReads:
     """The line the status shows, read from the client's counters at each refresh."""
 
     def __init__(self, label: str, stats: dict[str, int]) -> None:
+        from rich.spinner import Spinner
         self.label, self.stats, self.start = label, stats, time.monotonic()
+        self.spinner = Spinner("dots")  # one spinner, so that it turns between refreshes
 
     def __rich__(self):
-        from rich.spinner import Spinner
         from rich.text import Text
         s = self.stats
         text = (f"{self.label}: {s.get('page_requests', 0)} index pages fetched, "
                 f"{s.get('metadata_requests', 0) + s.get('range_requests', 0)} metadata read, "
                 f"{s.get('downloads', 0)} wheels downloaded ({time.monotonic() - self.start:.0f} s)")
-        return Spinner("dots", Text(text))  # Text: a label is never read as markup
+        self.spinner.update(text=Text(text))  # Text: a label is never read as markup
+        return self.spinner
 
 
 @contextlib.contextmanager
