@@ -3,9 +3,13 @@
 Everything goes through python-on-whales (the docker CLI plus the buildx
 plugin), except `push`: it runs the same CLI under a pseudo-terminal, the only
 place the CLI reports a push's bytes, and reads the pushed manifest back with
-`docker manifest inspect`. Nothing happens at import time; python-on-whales
-itself is imported on first use, so render and resolve code and their tests
-never need it.
+`docker manifest inspect`. (The engine API's push endpoint streams the same
+progress as JSON, but reading it means a second client beside the CLI, one that
+speaks to every host the CLI reaches: unix and tcp sockets, ssh:// hosts,
+docker contexts and their TLS settings. The CLI stays the one client, so its
+progress text is parsed, by parse_push_line.) Nothing happens at import time;
+python-on-whales itself is imported on first use, so render and resolve code
+and their tests never need it.
 
 Where it builds is this adapter's business only: ``host`` (``--engine-host``,
 a remote or second engine), ``context`` (a docker context) and ``builder``
