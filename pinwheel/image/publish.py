@@ -336,21 +336,11 @@ def publish(engine: Engine, tags: list[str], registry: str, smoke_results: Path,
     engine.tag(pushed_id, carrier)  # (derive tagged the content tag already; tagging again changes nothing)
     result, reg, remote_repo = _push_by_digest(engine, carrier, pushed_id, progress)
     try:
-        digests = {carrier: result.digest}
-        moved: list[str] = []
-        previous: dict[str, str] = {carrier: carrier_before} if carrier_before not in (None, result.digest) else {}
-        for remote in remotes:
-            if remote == carrier:
-                continue
-            _, tag_repo, tag = split_ref(remote)
-            if tag_repo != remote_repo:
-                raise PublishRefused(f"{remote}: a tag of another repository than {remote_repo}")
-            before = reg.repoint(remote_repo, tag, result.digest)
-            digests[remote] = result.digest
-            if before != result.digest:
-                moved.append(remote)
-                if before is not None:
-                    previous[remote] = before
+        digests, moved, previous = _point_tags(reg, remote_repo, [r for r in remotes if r != carrier],
+                                               result.digest)
+        digests = {carrier: result.digest, **digests}
+        if carrier_before not in (None, result.digest):
+            previous[carrier] = carrier_before
         sbom_ref = push_sbom(reg, remote_repo, image_labels, sbom, result.digest) if sbom is not None else None
     except RegistryError as exc:
         raise PublishRefused(f"the registry: {exc}") from None
@@ -358,6 +348,26 @@ def publish(engine: Engine, tags: list[str], registry: str, smoke_results: Path,
     if sbom_ref:
         notes = notes + (f"SBOM pushed as {sbom_ref}",)
     return Published(image_id, refs, digests, pushed_id, extra, {carrier: result}, notes, tuple(moved), previous)
+
+
+def _point_tags(reg: Registry, repository: str, refs: Sequence[str], digest: str
+                ) -> tuple[dict[str, str], list[str], dict[str, str]]:
+    """Point each of ``refs`` (host/repository:tag, in ``repository``) at ``digest``: (ref -> digest, the
+    refs that moved, the digest each moved one named before, where it named one)."""
+    digests: dict[str, str] = {}
+    moved: list[str] = []
+    previous: dict[str, str] = {}
+    for ref in refs:
+        _, tag_repo, tag = split_ref(ref)
+        if tag_repo != repository:
+            raise PublishRefused(f"{ref}: a tag of another repository than {repository}")
+        before = reg.repoint(repository, tag, digest)
+        digests[ref] = digest
+        if before != digest:
+            moved.append(ref)
+            if before is not None:
+                previous[ref] = before
+    return digests, moved, previous
 
 
 def immutable_carrier(content_ref: str, image_id: str, remotes: Sequence[str], explicit_tags: bool,
@@ -475,19 +485,9 @@ def promote(registry_ref: str, tags: Sequence[str], smoke_results: Path, declare
     declared = declared or DeclaredSmoke(LEVELS, "nothing declares the smoke's levels, so every level is required")
     extra, notes = gate(smoke, image_id, declared, None, require_gpu)
     assert not extra  # no allowance is given here, so a passing gate adds no labels
-    digests: dict[str, str] = {}
-    moved = []
-    previous: dict[str, str] = {}
+    refs = [f"{host}/{repository}:{tag.rsplit(':', 1)[-1] if ':' in tag else tag}" for tag in tags]
     try:
-        for tag in tags:
-            name = tag.rsplit(":", 1)[-1] if ":" in tag else tag
-            ref = f"{host}/{repository}:{name}"
-            before = reg.repoint(repository, name, digest)
-            digests[ref] = digest
-            if before != digest:
-                moved.append(ref)
-                if before is not None:
-                    previous[ref] = before
+        digests, moved, previous = _point_tags(reg, repository, refs, digest)
     except RegistryError as exc:
         raise PublishRefused(f"the registry: {exc}") from None
     return Published(image_id, tuple(digests), digests, image_id, {}, {}, notes, tuple(moved), previous)
