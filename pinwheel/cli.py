@@ -241,9 +241,13 @@ def build_variant(m: Manifest, plan: Plan, engine, target: str, progress: str, c
 
 
 def cmd_build(args: argparse.Namespace) -> int:
-    from .image.build import BuildCache, BuildError, BuildInputs, cache_ref, check_local_wheels
+    from .image.build import BuildCache, BuildError, BuildInputs, cache_ref, check_local_wheels, refuse_todos
     m = manifest_mod.load(args.manifest)
     plan = select_plan(m, args)
+    try:
+        refuse_todos(plan)
+    except BuildError as exc:
+        raise UsageError(str(exc)) from None
     require_fresh_lock(plan, m.path.parent)
     try:  # on the host, before the engine is touched: a missing required wheel is input to fix
         for warning in check_local_wheels(plan, BuildInputs.for_plan(plan, m.path.parent)):

@@ -258,11 +258,11 @@ def summarize(plan: Plan, shared: list[dict], allow_unchecked: bool = False, abi
     unchecked_edges = [e for e in plan.edges if e.verdict == "unchecked" and e.parent not in absent]
     unchecked_parents = {e.parent for e in unchecked_edges}
     lookups = len({u.package for u in plan.unjudged} - unchecked_parents - absent)
-    unchecked = len(unchecked_edges) + lookups + abi_unknown
+    unchecked = len(unchecked_edges) + lookups + abi_unknown + len(plan.todos)
     count["unchecked"] = len(unchecked_edges)
     if conflicts:
         verdict = "conflicts"
-    elif unchecked and not allow_unchecked:
+    elif plan.todos or unchecked and not allow_unchecked:  # a TODO left by import is never allowed
         verdict = "unchecked"
     else:
         verdict = "clean"
@@ -285,7 +285,8 @@ def summarize(plan: Plan, shared: list[dict], allow_unchecked: bool = False, abi
         "dropped_allowed": len(dropped) - dropped_unmet,
         "conflicts": conflicts,
         "unchecked": unchecked,
-        "unchecked_allowed": bool(unchecked and allow_unchecked),
+        "todo": list(plan.todos),
+        "unchecked_allowed": bool(unchecked and allow_unchecked and not plan.todos),
         "verdict": verdict,
         "clean": verdict == "clean",
     }
@@ -397,12 +398,16 @@ def next_steps(plan: Plan, shared: list[dict], summary: dict, abi: list[dict] | 
         if sp["broken"]:
             steps.append(f"shared pin {sp['name']}=={sp['version']} is broken ({'; '.join(sp['broken_because'])}): "
                          f"move the pin, or choose releases whose requirements admit it")
-    if summary["unchecked"]:
+    if plan.todos:
+        steps.append(f"{len(plan.todos)} TODO(s) left by import (the manifest's todo: list): fill each in and drop "
+                     "it from the list")
+    if summary["unchecked"] - len(plan.todos) > 0:
         names = sorted(({e.parent for e in plan.edges if e.verdict == "unchecked"} | {u.package for u in plan.unjudged}
                         | {row["name"] for row in abi or () if row["abi_class"] == "unknown"})
                        - {d["package"] for d in missing or ()})
-        steps.append(f"{summary['unchecked']} requirement(s) could not be judged ({', '.join(names)}): "
-                     f"{unchecked_advice(plan)}, or pass --allow-unchecked to accept them knowingly")
+        steps.append(f"{summary['unchecked'] - len(plan.todos)} requirement(s) could not be judged "
+                     f"({', '.join(names)}): {unchecked_advice(plan)}, or pass --allow-unchecked to accept them "
+                     f"knowingly")
     return steps
 
 
@@ -693,6 +698,11 @@ def print_report(plan: Plan, console: Console, verbose: bool = False, abi: list[
     if s["verdict"] == "conflicts":
         c.print(f"[red]{s['conflicts']} conflict(s)[/red]"
                 + (f", and {s['unchecked']} could not be judged" if s["unchecked"] else ""))
+    elif s["verdict"] == "unchecked" and s.get("todo"):
+        c.print(f"[yellow]NOT CLEAN: {len(s['todo'])} TODO(s) left by import[/yellow] (exit 3; fill them in and drop "
+                "them from todo:)")
+        for item in s["todo"]:
+            c.print(f"  TODO {escape(item)}")
     elif s["verdict"] == "unchecked":
         c.print(f"[yellow]NOT CLEAN: {s['unchecked']} could not be judged[/yellow] (exit 3; --allow-unchecked accepts this)")
     elif s["unchecked_allowed"]:
