@@ -64,7 +64,7 @@ report: deps
 	$(PY) build.py report --cuda $(CUDA)$(one_platform)
 
 lock: deps
-	$(if $(PLATFORMS),$(foreach p,$(platform_list),$(PY) build.py lock --cuda $(CUDA) --platform $(p) $(if $(ENGINE),--engine $(ENGINE),) && ) true,$(PY) build.py lock --cuda $(CUDA) $(if $(ENGINE),--engine $(ENGINE),))
+	$(if $(PLATFORMS),$(foreach p,$(platform_list),$(PY) build.py lock --cuda $(CUDA) --platform $(p) $(if $(ENGINE),--resolver $(ENGINE),) && ) true,$(PY) build.py lock --cuda $(CUDA) $(if $(ENGINE),--resolver $(ENGINE),))
 
 base: deps engine
 	$(PY) build.py base --cuda $(CUDA)

@@ -23,6 +23,11 @@ from .commands.common import (
     inventory_engine, lock_state, out, plans_for, require_fresh_inventory, require_fresh_lock, select_plan, select_platform_plans, select_variant,
 )
 from .commands.forensics import add_forensics_parsers
+from .commands.conventions import DeprecatedAlias, Parser, add_common_options, add_help_parsers, \
+    apply_common_options, option_hint, selected_parser
+from .commands.progress import BUILD_PROGRESS, build_log, index_status
+from .commands.project import add_project_parsers, locate_manifest
+from .image.cache_spec import CacheSpec, cache_from_arg, cache_to_arg
 from .index.target import container_arch
 from .lock import DEFAULT_ENGINE, ENGINES, LockError, check_lock, lock_installs
 from .lock.format import ENGINE_HEADER, header_value
@@ -77,15 +82,18 @@ def report_one(m: Manifest, plan: Plan, args: argparse.Namespace) -> tuple[dict,
     try:
         client = index_client(args, m, plan)
         cache_state = CacheState(ws.index_cache)  # one walk of the index cache for both memos
-        resolved = resolve_memoized(plan, client, ws.index_cache, ws.wheels_dir, locked, refresh=args.refresh,
-                                    state=cache_state)
         default_client = getattr(client, "default", client)
+        with index_status(plan.label, getattr(default_client, "stats", None), not (args.json or args.quiet)):
+            resolved = resolve_memoized(plan, client, ws.index_cache, ws.wheels_dir, locked, refresh=args.refresh,
+                                        state=cache_state)
         # keyed by the classifier too: a changed ELF classifier never shows old rows
         abi_key = ("torch_abi", resolved.installed, wheels_state(plan, ws.wheels_dir), args.offline, classifier_key())
-        abi = memoized(ws.index_cache, abi_key,
-                       lambda: torch_abi(resolved, client, default_client, ws, args.offline),
-                       keep=lambda rows: all(r["abi_class"] != "unknown" for r in rows), refresh=args.refresh,
-                       state=cache_state)
+        with index_status(f"{plan.label} ELF imports", getattr(default_client, "stats", None),
+                          not (args.json or args.quiet)):
+            abi = memoized(ws.index_cache, abi_key,
+                           lambda: torch_abi(resolved, client, default_client, ws, args.offline),
+                           keep=lambda rows: all(r["abi_class"] != "unknown" for r in rows), refresh=args.refresh,
+                           state=cache_state)
         missing = missing_on_platform(resolved, client)
     except ResolveError as exc:
         raise UsageError(str(exc)) from None
@@ -203,17 +211,17 @@ def base_variant_plan(m: Manifest, plan: Plan) -> Plan:
     return plan_variant(m, plan.variant.base_variant, platform=plan.container_platform)
 
 
-def build_variant(m: Manifest, plan: Plan, engine, target: str, quiet: bool, cache: BuildCache | None = None,
+def build_variant(m: Manifest, plan: Plan, engine, target: str, progress: str, cache: BuildCache | None = None,
                   fresh_checks: bool = False):
     """The built image, or None when the build failed (its log tail already printed). A variant built on
     another variant's image (base_variant) builds that one first, for the same platform, and starts FROM it.
-    ``cache``: the layer cache refs of this variant's build (--cache-from/--cache-to); ``fresh_checks``: the
-    invariant reuses no earlier passing result (--fresh-checks)."""
+    ``progress``: --progress auto|plain|quiet; ``cache``: the layer cache refs of this variant's build
+    (--cache-from/--cache-to); ``fresh_checks``: the invariant reuses no earlier passing result (--fresh-checks)."""
     from .image.build import BuildError, build_image
     from .image.engine import BuildFailed
     base_image = None
     if plan.variant.base_variant:
-        base = build_variant(m, base_variant_plan(m, plan), engine, "image", quiet, fresh_checks=fresh_checks)
+        base = build_variant(m, base_variant_plan(m, plan), engine, "image", progress, fresh_checks=fresh_checks)
         if base is None:
             return None
         # by its immutable tag: BuildKit resolves FROM as a reference, and an image id is not one
@@ -222,8 +230,9 @@ def build_variant(m: Manifest, plan: Plan, engine, target: str, quiet: bool, cac
     else:
         ensure_variant_base(plan, Workspace.of(m), engine)
     try:
-        return build_image(plans_for(m, None), plan, m.path.parent, engine, target=target, progress=not quiet,
-                           base_image=base_image, cache=cache, fresh_checks=fresh_checks)
+        with build_log(progress) as (stream, on_log):
+            return build_image(plans_for(m, None), plan, m.path.parent, engine, target=target, progress=stream,
+                               base_image=base_image, cache=cache, fresh_checks=fresh_checks, on_log=on_log)
     except BuildError as exc:
         raise UsageError(str(exc)) from None
     except BuildFailed as exc:
@@ -245,10 +254,13 @@ def cmd_build(args: argparse.Namespace) -> int:
             err().print(f"[yellow]warning:[/yellow] {escape(warning)}")
     except BuildError as exc:
         raise UsageError(str(exc)) from None
-    cache = BuildCache(tuple(r or cache_ref(plan, args.registry) for r in args.cache_from),
-                       None if args.cache_to is None else args.cache_to or cache_ref(plan, args.registry))
+    to = args.cache_to
+    cache = BuildCache(tuple(spec.ref or cache_ref(plan, args.registry) for spec in args.cache_from),
+                       None if to is None else to.ref or cache_ref(plan, args.registry),
+                       to_mode=to.mode if to is not None else "max")
     engine = engine_or_fail(args)
-    built = build_variant(m, plan, engine, args.target, args.quiet, cache, fresh_checks=args.fresh_checks)
+    built = build_variant(m, plan, engine, args.target, "quiet" if args.quiet else args.progress, cache,
+                          fresh_checks=args.fresh_checks)
     if built is None:
         return EXIT_PROBLEM
     for export in built.cache_exports:
@@ -271,7 +283,7 @@ def cmd_smoke(args: argparse.Namespace) -> int:
     if not image:
         plan = select_plan(m, args)
         require_fresh_lock(plan, m.path.parent)
-        built = build_variant(m, plan, engine, "image", args.quiet)
+        built = build_variant(m, plan, engine, "image", "quiet" if args.quiet else "auto")
         if built is None:
             return EXIT_PROBLEM
         image = built.tags[0]
@@ -342,7 +354,8 @@ def cmd_publish(args: argparse.Namespace) -> int:
                     own.update({"import": no_gpu[platform], "gpu": no_gpu[platform]})
                 result = publish(engine, tags, args.registry, ws.smoke_results, require_gpu=args.require_gpu
                                  and platform not in no_gpu, declared=declared, allowed=own,
-                                 progress=PushPrinter(err()), check_only=check_only, sbom=sbom)
+                                 progress=None if args.quiet else PushPrinter(err()), check_only=check_only, sbom=sbom,
+                                 explicit_tags=bool(args.tag))
                 if result is not None:
                     results[platform] = result
         indexes = publish_index(tags_of[plan.container_platform], args.registry, results, no_gpu,
@@ -358,11 +371,17 @@ def cmd_publish(args: argparse.Namespace) -> int:
                         markup=False)
         for ref in result.refs:
             verb = "pushed" if ref == result.refs[0] else ("tagged" if ref in result.moved else "unchanged")
-            out().print(f"[green]{verb}[/green] {escape(ref)} {result.digests[ref]}"
+            out().print(f"[green]{verb}[/green] {escape(ref)} {moved_digest(result, ref)}"
                         + (f" ({platform})" if len(plans) > 1 else ""))
     for ref, digest in indexes.items():
         out().print(f"[green]pushed index[/green] {escape(ref)} {digest} ({', '.join(results)})")
     return EXIT_OK
+
+
+def moved_digest(result, ref: str) -> str:
+    """The digest a tag names now; for a tag this publish moved off another digest: old → new."""
+    before = result.previous.get(ref)
+    return f"{before} → {result.digests[ref]}" if before else result.digests[ref]
 
 
 def publish_failed(exc: Exception, refused: str = "not published") -> int:
@@ -414,8 +433,9 @@ def promote_digest(args: argparse.Namespace, m: Manifest, plan: Plan, ws: Worksp
         return publish_failed(exc)
     for note in result.notes:
         err().print(f"note: {escape(note)}")
-    for tag, digest in result.digests.items():
-        out().print(f"[green]{'tagged' if tag in result.moved else 'unchanged'}[/green] {escape(tag)} {digest}")
+    for tag in result.digests:
+        out().print(f"[green]{'tagged' if tag in result.moved else 'unchanged'}[/green] {escape(tag)} "
+                    f"{moved_digest(result, tag)}")
     return EXIT_OK
 
 
@@ -471,7 +491,7 @@ def cmd_asset(args: argparse.Namespace) -> int:
 
 
 def default_engine(plan: Plan, root: Path) -> str:
-    """The engine when --engine is left out: the one the committed lock was made with (a re-lock keeps it),
+    """The resolver when --resolver is left out: the one the committed lock was made with (a re-lock keeps it),
     else uv for an architecture other than the host's (pip-compile resolves for the host only)."""
     lock = Workspace(root, plan.image).plan_lock_dir(plan) / LockFiles.REQUIREMENTS
     recorded = header_value(lock.read_text(), ENGINE_HEADER) if lock.is_file() else None
@@ -491,7 +511,7 @@ def cmd_lock(args: argparse.Namespace) -> int:
     if args.check:
         stale = []
         for plan in plans:
-            c = check_lock(plan, root, args.engine)
+            c = check_lock(plan, root, args.resolver)
             if c.status == "ok":
                 out().print(f"{c.variant}: {escape(c.detail)}")
             elif c.status == "missing" and c.needs_env:
@@ -509,7 +529,7 @@ def cmd_lock(args: argparse.Namespace) -> int:
     plans = [require_fresh_inventory(plan, root) for plan in plans]
     for plan in plans:
         try:
-            res = lock_variant(plan, root, engine=args.engine or default_engine(plan, root), upgrade=args.upgrade,
+            res = lock_variant(plan, root, engine=args.resolver or default_engine(plan, root), upgrade=args.upgrade,
                                log=lambda msg: err().print(escape(msg)))
         except LockUnavailable as exc:
             unavailable.append(plan.label)
@@ -543,9 +563,11 @@ def cmd_lock(args: argparse.Namespace) -> int:
 
 # ------------------------------------------------------------------ parser
 
+MANIFEST_HELP = "the manifest (default: wheels_manifest.yaml here or in the nearest directory above)"
+
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
+    p = Parser(
         prog="pinwheel",
         description=(
             "Build CUDA training images from wheels_manifest.yaml.\n\n"
@@ -562,17 +584,19 @@ def build_parser() -> argparse.ArgumentParser:
             "3 could not judge (index unreachable or not cached; never reported as clean)."
         ),
         formatter_class=argparse.RawDescriptionHelpFormatter,
-        # no abbreviations here: argparse matches every argument against these options first, so `lock
-        # --engine uv` would be an ambiguous --engine-host/--engine-context before `lock` saw it
-        allow_abbrev=False,
+        # Parser allows no abbreviations, here and in every command: argparse matches every argument against
+        # the top level's options first, so `lock --engine uv` would be an ambiguous --engine-host/--engine-context
     )
-    p.add_argument("--manifest", type=Path, default=Path("wheels_manifest.yaml"),
-                   help="the manifest (default: ./wheels_manifest.yaml)")
+    p.add_argument("--manifest", type=Path, default=None, help=MANIFEST_HELP)
     add_engine_args(p)
+    add_common_options(p)
     sub = p.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    add_project_parsers(sub)
+    add_help_parsers(sub, p)
 
     r = sub.add_parser("render", help="render the Dockerfile from the manifest",
-                       description="Render images/<image>/Dockerfile. --check fails (exit 1) when the committed file differs.")
+                       description="Render images/<image>/Dockerfile. --check fails (exit 1) when the committed file differs. "
+                                   "Exit 0 written or up to date, 1 stale (--check), 2 bad input.")
     r.add_argument("--check", action="store_true", help="compare with the committed file instead of writing")
     r.add_argument("--stdout", action="store_true", help="print instead of writing")
     r.set_defaults(func=cmd_render)
@@ -591,7 +615,8 @@ def build_parser() -> argparse.ArgumentParser:
     rp.add_argument("--json", action="store_true", help="print the report as JSON (schema pinwheel.report/1)")
     rp.add_argument("--offline", action="store_true", help="use cached index metadata only")
     rp.add_argument("--no-lock", action="store_true", help="ignore the lock: show what plain pip per wheel set does")
-    rp.add_argument("--verbose", "-v", action="store_true", help="list transitive packages too")
+    rp.add_argument("--verbose", "-v", action="store_true", default=argparse.SUPPRESS,
+                    help="list transitive packages too")
     rp.add_argument("--index-url", help="index to read metadata from (default: pip's configuration)")
     rp.add_argument("--allow-unchecked", action="store_true",
                     help="let requirements that could not be judged pass as clean (they are still listed)")
@@ -602,50 +627,62 @@ def build_parser() -> argparse.ArgumentParser:
     b = sub.add_parser("build", help="build an image variant on the BuildKit engine",
                        description="Build a variant from the rendered Dockerfile and its lock. Creates a local bootstrap "
                                    "base when the manifest names one that is missing. Tags: the dated tag from the "
-                                   "manifest and an immutable one from the manifest and lock hashes.")
+                                   "manifest, and the content tag <variant>-<hash of every input: manifest, lock, "
+                                   "base digest, local wheels, assets, git sources, patches>, which publish never "
+                                   "moves to other bytes. Exit 0 built, 1 the build failed, 2 bad input.")
     add_variant_args(b)
     add_platform_arg(b)
     b.add_argument("--target", default="image", help="Dockerfile target (image or smoke)")
-    b.add_argument("--quiet", action="store_true", help="do not stream the build log")
+    b.add_argument("-q", "--quiet", action="store_true", default=argparse.SUPPRESS,
+                   help="do not stream the build log (--progress quiet)")
     b.add_argument("--json", action="store_true", help="print image id, tags and labels as JSON")
-    b.add_argument("--cache-from", action="append", nargs="?", const="", default=[], metavar="REF",
-                   help="read the layer cache from REF (a registry cache or an image with inline cache); "
-                        "bare: the variant's cache ref in --registry (REGISTRY/REPOSITORY:cache-VARIANT). "
-                        "Repeatable")
-    b.add_argument("--cache-to", nargs="?", const="", default=None, metavar="REF",
-                   help="write the layer cache to REF: a registry cache (mode=max) where the builder can, else "
-                        "the inline cache with the image pushed to REF; bare: the variant's cache ref")
+    b.add_argument("--progress", choices=BUILD_PROGRESS, default="auto",
+                   help="the build log: plain (every line, as in a CI log), quiet (none), auto (default: the "
+                        "current step on one line on a terminal, plain elsewhere)")
+    b.add_argument("--cache-from", action="append", nargs="?", type=cache_from_arg, const=CacheSpec(), default=[],
+                   metavar="REF|type=registry,ref=REF",
+                   help="read the layer cache from REF (a registry cache or an image with inline cache), bare or as "
+                        "buildx writes it; with no value: the variant's cache ref in --registry "
+                        "(REGISTRY/REPOSITORY:cache-VARIANT). Repeatable")
+    b.add_argument("--cache-to", nargs="?", type=cache_to_arg, const=CacheSpec(), default=None,
+                   metavar="REF|type=registry,ref=REF[,mode=min|max]",
+                   help="write the layer cache to REF: a registry cache (mode=max unless mode=min) where the builder "
+                        "can, else the inline cache with the image pushed to REF; with no value: the variant's "
+                        "cache ref")
     b.add_argument("--registry", default=DEFAULT_REGISTRY,
                    help=f"the publish registry, home of the default cache refs (default: {DEFAULT_REGISTRY})")
     b.add_argument("--fresh-checks", action="store_true",
                    help="the invariant runs pip check and the import check again, reusing no earlier passing "
                         "result (by default one is reused while every input it read is unchanged)")
-    b.set_defaults(func=cmd_build)
+    b.set_defaults(func=cmd_build, uses_engine=True)
 
     ba = sub.add_parser("base", help="the variant's base image: create a bootstrap base, or read its inventory",
                         description="`base` (or `base ready`) creates the local bootstrap base when the manifest names "
                                     "one that is missing. `base inventory` reads the base image's Python "
                                     "distributions from its layers (without running it) into "
                                     "images/<image>/inventory/<variant>.json; --check compares it with the base "
-                                    "(its pinned digest, else the engine's image id), without the network.")
+                                    "(its pinned digest, else the engine's image id), without the network. "
+                                    "Exit 0 ready or up to date, 1 stale (--check), 2 bad input.")
     ba.add_argument("action", nargs="?", choices=["ready", "inventory"], default="ready")
     ba.add_argument("--check", action="store_true", help="with inventory: exit 1 when the committed one is stale")
     add_variant_args(ba)
-    ba.set_defaults(func=cmd_base)
+    ba.set_defaults(func=cmd_base, uses_engine=True)
 
     sm = sub.add_parser("smoke", help="run the smoke checks in a built image",
                         description="Run the smoke payload in the image: static (pins, --no-deps drops, pip check) "
                                     "everywhere; the manifest's driver and GPU checks (the shipped image's: the DSA forward) "
                                     "where a GPU is present, else SKIPPED. "
-                                    "The result is recorded per image id for `publish`.")
+                                    "The result is recorded per image id for `publish`. "
+                                    "Exit 0 passed (a skipped level says SKIPPED), 1 failed, 2 bad input.")
     add_variant_args(sm)
     add_platform_arg(sm)
     sm.add_argument("image", nargs="?", help="image reference (default: build the variant, then smoke it)")
     sm.add_argument("--image", dest="image_opt", help=argparse.SUPPRESS)
     sm.add_argument("--level", default="gpu", choices=["static", "import", "gpu"])
     sm.add_argument("--gpus", default="auto", choices=["auto", "yes", "no"], help="pass the GPUs in (auto: when nvidia-smi exists)")
-    sm.add_argument("--quiet", action="store_true")
-    sm.set_defaults(func=cmd_smoke)
+    sm.add_argument("-q", "--quiet", action="store_true", default=argparse.SUPPRESS,
+                    help="do not stream the log of the build it runs first")
+    sm.set_defaults(func=cmd_smoke, uses_engine=True)
 
     pb = sub.add_parser("publish", help="push an image's tags, only if every level of its smoke passed",
                         description="Push the variant's tags (or --tag ...) to --registry, only when the smoke recorded "
@@ -654,7 +691,9 @@ def build_parser() -> argparse.ArgumentParser:
                                     "A skipped level is not a passed one. --allow-skipped LEVEL with a reason publishes "
                                     "anyway and records the allowance in the pushed image's labels "
                                     "(io.pinwheel.smoke.allowed-skipped, io.pinwheel.smoke.skip-reason). "
-                                    "Re-running pushes the same digests again.")
+                                    "Re-running pushes the same digests again. The content tag is immutable: other "
+                                    "bytes under it are refused (publish them with --tag); a tag that moves prints "
+                                    "old digest -> new. Exit 0 published, 1 refused, 2 bad input.")
     add_variant_args(pb)
     pb.add_argument("--registry", default=DEFAULT_REGISTRY, help=f"registry host[:port] (default: {DEFAULT_REGISTRY})")
     pb.add_argument("--tag", action="append", default=[], help="a local tag to publish (repeatable)")
@@ -674,7 +713,7 @@ def build_parser() -> argparse.ArgumentParser:
     pb.add_argument("--digest", metavar="SHA256",
                     help="promote the image already in --registry by this digest (sha256:...): its tags are "
                          "pointed at it once the smoke recorded for it passed; no engine needed")
-    pb.set_defaults(func=cmd_publish)
+    pb.set_defaults(func=cmd_publish, uses_engine=True)
 
     bp = sub.add_parser(
         "bump", help="what breaks if a package is bumped, before any image is built",
@@ -683,7 +722,8 @@ def build_parser() -> argparse.ArgumentParser:
                      "stable ABI), requirements in the image that exclude the new version (with the nearest release\n"
                      "that accepts it) and those it unblocks, what the bumped package's own pins move along, and\n"
                      "shared pins that become unsatisfiable. Verdicts: ok, upgrade/downgrade/add, rebuild, blocked.\n"
-                     "Exit 0 nothing blocks, 1 something is blocked, 2 bad input. JSON schema: docs/bump.md."),
+                     "Exit 0 nothing blocks, 1 something is blocked, 2 bad input, 3 could not judge (the index or\n"
+                     "its cache could not answer). JSON schema: docs/bump.md."),
         formatter_class=argparse.RawDescriptionHelpFormatter)
     bp.add_argument("requirements", nargs="+", metavar="NAME==VERSION", help="the bump(s), e.g. torch==2.14.1")
     add_variant_args(bp)
@@ -708,8 +748,12 @@ def build_parser() -> argparse.ArgumentParser:
         formatter_class=argparse.RawDescriptionHelpFormatter)
     add_variant_args(lk)
     add_platform_arg(lk, every=True)
-    lk.add_argument("--engine", choices=["pip-compile", "uv"], default=None,
-                    help="resolver (default uv; with --check: the engine each lock was made with)")
+    lk.add_argument("--resolver", choices=sorted(ENGINES), default=None,
+                    help="the resolver (default uv, or the one the committed lock was made with; with --check: "
+                         "the one each lock was made with)")
+    # its name until --resolver: `--engine` reads as Docker's, beside --engine-host
+    lk.add_argument("--engine", choices=sorted(ENGINES), dest="resolver", action=DeprecatedAlias, new="--resolver",
+                    help=argparse.SUPPRESS)
     lk.add_argument("--check", action="store_true", help="exit 1 naming the variants whose lock is stale (no network)")
     lk.add_argument("--upgrade", action="store_true", help="re-resolve from scratch instead of keeping earlier pins")
     lk.set_defaults(func=cmd_lock)
@@ -718,17 +762,23 @@ def build_parser() -> argparse.ArgumentParser:
     asset_sub = asset.add_subparsers(dest="asset_command", required=True)
     asset_add = asset_sub.add_parser("add", help="download URL (a wheel) into the asset cache and print its entry")
     asset_add.add_argument("url", help="the wheel's URL (https:// or http://)")
-    asset_add.set_defaults(func=cmd_asset)
+    asset_add.set_defaults(func=cmd_asset, needs_manifest=False)
     return p
 
 
 def _global_options_after_subcommand(parser: argparse.ArgumentParser) -> None:
-    """`pinwheel report --manifest X` works as `pinwheel --manifest X report` does."""
+    """`pinwheel report --manifest X` works as `pinwheel --manifest X report` does; so do --version, -q/-v and
+    --color on every command, and the engine options on the commands that use an engine."""
     for action in parser._subparsers._group_actions:  # argparse has no public accessor for subparsers
         for sub in set(action.choices.values()):
-            sub.add_argument("--manifest", type=Path, default=argparse.SUPPRESS,
-                             help="the manifest (default: ./wheels_manifest.yaml)")
-            add_engine_args(sub, default=argparse.SUPPRESS)
+            sub.add_argument("--manifest", type=Path, default=argparse.SUPPRESS, help=MANIFEST_HELP)
+            if sub.get_default("uses_engine"):
+                add_engine_args(sub, default=argparse.SUPPRESS)
+            add_common_options(sub, default=argparse.SUPPRESS)
+            if sub._subparsers is not None:
+                for nested in sub._subparsers._group_actions:
+                    for leaf in set(nested.choices.values()):
+                        add_common_options(leaf, default=argparse.SUPPRESS)
 
 
 def _printable_everywhere() -> None:
@@ -750,8 +800,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     _printable_everywhere()
     parser = build_parser()
     _global_options_after_subcommand(parser)
-    args = parser.parse_args(argv)
+    argv = list(sys.argv[1:] if argv is None else argv)
+    args, unknown = parser.parse_known_args(argv)
+    if unknown:  # said by the command's own parser, with the nearest of its options
+        selected_parser(parser, argv).error(f"unrecognized arguments: {' '.join(unknown)}"
+                                            + option_hint(selected_parser(parser, argv), unknown))
+    apply_common_options(args)
     try:
+        locate_manifest(args, needed=getattr(args, "needs_manifest", True))
         with json_stdout(bool(getattr(args, "json", False))):
             return args.func(args)
     except ManifestError as exc:

@@ -13,6 +13,20 @@ from .index.target import CONTAINER_MACHINES
 
 # Environment variable that moves the one cache root (default: <root>/.cache).
 CACHE_ENV = "PINWHEEL_CACHE_DIR"
+# The manifest's file name: its directory is the project's root.
+MANIFEST_FILE = "wheels_manifest.yaml"
+
+
+def find_manifest(start: Path) -> Path | None:
+    """The manifest in ``start`` or the nearest directory above it that has one (as git and uv look for
+    their project), or None. One in ``start`` itself stays relative, so messages name it as before."""
+    start = Path(start)
+    if (start / MANIFEST_FILE).is_file():
+        return Path(MANIFEST_FILE) if start == Path.cwd() else start / MANIFEST_FILE
+    for directory in start.resolve().parents:
+        if (directory / MANIFEST_FILE).is_file():
+            return directory / MANIFEST_FILE
+    return None
 
 
 class LockFiles:

@@ -182,6 +182,27 @@ def test_zizmor_finds_nothing_at_medium_or_above() -> None:
     assert "No findings to report" in proc.stdout + proc.stderr
 
 
+def test_every_trigger_path_names_something_in_the_repository(wf: dict) -> None:
+    on = triggers(wf)
+    for event in ("push", "pull_request"):
+        for pattern in on[event]["paths"]:
+            fixed = pattern.split("*", 1)[0].rstrip("/") or "."
+            assert (ROOT / fixed).exists(), f"{event}.paths: {pattern} names nothing in the repository"
+
+
+def test_every_job_that_reads_a_secret_runs_in_an_environment(wf: dict) -> None:
+    for name, job in wf["jobs"].items():
+        if "secrets." in yaml.safe_dump(job["steps"]):
+            assert job.get("environment"), f"{name}: reads secrets outside an environment"
+
+
+def test_zizmor_auditor_persona_finds_no_secret_outside_an_environment() -> None:
+    zizmor = shutil.which("zizmor") or str(Path(sys.executable).with_name("zizmor"))
+    proc = subprocess.run([zizmor, "--offline", "--persona", "auditor", "--format", "plain", str(WORKFLOW.parent)],
+                          capture_output=True, text=True, cwd=ROOT)
+    assert "secrets-outside-env" not in proc.stdout + proc.stderr, proc.stdout[-4000:]
+
+
 def test_forks_never_reach_the_self_hosted_runner(wf: dict) -> None:
     on = triggers(wf)
     assert "pull_request_target" not in on

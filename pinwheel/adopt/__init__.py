@@ -301,10 +301,12 @@ def _torch(steps: list[dict]) -> str:
     return "0"
 
 
-def to_yaml(adopted: Adopted, source: Path) -> str:
-    """The manifest, written by the YAML emitter: every Dockerfile string is a quoted scalar, never YAML."""
-    head = [f"Started by `build.py import {source.name}`. Fill in every TODO (each why, the todo: list),",
-            "then `build.py report` and `build.py lock`.", adopted.accounting]
+def to_yaml(adopted: Adopted, source: Path, command: str = "pinwheel import") -> str:
+    """The manifest, written by the YAML emitter: every Dockerfile string is a quoted scalar, never YAML.
+    ``command``: how the user started it (`pinwheel import`, `build.py import`, `pinwheel init --from`)."""
+    prog = command.split()[0]
+    head = [f"Started by `{command} {source.name}`. Fill in every TODO (each why, the todo: list),",
+            f"then `{prog} report` and `{prog} lock`.", adopted.accounting]
     head += adopted.notes
     if adopted.listed:
         head.append("Not expressed (do these by hand, or in a later step kind):")

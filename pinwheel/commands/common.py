@@ -19,6 +19,11 @@ from ..workspace import Workspace
 EXIT_OK, EXIT_PROBLEM, EXIT_BAD_INPUT, EXIT_UNCHECKED = 0, 1, 2, 3
 
 
+def program() -> str:
+    """How the user ran the command line, for the commands that messages and files tell them to run."""
+    return "build.py" if Path(sys.argv[0]).name == "build.py" else "pinwheel"
+
+
 class UsageError(Exception):
     """Bad arguments or environment the user must fix; exit 2."""
 
@@ -27,11 +32,22 @@ class UsageError(Exception):
 UNBOUNDED_WIDTH = 100_000
 
 
+# --color, as main() read it for this run: auto (colour on a terminal), always, never.
+_COLOR = {"mode": "auto"}
+
+
+def set_color(mode: str) -> None:
+    _COLOR["mode"] = mode
+
+
 def _console(stream):
     from rich.console import Console  # rich loads when something is printed, not for `--json` or `--help`
     width = None if stream.isatty() else UNBOUNDED_WIDTH
-    # emoji off: a manifest key like ":thumbs_up:" must print as written
-    return Console(file=stream, highlight=False, soft_wrap=True, width=width, emoji=False)
+    mode = _COLOR["mode"]
+    # emoji off: a manifest key like ":thumbs_up:" must print as written; on a terminal long lines wrap at
+    # spaces (soft_wrap off), elsewhere a line stays one line
+    return Console(file=stream, highlight=False, soft_wrap=width is not None, width=width, emoji=False,
+                   force_terminal=True if mode == "always" else None, no_color=True if mode == "never" else None)
 
 
 def out():

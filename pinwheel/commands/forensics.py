@@ -16,7 +16,7 @@ from ..manifest import Manifest
 from ..plan import plan_variant
 from ..workspace import LockFiles, Workspace
 
-from .common import EXIT_OK, EXIT_PROBLEM, UsageError, emit_json, engine_or_fail, err, escape, out
+from .common import EXIT_OK, EXIT_PROBLEM, UsageError, emit_json, engine_or_fail, err, escape, out, program
 
 if TYPE_CHECKING:
     from ..image.engine import Engine
@@ -126,21 +126,29 @@ def _replay_base(args: argparse.Namespace):
 
 
 def cmd_import(args: argparse.Namespace) -> int:
-    from ..adopt import adopt, to_yaml as adopted_yaml
-    from ..dockerfiles import DockerfileError
     if not args.dockerfile.is_file():
         raise UsageError(f"{args.dockerfile}: not a file")
     if args.output.exists() and not args.force:
         raise UsageError(f"{args.output} exists; pass --force to replace it")
+    return import_dockerfile(args.dockerfile, args.output, f"{program()} import", args if args.pin else None)
+
+
+def import_dockerfile(dockerfile: Path, output: Path, command: str, pin: argparse.Namespace | None = None) -> int:
+    """Write the manifest adopted from ``dockerfile`` to ``output``; ``command`` is how its header says it
+    was started (`pinwheel import`, `pinwheel init --from`); ``pin``: import --pin's arguments."""
+    from ..adopt import adopt, to_yaml as adopted_yaml
+    from ..dockerfiles import DockerfileError
+    if not dockerfile.is_file():
+        raise UsageError(f"{dockerfile}: not a file")
     try:
-        adopted = adopt(args.dockerfile)
+        adopted = adopt(dockerfile)
     except DockerfileError as exc:
         raise UsageError(str(exc)) from None
-    if args.pin:
-        _pin(adopted, args)
-    args.output.write_text(adopted_yaml(adopted, args.dockerfile))
+    if pin is not None:
+        _pin(adopted, pin)
+    output.write_text(adopted_yaml(adopted, dockerfile, command=command))
     steps = adopted.manifest["steps"]
-    out().print(f"wrote {args.output}: {len(steps)} steps, {len(adopted.manifest.get('todo', []))} TODOs; "
+    out().print(f"wrote {output}: {len(steps)} steps, {len(adopted.manifest.get('todo', []))} TODOs; "
                 "fill in the TODOs")
     for line in adopted.listed:
         err().print(f"  not expressed: {escape(line)}")
@@ -189,7 +197,7 @@ def add_forensics_parsers(sub) -> None:
     ly.add_argument("--b-engine-host", metavar="URL", help="the engine that holds B (default: A's)")
     ly.add_argument("--b-engine-context", metavar="NAME", help="the docker context that holds B")
     ly.add_argument("--json", action="store_true")
-    ly.set_defaults(func=cmd_layers)
+    ly.set_defaults(func=cmd_layers, needs_manifest=False, uses_engine=True)
 
     ins = sub.add_parser(
         "inspect", help="what any local image holds, layer by layer (without running it)",
@@ -200,8 +208,9 @@ def add_forensics_parsers(sub) -> None:
         formatter_class=argparse.RawDescriptionHelpFormatter)
     ins.add_argument("image", help="image reference in the local engine")
     ins.add_argument("--json", action="store_true")
-    ins.add_argument("--verbose", "-v", action="store_true", help="list every added distribution too")
-    ins.set_defaults(func=cmd_inspect)
+    ins.add_argument("--verbose", "-v", action="store_true", default=argparse.SUPPRESS,
+                     help="list every added distribution too")
+    ins.set_defaults(func=cmd_inspect, needs_manifest=False, uses_engine=True)
 
     df = sub.add_parser("diff", help="what changed between two images, two locks, or an image and a lock",
                         description="Packages added, removed and changed between A and B, with versions, sizes and "
@@ -210,7 +219,7 @@ def add_forensics_parsers(sub) -> None:
     df.add_argument("a")
     df.add_argument("b")
     df.add_argument("--json", action="store_true")
-    df.set_defaults(func=cmd_diff)
+    df.set_defaults(func=cmd_diff, needs_manifest=False, uses_engine=True)
 
     _add_adoption_parsers(sub)
 
@@ -239,7 +248,7 @@ def _add_adoption_parsers(sub) -> None:
     au.add_argument("--context", type=Path, help="the build context, where files the Dockerfile COPYs in (a "
                                                  "requirements file) are read (default: the Dockerfile's directory)")
     au.add_argument("--index-url", help="with --replay: index to read metadata from (default: pip's configuration)")
-    au.set_defaults(func=cmd_audit)
+    au.set_defaults(func=cmd_audit, needs_manifest=False)
 
     im = sub.add_parser("import", help="start a wheels_manifest.yaml from a hand-written Dockerfile",
                         description="Every instruction becomes steps of today's kinds (apt, wheels with local "
@@ -255,5 +264,5 @@ def _add_adoption_parsers(sub) -> None:
                          "newest allowed version today, git branches and tags at the commit `git ls-remote` names, "
                          "assets at the sha256 of their download; what cannot be reached stays TODO")
     im.add_argument("--index-url", help="with --pin: the index (default: pip's configuration)")
-    im.set_defaults(func=cmd_import)
+    im.set_defaults(func=cmd_import, needs_manifest=False)
 

@@ -14,14 +14,16 @@ import importlib.resources
 import os
 import json
 import shutil
+import re
 import subprocess
 import tempfile
 from dataclasses import dataclass
+from typing import Callable
 from pathlib import Path
 
 from . import labels
 from .identity import ContentInputs, base_digest, content_inputs
-from .labels import CONTENT_TAG, OCI_BASE_DIGEST, OCI_SOURCE
+from .labels import BASE_DIGEST_KIND, CONTENT_TAG, OCI_BASE_DIGEST, OCI_SOURCE
 from .base import platform_base
 from .engine import CacheExport, Engine
 from ..index import ca_bundle, default_index_url, pip_setting
@@ -59,10 +61,12 @@ class BuildInputs:
 
 @dataclass(frozen=True)
 class BuildCache:
-    """The layer cache of one build: refs to read it from, and the ref to write it to (None: not written)."""
+    """The layer cache of one build: refs to read it from, and the ref to write it to (None: not written);
+    to_mode: how much of the build a registry cache holds (min: the image's layers, max: every stage's)."""
 
     from_refs: tuple[str, ...] = ()
     to_ref: str | None = None
+    to_mode: str = "max"
 
 
 @dataclass(frozen=True)
@@ -131,6 +135,14 @@ def labels_for(plan: Plan, lock_sha256: str, versions: dict[str, str], dated_tag
     return labels
 
 
+def base_digest_kind(engine: Engine, base: str, digest: str) -> str:
+    """What ``digest`` (the base.digest label) is: a manifest digest, or, for a base that has none in a
+    registry (a bootstrap base), the local image's id."""
+    if "@sha256:" in base or not engine.image_exists(base) or engine.image_id(base) != digest:
+        return "manifest"
+    return "image-id"
+
+
 def source_url(root: Path) -> str | None:
     """org.opencontainers.image.source: the repository the image is built from, as CI names it, else the
     checkout's `origin` remote (https only, without credentials); None when neither says."""
@@ -142,11 +154,22 @@ def source_url(root: Path) -> str | None:
                               text=True, timeout=10)
     except (OSError, subprocess.SubprocessError):
         return None
-    url = proc.stdout.strip() if proc.returncode == 0 else ""
-    if not url.startswith("https://"):
+    return https_source(proc.stdout.strip()) if proc.returncode == 0 else None
+
+
+def https_source(url: str) -> str | None:
+    """A remote's address as a browser opens it, as CI tools write the source label: https as is, an ssh
+    remote (``git@host:org/repo.git``, ``ssh://git@host[:port]/org/repo.git``) as https on the same host
+    and path; never a user or credentials. None for anything else (a local path, a file:// remote)."""
+    from urllib.parse import urlsplit
+
+    scp = re.fullmatch(r"(?:[A-Za-z0-9._-]+@)?([A-Za-z0-9.-]+):(?!//)/?([^\s]+)", url)
+    if scp and "/" in scp.group(2):
+        return f"https://{scp.group(1)}/{scp.group(2)}"
+    parts = urlsplit(url)
+    if parts.scheme not in ("https", "ssh", "git+ssh") or not parts.hostname or not parts.path.strip("/"):
         return None
-    host_part = url[len("https://"):]
-    return "https://" + host_part.split("@", 1)[-1] if "@" in host_part.split("/", 1)[0] else url
+    return f"https://{parts.hostname}{parts.path}"
 
 
 def git_revision(root: Path) -> str | None:
@@ -292,17 +315,13 @@ def write_sbom(plan: Plan, root: Path, identity: ContentInputs, immutable: str, 
 def _uv_config(secrets_dir: Path, trusted: str | None, extras: list[str], flat: list[str] = ()) -> Path:
     """uv.toml with pip's index URL (and the extra indexes and find-links pages, pip's trusted hosts): what uv
     installs from."""
-    toml = lambda value: json.dumps(value)  # noqa: E731 - a JSON string or list of strings is valid TOML
-    lines = []
-    if trusted:
-        lines.append(f"allow-insecure-host = {toml(trusted.split())}")
-    lines += ["[pip]", f"index-url = {toml(default_index_url())}"]
-    if extras:
-        lines.append(f"extra-index-url = {toml(list(extras))}")
-    if flat:
-        lines.append(f"find-links = {toml(list(flat))}")
+    import tomli_w  # lazy: only a build writes it
+
+    config: dict = {"allow-insecure-host": trusted.split()} if trusted else {}
+    config["pip"] = {"index-url": default_index_url(), **({"extra-index-url": list(extras)} if extras else {}),
+                     **({"find-links": list(flat)} if flat else {})}
     path = secrets_dir / "uv.toml"
-    path.write_text("\n".join(lines) + "\n")
+    path.write_text(tomli_w.dumps(config))
     path.chmod(0o600)
     return path
 
@@ -324,7 +343,7 @@ def _cache_options(cache: BuildCache | None, on_export) -> dict:
     if cache and cache.from_refs:
         options["cache_from"] = cache.from_refs
     if cache and cache.to_ref:
-        options.update(cache_to=cache.to_ref, on_cache_export=on_export)
+        options.update(cache_to=cache.to_ref, cache_mode=cache.to_mode, on_cache_export=on_export)
     return options
 
 
@@ -349,10 +368,11 @@ def step_labels(plan: Plan) -> dict[str, str]:
 
 def build_image(plans: list[Plan], plan: Plan, root: Path, engine: Engine, target: str = "image",
                 progress: bool = True, extra_tags: tuple[str, ...] = (), base_image: str | None = None,
-                cache: BuildCache | None = None, fresh_checks: bool = False) -> BuiltImage:
+                cache: BuildCache | None = None, fresh_checks: bool = False,
+                on_log: Callable[[str], None] | None = None) -> BuiltImage:
     """Build one variant. base_image: the image a base_variant variant starts FROM (the BASE build arg);
     cache: where its layer cache is read from and written to; fresh_checks: the invariant reuses no earlier
-    passing result."""
+    passing result; on_log: sees each line of the build log (progress: it streams to stderr too)."""
     inputs = BuildInputs.for_plan(plan, root)
     base = base_reference(plan, base_image)
     check_inputs(plans, plan, inputs)
@@ -367,6 +387,7 @@ def build_image(plans: list[Plan], plan: Plan, root: Path, engine: Engine, targe
     labels["org.opencontainers.image.base.name"] = base
     if identity.base_digest:
         labels[OCI_BASE_DIGEST] = identity.base_digest
+        labels[BASE_DIGEST_KIND] = base_digest_kind(engine, base, identity.base_digest)
     source = source_url(root)
     if source:
         labels[OCI_SOURCE] = source
@@ -388,7 +409,7 @@ def build_image(plans: list[Plan], plan: Plan, root: Path, engine: Engine, targe
             context, context / "Dockerfile", tags=list(tags + extra_tags), labels=labels,
             build_args={"BASE": base, **plan.build_args, **({InImage.FRESH_CHECKS_ARG: "1"} if fresh_checks else {})},
             secrets=secrets,
-            target=target, progress=progress,
+            target=target, progress=progress, **({"on_log": on_log} if on_log else {}),
             platform=plan.container_platform if plan.variant.platforms else None,
             **_cache_options(cache, exports.append),
         )

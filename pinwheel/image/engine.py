@@ -3,9 +3,13 @@
 Everything goes through python-on-whales (the docker CLI plus the buildx
 plugin), except `push`: it runs the same CLI under a pseudo-terminal, the only
 place the CLI reports a push's bytes, and reads the pushed manifest back with
-`docker manifest inspect`. Nothing happens at import time; python-on-whales
-itself is imported on first use, so render and resolve code and their tests
-never need it.
+`docker manifest inspect`. (The engine API's push endpoint streams the same
+progress as JSON, but reading it means a second client beside the CLI, one that
+speaks to every host the CLI reaches: unix and tcp sockets, ssh:// hosts,
+docker contexts and their TLS settings. The CLI stays the one client, so its
+progress text is parsed, by parse_push_line.) Nothing happens at import time;
+python-on-whales itself is imported on first use, so render and resolve code
+and their tests never need it.
 
 Where it builds is this adapter's business only: ``host`` (``--engine-host``,
 a remote or second engine), ``context`` (a docker context) and ``builder``
@@ -264,6 +268,7 @@ class Engine:
         platform: str | None = None,
         cache_from: Sequence[str] = (),
         cache_to: str | None = None,
+        cache_mode: str = "max",
         on_cache_export: Callable[[CacheExport], None] | None = None,
         on_log: Callable[[str], None] | None = None,
         push: bool = False,
@@ -273,7 +278,7 @@ class Engine:
         ``cache_from`` are cache refs to read (a registry cache manifest or an
         image with inline cache, either works); ``cache_to`` the ref this
         build's cache goes to, as :meth:`cache_kind` says: a registry cache
-        (mode=max), or the inline cache with the built image pushed to that
+        (``cache_mode``: max, every stage; min, the image's layers), or the inline cache with the built image pushed to that
         ref. ``on_cache_export`` is told where it went; ``on_log`` sees each
         line of the plain build log. ``push`` pushes the result to its tags'
         registry instead of loading it into the engine's store (then cached
@@ -298,7 +303,7 @@ class Engine:
         cache_kind = self.cache_kind() if cache_to else None
         cache_export: dict[str, str] | None = None
         if cache_to and cache_kind == "registry":
-            cache_export = {"type": "registry", "ref": cache_to, "mode": "max"}
+            cache_export = {"type": "registry", "ref": cache_to, "mode": cache_mode}
         elif cache_to:
             cache_export = {"type": "inline"}
         tail: collections.deque[str] = collections.deque(maxlen=self._log_tail_lines)

@@ -10,6 +10,9 @@ CONTENT_TAG = f"{PREFIX}.content-tag"  # that immutable tag's name: what publish
 SBOM = f"{PREFIX}.sbom"  # the SBOM's tag beside the image in its repository
 SBOM_SHA256 = f"{PREFIX}.sbom.sha256"  # the sha256 of the SBOM document's bytes
 SBOM_MEDIA_TYPE = "application/vnd.cyclonedx+json"
+# what the base.digest label is: "manifest" (a registry manifest digest) or "image-id" (the local image's
+# config digest: a bootstrap base, or one never pulled from a registry, has no manifest)
+BASE_DIGEST_KIND = f"{PREFIX}.base.digest-kind"
 
 # org.opencontainers.image.* (the OCI image spec's annotation keys, set as labels)
 OCI = "org.opencontainers.image"

@@ -88,6 +88,7 @@ class Published:
     pushes: dict[str, PushResult] = field(default_factory=dict)
     notes: tuple[str, ...] = ()
     moved: tuple[str, ...] = ()  # the tags this publish pointed at the digest (the others already named it)
+    previous: dict[str, str] = field(default_factory=dict)  # of the moved tags, each one's digest before
 
 
 class PushProgress(Protocol):
@@ -294,7 +295,7 @@ def content_tag(image_labels: Mapping[str, str]) -> str | None:
 def publish(engine: Engine, tags: list[str], registry: str, smoke_results: Path, require_gpu: bool = False,
             declared: DeclaredSmoke | None = None, allowed: Mapping[str, str] | None = None,
             progress: PushProgress | None = None, check_only: bool = False,
-            sbom: Path | None = None) -> Published | None:
+            sbom: Path | None = None, explicit_tags: bool = False) -> Published | None:
     """Push one smoked image by digest, then point its tags at exactly that digest.
 
     The image is pushed once, under its content tag (``<variant>-<hash>``, from its labels; the first tag
@@ -302,7 +303,9 @@ def publish(engine: Engine, tags: list[str], registry: str, smoke_results: Path,
     that carries an allowance) as its config, so the registry holds the bytes the smoke ran on; every other
     tag is then put as that manifest, unchanged. PublishRefused before anything is pushed when the gate fails.
     check_only: only the gate (None when it passes), so several platforms' images are all checked first.
-    sbom: the image's SBOM file, pushed beside it as an OCI artifact (the tag its label names)."""
+    sbom: the image's SBOM file, pushed beside it as an OCI artifact (the tag its label names).
+    The content tag is immutable (immutable_carrier): explicit_tags (--tag) lets other bytes go under the
+    first given tag instead, where the content tag already names another image."""
     if not tags:
         raise PublishRefused("no tags to publish")
     ids = {t: engine.image_id(t) for t in tags}
@@ -323,31 +326,77 @@ def publish(engine: Engine, tags: list[str], registry: str, smoke_results: Path,
     base = registry.rstrip("/")
     repository = tags[0].rsplit(":", 1)[0] if ":" in tags[0].rsplit("/", 1)[-1] else tags[0]
     carrier_tag = content_tag(image_labels) or tags[0].rsplit(":", 1)[-1]
-    carrier = f"{base}/{repository}:{carrier_tag}"
+    content_ref = f"{base}/{repository}:{carrier_tag}"
     remotes = [f"{base}/{tag}" for tag in tags]
-    pushed_id = derive(engine, image_id, [carrier], extra) if extra else image_id
-    if not extra:
-        engine.tag(image_id, carrier)
+    pushed_id = derive(engine, image_id, [content_ref], extra) if extra else image_id
+    carrier, remotes, carrier_before, taken_note = immutable_carrier(content_ref, pushed_id, remotes, explicit_tags,
+                                                                     (image_id, repository))
+    if taken_note:
+        notes = notes + (taken_note,)
+    engine.tag(pushed_id, carrier)  # (derive tagged the content tag already; tagging again changes nothing)
     result, reg, remote_repo = _push_by_digest(engine, carrier, pushed_id, progress)
     try:
-        digests = {carrier: result.digest}
-        moved: list[str] = []
-        for remote in remotes:
-            if remote == carrier:
-                continue
-            _, tag_repo, tag = split_ref(remote)
-            if tag_repo != remote_repo:
-                raise PublishRefused(f"{remote}: a tag of another repository than {remote_repo}")
-            digests[remote], changed = reg.point(remote_repo, tag, result.digest)
-            if changed:
-                moved.append(remote)
+        digests, moved, previous = _point_tags(reg, remote_repo, [r for r in remotes if r != carrier],
+                                               result.digest)
+        digests = {carrier: result.digest, **digests}
+        if carrier_before not in (None, result.digest):
+            previous[carrier] = carrier_before
         sbom_ref = push_sbom(reg, remote_repo, image_labels, sbom, result.digest) if sbom is not None else None
     except RegistryError as exc:
         raise PublishRefused(f"the registry: {exc}") from None
     refs = (carrier,) + tuple(r for r in remotes if r != carrier)
     if sbom_ref:
         notes = notes + (f"SBOM pushed as {sbom_ref}",)
-    return Published(image_id, refs, digests, pushed_id, extra, {carrier: result}, notes, tuple(moved))
+    return Published(image_id, refs, digests, pushed_id, extra, {carrier: result}, notes, tuple(moved), previous)
+
+
+def _point_tags(reg: Registry, repository: str, refs: Sequence[str], digest: str
+                ) -> tuple[dict[str, str], list[str], dict[str, str]]:
+    """Point each of ``refs`` (host/repository:tag, in ``repository``) at ``digest``: (ref -> digest, the
+    refs that moved, the digest each moved one named before, where it named one)."""
+    digests: dict[str, str] = {}
+    moved: list[str] = []
+    previous: dict[str, str] = {}
+    for ref in refs:
+        _, tag_repo, tag = split_ref(ref)
+        if tag_repo != repository:
+            raise PublishRefused(f"{ref}: a tag of another repository than {repository}")
+        before = reg.repoint(repository, tag, digest)
+        digests[ref] = digest
+        if before != digest:
+            moved.append(ref)
+            if before is not None:
+                previous[ref] = before
+    return digests, moved, previous
+
+
+def immutable_carrier(content_ref: str, image_id: str, remotes: Sequence[str], explicit_tags: bool,
+                      local: tuple[str, str]) -> tuple[str, list[str], str | None, str | None]:
+    """(the ref to push ``image_id`` by, the refs to point at it then, the digest that ref named before,
+    a note). The content tag is immutable: where the registry's already names another image (other bytes
+    from the same inputs: another commit's revision and created labels, another allowance reason, or a
+    build that is not byte-for-byte reproducible) it is never moved. With tags of the user's own (--tag)
+    the first other one carries the image instead, and the note says so; else PublishRefused says how to
+    publish these bytes (``local``: the smoked image's id and its local repository, for that advice)."""
+    host, repository, tag = split_ref(content_ref)
+    reg = Registry(host)
+    try:
+        taken = reg.manifest(repository, tag)
+        if taken is None or taken.config_digest == image_id:
+            return content_ref, list(remotes), None, None
+        own = [r for r in remotes if r != content_ref] if explicit_tags else []
+        if own:
+            before = reg.manifest(repository, split_ref(own[0])[2])
+            return own[0], own, before.digest if before else None, (
+                f"the content tag {content_ref} names another image ({taken.digest}); it is immutable, so it "
+                f"keeps that one, and {own[0]} carries this one")
+    except RegistryError as exc:
+        raise PublishRefused(f"the registry: {exc}") from None
+    raise PublishRefused(
+        f"the content tag {content_ref} already names another image ({taken.digest}, image "
+        f"{(taken.config_digest or 'unknown')[:19]}) built from the same inputs; a content tag is immutable, so "
+        f"it is not moved. Publish that image again (`publish --digest {taken.digest}`), or these bytes under "
+        f"a tag of their own: `docker tag {local[0][:19]} {local[1]}:<tag>`, then `publish --tag {local[1]}:<tag>`")
 
 
 def _push_by_digest(engine: Engine, carrier: str, image_id: str,
@@ -436,18 +485,12 @@ def promote(registry_ref: str, tags: Sequence[str], smoke_results: Path, declare
     declared = declared or DeclaredSmoke(LEVELS, "nothing declares the smoke's levels, so every level is required")
     extra, notes = gate(smoke, image_id, declared, None, require_gpu)
     assert not extra  # no allowance is given here, so a passing gate adds no labels
-    digests: dict[str, str] = {}
-    moved = []
+    refs = [f"{host}/{repository}:{tag.rsplit(':', 1)[-1] if ':' in tag else tag}" for tag in tags]
     try:
-        for tag in tags:
-            name = tag.rsplit(":", 1)[-1] if ":" in tag else tag
-            ref = f"{host}/{repository}:{name}"
-            digests[ref], changed = reg.point(repository, name, digest)
-            if changed:
-                moved.append(ref)
+        digests, moved, previous = _point_tags(reg, repository, refs, digest)
     except RegistryError as exc:
         raise PublishRefused(f"the registry: {exc}") from None
-    return Published(image_id, tuple(digests), digests, image_id, {}, {}, notes, tuple(moved))
+    return Published(image_id, tuple(digests), digests, image_id, {}, {}, notes, tuple(moved), previous)
 
 
 NO_GPU_SMOKE = f"{LABEL}.no-gpu-smoke"  # index annotation: JSON {platform: why it has no GPU smoke}

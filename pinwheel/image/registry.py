@@ -124,9 +124,15 @@ class Registry:
 
         Returns (digest, changed): changed is False when the tag already named it (nothing is put).
         """
+        previous = self.repoint(repository, tag, digest)
+        return digest, previous != digest
+
+    def repoint(self, repository: str, tag: str, digest: str) -> str | None:
+        """Point ``tag`` at ``digest`` as :meth:`point` does; the digest the tag named before (None where
+        it named nothing; ``digest`` itself where it already named it, and nothing was put)."""
         now = self.manifest(repository, tag)
         if now is not None and now.digest == digest:
-            return digest, False
+            return digest
         source = self.manifest(repository, digest)
         if source is None:
             raise RegistryError(f"{self.host}/{repository}@{digest}: no such manifest to tag")
@@ -135,7 +141,7 @@ class Registry:
         if after is None or after.digest != digest:
             raise RegistryError(f"{self.host}/{repository}:{tag}: names {after.digest if after else 'nothing'} "
                                 f"after it was pointed at {digest}")
-        return digest, True
+        return now.digest if now is not None else None
 
     def push_blob(self, repository: str, data: bytes, media_type: str) -> dict:
         """Upload one blob (skipped when the registry has it); its OCI descriptor."""

@@ -32,7 +32,6 @@ WHEEL_SETS_KIND = "wheels"
 _VARIANT_NAME = re.compile(r"^[a-z0-9][a-z0-9_-]{0,30}$")
 _ARG_NAME = re.compile(r"^[A-Z][A-Z0-9_]{0,63}$")
 _ENV_NAME = re.compile(r"^[A-Z_][A-Z0-9_]{0,63}$")
-_IMAGE_REF = re.compile(r"^[a-z0-9]+(?:[._/-][a-z0-9]+)*(?::[A-Za-z0-9_][A-Za-z0-9_.-]{0,127})?(?:@sha256:[0-9a-f]{64})?$")
 ENVIRONMENTS = ("venv", "base")
 _REPOSITORY = re.compile(r"^[a-z0-9]+(?:[._/-][a-z0-9]+)*$")
 _PLATFORM = re.compile(r"^(manylinux_2_\d+|musllinux_1_\d+)_(x86_64|aarch64)$")
@@ -325,7 +324,7 @@ def _base(r: Reader, m: dict, key: str, line: int) -> str:
         raise r.fail(line, key, "needs exactly one of base (an image) or base_variant (another variant's image)")
     if "base" not in m:
         return ""
-    return r.string(m["base"], f"{key}.base", _IMAGE_REF, "image reference (name:tag, optionally @sha256:<64 hex>)")
+    return r.image_ref(m["base"], f"{key}.base")
 
 
 def _environment(r: Reader, m: dict, key: str) -> dict:

@@ -66,6 +66,16 @@ class Reader:
             raise self.fail(node.line, key, f"{show(value)} is not a valid {what or 'value'}")
         return value
 
+    def image_ref(self, node: Any, key: str) -> str:
+        """A container image reference, as written (it is valid as a Dockerfile FROM)."""
+        from ..imageref import WHAT, parse_image_ref
+        value = self.string(node, key)
+        try:
+            parse_image_ref(value)
+        except ValueError as exc:
+            raise self.fail(node.line, key, f"{show(value)} is not a valid {WHAT}: {exc}") from None
+        return value
+
     def boolean(self, node: Any, key: str) -> bool:
         if not isinstance(node, Scalar) or not isinstance(node.value, bool):
             raise self.fail(node.line, key, f"must be true or false, got {node_kind(node)}")

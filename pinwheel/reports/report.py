@@ -416,10 +416,22 @@ def next_steps(plan: Plan, shared: list[dict], summary: dict, abi: list[dict] | 
                         | {row["name"] for row in abi or () if row["abi_class"] == "unknown"})
                        - {d["package"] for d in missing or ()})
         steps.append(f"{summary['unchecked'] - len(plan.todos)} requirement(s) could not be judged "
-                     f"({', '.join(names)}): check the "
-                     f"index and the network, run again (--refresh re-reads the index), or pass --allow-unchecked "
-                     f"to accept them knowingly")
+                     f"({', '.join(names)}): {unchecked_advice(plan)}, or pass --allow-unchecked to accept them "
+                     f"knowingly")
     return steps
+
+
+def unchecked_advice(plan: Plan) -> str:
+    """What to do about lookups that failed, by why they failed: an unset index variable, a cache an
+    --offline run could not answer from, or the index itself."""
+    reasons = [u.reason for u in plan.unjudged] + [e.detail for e in plan.edges if e.verdict == "unchecked"]
+    unset = sorted(set(re.findall(r"\$([A-Z_][A-Z0-9_]*), which is not set", " ".join(reasons))))
+    advice = [f"set ${v} (the index the variant reads torch from)" for v in unset]
+    if any("offline: " in r for r in reasons):
+        advice.append("run once without --offline (what was asked is not in the cache yet)")
+    if not advice or any("offline: " not in r and "which is not set" not in r for r in reasons):
+        advice.append("check the index and the network, run again (--refresh re-reads the index)")
+    return "; ".join(advice)
 
 
 def dropped_text(d: dict) -> str:
@@ -480,10 +492,33 @@ def _evaluated_as(plan: Plan) -> str:
         state, "no lock: one plain pip install per wheel set")
 
 
+# Narrower than this, a table of six columns cuts names; the report prints one package per line instead.
+TABLE_MIN_WIDTH = 120
+
+
+def print_packages(c: Console, rows: list[tuple[str, ...]]) -> None:
+    """The packages as a table on a terminal wide enough for one; elsewhere (a pipe, a log, a narrow
+    terminal) one package per line, every name in full, so nothing is cut and no line is padded."""
+    from rich.table import Table
+
+    if c.is_terminal and c.width >= TABLE_MIN_WIDTH:
+        table = Table(title="Packages", show_lines=False)
+        for col in ("package", "version", "wheel set", "required by", "verdict", "why"):
+            # wrap at spaces; a token too long for its cell ends in an ellipsis, never silently cut
+            table.add_column(col, overflow="ellipsis")
+        for row in rows:
+            table.add_row(*row)
+        c.print(table)
+        return
+    c.print("[bold]Packages[/bold] (package version, wheel set: verdict; required by; why)")
+    for name, version, step, req, verdict, why in rows:
+        c.print(f"  {name} {version}, {step}: {verdict}" + (f"; required by {req}" if req else "")
+                + (f"; why: {why}" if why else ""))
+
+
 def print_report(plan: Plan, console: Console, verbose: bool = False, abi: list[dict] | None = None,
                  allow_unchecked: bool = False, missing: list[dict] | None = None) -> dict:
     from rich.markup import escape  # rich loads for the table view only; `--json` never needs it
-    from rich.table import Table
 
     data = to_json(plan, abi, allow_unchecked, missing)
     absent = {d["package"] for d in data["missing_on_platform"]}
@@ -516,10 +551,7 @@ def print_report(plan: Plan, console: Console, verbose: bool = False, abi: list[
     req_by = required_by(plan)
     moved = moved_pins(plan)
 
-    table = Table(title="Packages", show_lines=False)
-    for col in ("package", "version", "wheel set", "required by", "verdict", "why"):
-        # wrap at spaces; a token too long for its cell ends in an ellipsis, never silently cut
-        table.add_column(col, overflow="ellipsis")
+    rows = []
     for i in plan.installed:
         if i.name in absent:
             verdict = f"[red]missing on {escape(plan.container_platform)}[/red]"
@@ -538,9 +570,9 @@ def print_report(plan: Plan, console: Console, verbose: bool = False, abi: list[
         explicit = i.name in whys or i.source not in ("index", BASE) or i.name in moved or i.name in replaced
         if not (verbose or explicit or problems[i.name]):
             continue
-        table.add_row(escape(i.name), escape(i.version), escape(i.step), escape(", ".join(req_by.get(i.name, []))),
-                      verdict, escape(whys.get(i.name) or i.why or ""))
-    c.print(table)
+        rows.append((escape(i.name), escape(i.version), escape(i.step), escape(", ".join(req_by.get(i.name, []))),
+                     verdict, escape(whys.get(i.name) or i.why or "")))
+    print_packages(c, rows)
     hidden = sum(1 for i in plan.installed
                  if not (i.name in whys or i.source not in ("index", BASE) or problems[i.name] or i.name in moved
                          or i.name in replaced))

@@ -67,7 +67,6 @@ _URL = re.compile(r"^(https?|git|ssh)://[A-Za-z0-9][A-Za-z0-9._~:@%+/-]*$")
 _SUBDIRECTORY = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]*(/[A-Za-z0-9_][A-Za-z0-9_.-]*)*$")
 _ABS_PATH = re.compile(r"^/[A-Za-z0-9_][A-Za-z0-9_./-]{0,200}$")
 _ENV_NAME = re.compile(r"^[A-Z_][A-Z0-9_]{0,63}$")
-_IMAGE_REF = re.compile(r"^[a-z0-9]+(?:[._/-][a-z0-9]+)*(?::[A-Za-z0-9_][A-Za-z0-9_.-]{0,127})?(?:@sha256:[0-9a-f]{64})?$")
 # Where the builder stage keeps the checkout and the wheel; the stage's layers never reach the image.
 SOURCE_DIR = "/tmp/pinwheel-git/src"
 WHEEL_DIR = "/tmp/pinwheel-git/wheel"
@@ -313,8 +312,7 @@ class Git(StepKind):
                 raise r.fail(m["subdirectory"].line, f"{key}.subdirectory",
                              f"{show(subdirectory)} is not a relative path inside the checkout")
         isolation = r.boolean(m["isolation"], f"{key}.isolation") if "isolation" in m else True
-        builder = (r.string(m["builder"], f"{key}.builder", _IMAGE_REF,
-                            "image reference (name:tag, optionally @sha256:<64 hex>)") if "builder" in m else None)
+        builder = r.image_ref(m["builder"], f"{key}.builder") if "builder" in m else None
         editable = r.boolean(m["editable"], f"{key}.editable") if "editable" in m else False
         checkout = None
         if "checkout" in m:

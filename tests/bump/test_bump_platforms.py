@@ -32,7 +32,7 @@ def project(local_index, tmp_path, monkeypatch, local_project):
     ix.add("pwt-kern", "2.0", requires=["pwt-torchy==2.0"], tags=X86)  # no aarch64 wheel of 2.0
     root = local_project(ix.serve())
     (root / "wheels_manifest.yaml").write_text(MANIFEST)
-    assert run(root, "lock", "--engine", "uv") == 0
+    assert run(root, "lock", "--resolver", "uv") == 0
     return root
 
 

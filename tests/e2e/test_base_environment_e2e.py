@@ -84,7 +84,7 @@ def test_the_shipped_wheel_sets_on_a_base_with_torch(engine: Engine, base_image:
         assert in_base[LIBS_CU12] == "4.8.1", in_base.get(LIBS_CU12)
 
         # exclude alone: the base keeps its libs-cu12, and both the lock and the report say so
-        lock = cli(root, "lock", "--variant", VARIANT, "--engine", "uv")
+        lock = cli(root, "lock", "--variant", VARIANT, "--resolver", "uv")
         assert lock.returncode == 0, lock.stderr[-3000:]
         assert f"the base keeps {LIBS_CU12} 4.8.1" in lock.stderr, lock.stderr[-3000:]
         lock_dir = root / "images" / "train" / "lock" / VARIANT
@@ -100,7 +100,7 @@ def test_the_shipped_wheel_sets_on_a_base_with_torch(engine: Engine, base_image:
 
         # a remove step drops it: the lock lists it as removed, the report no longer names it
         (root / "wheels_manifest.yaml").write_text(manifest_on_base(base_tag, remove=True))
-        for step in (("render",), ("lock", "--variant", VARIANT, "--engine", "uv")):
+        for step in (("render",), ("lock", "--variant", VARIANT, "--resolver", "uv")):
             proc = cli(root, *step)
             assert proc.returncode == 0, (step, proc.stdout[-3000:], proc.stderr[-3000:])
         expect = json.loads((lock_dir / "expect.json").read_text())

@@ -83,7 +83,7 @@ def demo(local_index, tmp_path, monkeypatch):
 
 def test_lock_against_the_inventory(demo, capsys):
     m, url = demo
-    assert cli.main(["--manifest", str(m.path), "lock", "--variant", "t", "--engine", "uv"]) == 0, \
+    assert cli.main(["--manifest", str(m.path), "lock", "--variant", "t", "--resolver", "uv"]) == 0, \
         capsys.readouterr().err
     d = Workspace.of(m).lock_dir("t")
     constraints = (d / LockFiles.CONSTRAINTS).read_text()
@@ -132,7 +132,7 @@ def test_a_move_the_manifest_forces_on_a_base_package_is_sliced_and_named(demo, 
       - {requirement: "pwt-wants-new-util==1.0"}
 """)
     m = manifest.load(m.path)
-    assert cli.main(["--manifest", str(m.path), "lock", "--variant", "t", "--engine", "uv"]) == 0, \
+    assert cli.main(["--manifest", str(m.path), "lock", "--variant", "t", "--resolver", "uv"]) == 0, \
         capsys.readouterr().err
     d = Workspace.of(m).lock_dir("t")
     expect = json.loads((d / LockFiles.EXPECT).read_text())

@@ -56,7 +56,7 @@ def write(root: Path, text: str) -> None:
 
 def lock_and_report(root: Path, capsys) -> tuple[dict, dict, int]:
     args = ["--manifest", str(root / "wheels_manifest.yaml")]
-    assert cli.main([*args, "lock", "--variant", "cu130", "--engine", "uv"]) == 0
+    assert cli.main([*args, "lock", "--variant", "cu130", "--resolver", "uv"]) == 0
     expect = json.loads((root / "images" / "demo" / "lock" / "cu130" / "expect.json").read_text())
     capsys.readouterr()
     rc = cli.main([*args, "report", "--variant", "cu130", "--json"])

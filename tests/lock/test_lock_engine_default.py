@@ -57,7 +57,7 @@ def test_the_other_platform_is_locked_with_uv_and_a_relock_keeps_each_engine(pro
     assert run(project, "lock") == 0
     assert (engine_of(own), engine_of(other)) == (DEFAULT_ENGINE, "uv")
     switched = "uv" if DEFAULT_ENGINE == "pip-compile" else "pip-compile"
-    assert run(project, "lock", "--engine", switched, "--platform", OWN[HOST]) == 0
+    assert run(project, "lock", "--resolver", switched, "--platform", OWN[HOST]) == 0
     assert run(project, "lock") == 0  # each platform keeps the engine its lock was made with
     assert (engine_of(own), engine_of(other)) == (switched, "uv")
     capsys.readouterr()

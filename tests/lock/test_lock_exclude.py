@@ -61,7 +61,7 @@ def lock_dir(root: Path) -> Path:
 
 def test_the_excluded_requirement_and_what_only_it_reached_are_not_locked_by_either_engine(project):
     write(project, steps())
-    assert lock(project, "--engine", "pip-compile") == 0
+    assert lock(project, "--resolver", "pip-compile") == 0
     by_pip = {f.name: f.read_text() for f in lock_dir(project).iterdir()}
     assert lock(project, "--upgrade") == 0  # uv, the default
     by_uv = {f.name: f.read_text() for f in lock_dir(project).iterdir()}

@@ -85,7 +85,7 @@ def run(root: Path, *args: str) -> int:
 
 
 def test_lock_writes_one_hashed_set_per_platform(project, wheels, local_index, capsys):
-    assert run(project, "lock", "--engine", "uv") == 0
+    assert run(project, "lock", "--resolver", "uv") == 0
     out = capsys.readouterr().out
     assert "cu130: locked" in out and "cu130 linux/arm64: locked" in out
     own = read_lock(project / "images/demo/lock/cu130")
@@ -109,7 +109,7 @@ def test_lock_writes_one_hashed_set_per_platform(project, wheels, local_index, c
 
 
 def test_lock_one_platform_and_staleness(project, capsys):
-    assert run(project, "lock", "--engine", "uv", "--platform", "linux/arm64") == 0
+    assert run(project, "lock", "--resolver", "uv", "--platform", "linux/arm64") == 0
     assert (project / "images/demo/lock/cu130/arm64/requirements.txt").exists()
     assert not (project / "images/demo/lock/cu130/requirements.txt").exists()
     capsys.readouterr()
@@ -121,10 +121,10 @@ def test_lock_one_platform_and_staleness(project, capsys):
 
 def test_locking_the_own_platform_keeps_the_other_platforms_locks(project, capsys):
     """lock/<variant>/ holds the other platforms' lock dirs: re-locking amd64 alone must not drop arm64's."""
-    assert run(project, "lock", "--engine", "uv") == 0
+    assert run(project, "lock", "--resolver", "uv") == 0
     arm = project / "images/demo/lock/cu130/arm64"
     before = {p.name: p.read_bytes() for p in arm.iterdir()}
-    assert run(project, "lock", "--engine", "uv", "--platform", "linux/amd64") == 0
+    assert run(project, "lock", "--resolver", "uv", "--platform", "linux/amd64") == 0
     assert {p.name: p.read_bytes() for p in arm.iterdir()} == before
     capsys.readouterr()
     assert run(project, "lock", "--check") == 0
@@ -134,7 +134,7 @@ def test_locking_the_own_platform_keeps_the_other_platforms_locks(project, capsy
 def test_a_variant_without_platforms_keeps_every_file(project, wheels):
     """Today's single-platform variant: one lock in lock/<variant>/, every file of a version hashed."""
     write_manifest(project, platforms="")
-    assert run(project, "lock", "--engine", "uv") == 0
+    assert run(project, "lock", "--resolver", "uv") == 0
     own = read_lock(project / "images/demo/lock/cu130")
     assert set(own.packages["pwt-torchy"].hashes) == {sha(wheels["x86"]), sha(wheels["arm"])}
     assert not (project / "images/demo/lock/cu130/arm64").exists()
@@ -145,7 +145,7 @@ def test_a_variant_without_platforms_keeps_every_file(project, wheels):
 
 
 def test_report_judges_the_platform(project, capsys):
-    assert run(project, "lock", "--engine", "uv") == 0
+    assert run(project, "lock", "--resolver", "uv") == 0
     capsys.readouterr()
     assert run(project, "report", "--variant", "cu130", "--platform", "linux/arm64", "--json") == 0
     data = json.loads(capsys.readouterr().out)
@@ -160,9 +160,9 @@ def test_report_judges_the_platform(project, capsys):
 
 def test_a_package_missing_on_one_platform_is_named(project, capsys):
     write_manifest(project, extra='\n      - {requirement: "pwt-x86only==1.0"}')
-    assert run(project, "lock", "--engine", "uv", "--platform", "linux/amd64") == 0
+    assert run(project, "lock", "--resolver", "uv", "--platform", "linux/amd64") == 0
     capsys.readouterr()
-    assert run(project, "lock", "--engine", "uv", "--platform", "linux/arm64") == 1
+    assert run(project, "lock", "--resolver", "uv", "--platform", "linux/arm64") == 1
     err = capsys.readouterr().err
     assert "cu130 linux/arm64: lock failed" in err and "pwt-x86only" in err
     code = run(project, "report", "--variant", "cu130", "--platform", "linux/arm64", "--json")

@@ -32,7 +32,7 @@ def project(project_factory, engine: Engine) -> Project:
     # installer: pip: the test index serves the host's own uv (x86_64) only, and the arm64 lock pins its own files
     p.manifest.write_text(text.replace("  name: tiny\n", "  name: tiny\n  installer: pip\n", 1))
     p.cli("render", check=True)  # the installer is in the Dockerfile
-    p.cli("lock", "--engine", "uv", check=True)
+    p.cli("lock", "--resolver", "uv", check=True)
     return p
 
 

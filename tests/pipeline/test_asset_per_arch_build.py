@@ -80,7 +80,7 @@ def project(project_factory, base_image: str, served) -> Project:
         amd64=hashlib.sha256(wheels["amd64"].read_bytes()).hexdigest(),
         arm64=hashlib.sha256(wheels["arm64"].read_bytes()).hexdigest()))
     p.cli("render", check=True)
-    p.cli("lock", "--engine", "uv", check=True)
+    p.cli("lock", "--resolver", "uv", check=True)
     p.set_wheels()
     return p
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import socket
 import subprocess
 import sys
@@ -234,8 +235,8 @@ def test_output_survives_ascii_and_prints_full_values_without_a_terminal(index, 
                           timeout=120)
     assert proc.returncode == 0, proc.stderr
     assert "Traceback" not in proc.stderr
-    # ASCII boxes where the encoding has no box drawing; every consumer in one row, none cut
-    (row,) = [line for line in proc.stdout.splitlines() if line.startswith("| base-lib ")]
+    # without a terminal one package per line: every consumer on base-lib's line, none cut
+    (row,) = [line for line in proc.stdout.splitlines() if re.match(r"  base-lib \S+, ", line)]
     for name in many:
         assert f"{name} (>=1.0)" in row
     assert "..." not in proc.stdout
@@ -251,8 +252,8 @@ def test_a_pin_a_later_step_moves_is_never_ok(index, tmp_path, capsys):
     (lib,) = [p for p in data["packages"] if p["name"] == "base-lib"]
     assert lib["moved"] == {"from": "2.0", "to": "1.0", "by": "two", "pinned_in": "one", "cause": "pinner 1.0"}
     rc = cli.main(["--manifest", str(path), "report", "--index-url", url])
-    (row,) = [line for line in capsys.readouterr().out.splitlines() if line.startswith("│ base-lib ")]
-    assert "moved 2.0 → 1.0 by two" in row and " ok " not in row
+    (row,) = [line for line in capsys.readouterr().out.splitlines() if re.match(r"  base-lib \S+, ", line)]
+    assert "moved 2.0 → 1.0 by two" in row and ": ok" not in row
 
 
 def test_a_fallback_keeps_its_source_and_why(index, tmp_path, capsys):
@@ -272,5 +273,26 @@ def test_a_fallback_keeps_its_source_and_why(index, tmp_path, capsys):
     assert (fb["source"], fb["why"]) == ("fallback", "the index build")
     assert "manifest (fallback for fastk)" in fb["required_by"]
     rc = cli.main(["--manifest", str(path), "report", "--index-url", url])
-    (row,) = [line for line in capsys.readouterr().out.splitlines() if line.startswith("│ sgl-kernel ")]
+    (row,) = [line for line in capsys.readouterr().out.splitlines() if re.match(r"  sgl-kernel \S+, ", line)]
     assert "the index build" in row
+
+
+def test_piped_report_lines_are_one_package_each_and_a_wide_terminal_gets_the_table(index, tmp_path):
+    import io
+
+    from rich.console import Console
+
+    from pinwheel.reports.report import print_packages
+
+    rows = [("cuda-bindings", "13.4.4", "torch", "cuda-python (~=13.4.4), torch (<14,>=13.0.3)", "ok", "w" * 300)]
+    piped = io.StringIO()
+    print_packages(Console(file=piped, width=100_000, highlight=False), rows)
+    lines = piped.getvalue().splitlines()
+    assert lines[1] == f"  cuda-bindings 13.4.4, torch: ok; required by {rows[0][3]}; why: {'w' * 300}"
+    assert max(len(line) for line in lines) < 400  # no padding to a table's width
+    wide = io.StringIO()
+    print_packages(Console(file=wide, width=200, force_terminal=True, highlight=False, color_system=None), rows)
+    assert "┃ package" in wide.getvalue()
+    narrow = io.StringIO()
+    print_packages(Console(file=narrow, width=80, force_terminal=True, highlight=False, color_system=None), rows)
+    assert "cuda-bindi…" not in narrow.getvalue() and "  cuda-bindings 13.4.4, torch: ok" in narrow.getvalue()

@@ -119,7 +119,7 @@ def project(local_index, tmp_path, monkeypatch, local_project):
     (root / "wheels_manifest.yaml").write_text(manifest_text())
     args = ["--manifest", str(root / "wheels_manifest.yaml")]
     assert cli.main([*args, "render"]) == 0
-    assert cli.main([*args, "lock", "--engine", "uv"]) == 0
+    assert cli.main([*args, "lock", "--resolver", "uv"]) == 0
     return root
 
 
@@ -129,7 +129,7 @@ def test_each_platform_is_built_from_the_base_variants_image_for_it(project, pla
 
     m = manifest.load(project / "wheels_manifest.yaml")
     engine = RecordingEngine()
-    built = cli.build_variant(m, plan_variant(m, "top", platform=platform), engine, "image", quiet=True)
+    built = cli.build_variant(m, plan_variant(m, "top", platform=platform), engine, "image", progress="quiet")
     first, second = engine.builds
     assert (first["platform"], second["platform"]) == (platform, platform)
     suffix = f"-{arch}" if arch else ""

@@ -8,6 +8,7 @@ import pytest
 from pinwheel.cli import _global_options_after_subcommand, build_parser
 from pinwheel.commands.common import UsageError, engine_for
 from pinwheel.image.build import cache_ref
+from pinwheel.image.cache_spec import CacheSpec
 from pinwheel.image.engine import Engine, EngineError
 
 
@@ -26,9 +27,9 @@ def test_engine_options_before_or_after_the_command():
 
 def test_cache_flags_bare_or_with_a_ref():
     bare = parse("build", "--cache-from", "--cache-to")
-    assert bare.cache_from == [""] and bare.cache_to == ""  # "": the variant's default ref
+    assert bare.cache_from == [CacheSpec()] and bare.cache_to == CacheSpec()  # ref None: the variant's default
     named = parse("build", "--cache-from", "r/a:c", "--cache-from", "r/b:c", "--cache-to", "r/a:c")
-    assert named.cache_from == ["r/a:c", "r/b:c"] and named.cache_to == "r/a:c"
+    assert [c.ref for c in named.cache_from] == ["r/a:c", "r/b:c"] and named.cache_to == CacheSpec("r/a:c")
     neither = parse("build")
     assert neither.cache_from == [] and neither.cache_to is None and neither.registry == "127.0.0.1:5000"
 

@@ -160,3 +160,55 @@ def test_the_sbom_names_what_each_kind_added_with_the_hash_that_pins_it(tmp_path
     assert by_ref["git:bridge"]["externalReferences"][0]["url"] == "https://git.example.org/team/pw-bridge.git"
     patch = by_ref["patch:six-fixes:patches/six-fix.patch"]
     assert patch["type"] == "file" and patch["hashes"][0]["content"] == hashlib.sha256(PATCH.encode()).hexdigest()
+
+
+@pytest.mark.parametrize("remote, source", [
+    ("git@github.com:org/repo.git", "https://github.com/org/repo.git"),
+    ("github.com:org/repo", "https://github.com/org/repo"),
+    ("ssh://git@git.example.org:2222/team/pw.git", "https://git.example.org/team/pw.git"),
+    ("git+ssh://git@git.example.org/team/pw.git", "https://git.example.org/team/pw.git"),
+    ("https://ci:secret@git.example.org/team/pw.git", "https://git.example.org/team/pw.git"),
+    ("https://git.example.org/team/pw", "https://git.example.org/team/pw"),
+    ("/srv/git/pw.git", None),
+    ("file:///srv/git/pw.git", None),
+    ("../pw", None),
+    ("http://git.example.org/team/pw", None),
+])
+def test_the_source_label_from_an_ssh_remote_is_its_https_address(remote, source):
+    from pinwheel.image.build import https_source
+
+    assert https_source(remote) == source
+
+
+def test_an_ssh_origin_gives_the_source_label(tmp_path, monkeypatch):
+    import subprocess
+
+    from pinwheel.image.build import source_url
+
+    monkeypatch.delenv("GITHUB_SERVER_URL", raising=False)
+    monkeypatch.delenv("GITHUB_REPOSITORY", raising=False)
+    subprocess.run(["git", "init", "-q", str(tmp_path)], check=True)
+    subprocess.run(["git", "-C", str(tmp_path), "remote", "add", "origin", "git@github.com:org/repo.git"], check=True)
+    assert source_url(tmp_path) == "https://github.com/org/repo.git"
+
+
+class _Images:
+    """The two engine calls base_digest_kind makes, answered from a dict (ref -> image id)."""
+
+    def __init__(self, ids: dict[str, str]) -> None:
+        self.ids = ids
+
+    def image_exists(self, ref: str) -> bool:
+        return ref in self.ids
+
+    def image_id(self, ref: str) -> str:
+        return self.ids[ref]
+
+
+def test_the_base_digest_label_says_whether_it_is_an_image_id():
+    from pinwheel.image.build import base_digest_kind
+
+    local = _Images({"pinwheel/base:bookworm-py311": "sha256:" + "1" * 64, "team/cuda:13": "sha256:" + "2" * 64})
+    assert base_digest_kind(local, "pinwheel/base:bookworm-py311", "sha256:" + "1" * 64) == "image-id"
+    assert base_digest_kind(local, "team/cuda:13", "sha256:" + "9" * 64) == "manifest"  # its registry digest
+    assert base_digest_kind(local, "team/cuda:13@sha256:" + "9" * 64, "sha256:" + "9" * 64) == "manifest"

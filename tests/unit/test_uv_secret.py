@@ -42,3 +42,12 @@ def test_the_pip_installer_gets_no_uv_configuration(tmp_path, monkeypatch):
     plan = dataclasses.replace(plan_variant(load_text(MANIFEST, tmp_path), "cu130"), installer="pip")
     (tmp_path / "s").mkdir()
     assert "uvconf" not in write_secrets(plan, tmp_path / "s")
+
+
+def test_an_index_url_with_quotes_and_a_backslash_reads_back_from_the_uv_configuration(tmp_path, monkeypatch):
+    odd = 'https://mirror.invalid/simple/?token="a\\b"'  # quotes and a backslash survive the TOML
+    monkeypatch.setenv("PIP_INDEX_URL", odd)
+    m = load_text(MANIFEST, tmp_path)
+    (tmp_path / "s").mkdir()
+    assert tomllib.loads(write_secrets(plan_variant(m, "cu130"), tmp_path / "s")["uvconf"].read_text()) == \
+        {"pip": {"index-url": odd}}
