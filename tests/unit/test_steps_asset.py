@@ -194,4 +194,4 @@ def test_asset_add_prints_an_entry_the_manifest_accepts(served, tmp_path):
     context = tmp_path / "context"
     stage_steps(plan, tmp_path, context)  # the cache is the workspace's; the file comes from the server again
     assert sorted(p.name for p in (context / "assets" / "pw-asset").iterdir()) == [name]
-    assert (context / "assets" / "pw-asset" / name).read_bytes() == b"the release"
+    assert (context / "assets" / "pw-asset" / name).read_bytes() == (root / name).read_bytes()
