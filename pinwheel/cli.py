@@ -361,10 +361,12 @@ def cmd_publish(args: argparse.Namespace) -> int:
 
 
 def publish_failed(exc: Exception, refused: str = "not published") -> int:
-    """Say why nothing (more) was pushed: a refusal by the publish rules, or the engine's push failing."""
+    """Say why nothing (more) was pushed: a refusal by the publish rules, or the engine's push failing. A smoke
+    record that cannot be trusted is bad input (exit 2), as an unreadable manifest is."""
     from .image.engine import EngineError
+    from .image.publish import BadSmokeRecord
     err().print(f"[red]{'push failed' if isinstance(exc, EngineError) else refused}:[/red] {escape(str(exc))}")
-    return EXIT_PROBLEM
+    return EXIT_BAD_INPUT if isinstance(exc, BadSmokeRecord) else EXIT_PROBLEM
 
 
 def variant_tags(m: Manifest, plan: Plan, engine) -> tuple[str, str]:
