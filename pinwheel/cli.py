@@ -28,6 +28,7 @@ from .lock.format import ENGINE_HEADER, header_value
 from .manifest import Manifest, ManifestError
 from .plan import LockState, Plan, plan_platforms, plan_variant
 from .resolve import CacheState, ResolveError, memoized, resolve_memoized, wheels_state, with_inventory
+from .resolve.memo import torch_abi_memo_key
 from .workspace import LockFiles, Workspace
 
 if TYPE_CHECKING:
@@ -80,7 +81,8 @@ def report_one(m: Manifest, plan: Plan, args: argparse.Namespace) -> tuple[dict,
                                     state=cache_state)
         default_client = getattr(client, "default", client)
         # keyed by the classifier too: a changed ELF classifier never shows old rows
-        abi_key = ("torch_abi", resolved.installed, wheels_state(plan, ws.wheels_dir), args.offline, classifier_key())
+        abi_key = torch_abi_memo_key(resolved, wheels_state(plan, ws.wheels_dir), client, default_client,
+                                     args.offline, classifier_key())
         abi = memoized(ws.index_cache, abi_key,
                        lambda: torch_abi(resolved, client, default_client, ws, args.offline),
                        keep=lambda rows: all(r["abi_class"] != "unknown" for r in rows), refresh=args.refresh,
