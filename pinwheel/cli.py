@@ -756,6 +756,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     except UsageError as exc:
         err().print(f"[red]error:[/red] {escape(str(exc))}")
         return EXIT_BAD_INPUT
+    except ValueError as exc:  # a value no Dockerfile can hold, a file pinwheel reads back that is not one
+        from .fsutil import UnreadableFile
+        from .render import RenderError
+        if not isinstance(exc, (RenderError, UnreadableFile)):
+            raise
+        err().print(f"[red]error:[/red] {escape(str(exc))}")
+        return EXIT_BAD_INPUT
     except LockError as exc:  # a committed lock that does not read back is input to fix
         err().print(f"[red]error:[/red] {escape(str(exc))}; run `make lock`")
         return EXIT_BAD_INPUT
