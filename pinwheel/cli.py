@@ -759,7 +759,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ValueError as exc:  # a value no Dockerfile can hold, a file pinwheel reads back that is not one
         from .fsutil import UnreadableFile
         from .render import RenderError
-        if not isinstance(exc, (RenderError, UnreadableFile)):
+        from .workspace import OutsideProject
+        if not isinstance(exc, (RenderError, UnreadableFile, OutsideProject)):
             raise
         err().print(f"[red]error:[/red] {escape(str(exc))}")
         return EXIT_BAD_INPUT

@@ -8,6 +8,7 @@ from pathlib import Path
 
 from ..fsutil import sha256_file
 from ..plan import Plan
+from ..workspace import OutsideProject, inside_project
 from ..steps.patch import KIND as PATCH, context_dir, context_name, plan_patches
 from .labels import PREFIX
 
@@ -24,7 +25,10 @@ def stage_patches(plan: Plan, root: Path, context: Path) -> None:
         if step.kind == PATCH.name:
             (context / context_dir(step.name)).mkdir(parents=True, exist_ok=True)
     for step, i, patch in plan_patches(plan):
-        source = root / patch.file
+        try:
+            source = inside_project(root, patch.file, "patch")
+        except OutsideProject as exc:
+            raise PatchError(str(exc)) from None
         dest = context / context_dir(step.name) / context_name(i)
         try:
             shutil.copyfile(source, dest)

@@ -35,6 +35,7 @@ from packaging.utils import canonicalize_name
 
 from ..manifest.model import pinned_version
 from ..manifest.reader import Reader, StepReading
+from ..workspace import OutsideProject, inside_project
 from ..manifest.source import Scalar, show
 from .base import Effect, KindView, StepKind
 
@@ -94,8 +95,11 @@ def _patch(r: Reader, node: Any, key: str) -> Patch:
     if not _FILE.fullmatch(file) or ".." in file.split("/"):
         raise r.fail(m["file"].line, f"{key}.file", f"{show(file)} is not a relative path inside the manifest's "
                                                     "directory")
-    path = Path(r.path).parent / file
-    if path.is_symlink() or not path.is_file():
+    try:
+        path = inside_project(Path(r.path).parent, file, "patch")
+    except OutsideProject as exc:
+        raise r.fail(m["file"].line, f"{key}.file", str(exc)) from None
+    if (Path(r.path).parent / file).is_symlink() or not path.is_file():
         raise r.fail(m["file"].line, f"{key}.file", f"{file} is not a regular file next to the manifest")
     data = path.read_bytes()
     if len(data) > MAX_BYTES:

@@ -23,9 +23,9 @@ def populate(index) -> None:
     index.add("pwh-top", "1.0", requires=["pwh-base==1.0"])
 
 
-def write_manifest(root: Path, steps: str = STEPS, **variant_fields: str) -> Path:
+def write_manifest(root: Path, steps: str = STEPS, key: str = "wheel_sets", **variant_fields: str) -> Path:
     path = root / "wheels_manifest.yaml"
-    path.write_text(manifest_yaml(steps=steps, variants=[variant("cu130", python=PY, **variant_fields)]))
+    path.write_text(manifest_yaml(steps=steps, variants=[variant("cu130", python=PY, **variant_fields)], key=key))
     return path
 
 
