@@ -189,3 +189,32 @@ def test_a_record_that_is_no_record_is_refused_in_bounded_memory(project, regist
             path.rmdir()
         else:
             path.unlink()
+
+
+def test_promote_refuses_a_digest_other_than_the_one_the_smoke_ran_on(project, registry: str, engine: Engine):
+    """`publish --digest`: the record names the repository digest the engine knew at smoke time (a GPU host
+    smokes the candidate it pulled by digest); another digest of that repository is refused, the one it ran
+    on is promoted."""
+    root, images = project
+    ref, image_id = images["a"]
+    ns = f"ns-{uuid.uuid4().hex[:8]}"
+    remote = f"{registry}/{ns}/pinwheel/demo"  # the manifest's repository under --registry
+    engine.tag(ref, f"{remote}:candidate")
+    try:
+        digest = engine.push(f"{remote}:candidate").digest
+        other = "sha256:" + "0" * 64
+        document = payload_document(**PASSED)
+        for smoked_on, code in ((other, 2), (digest, 0)):
+            record(SmokeResult(image_id, True, dict(PASSED), document, "", {}, (f"{remote}@{smoked_on}",)),
+                   results(root))
+            proc = cli("--manifest", str(root / "wheels_manifest.yaml"), "publish", "--variant", "cu130",
+                       "--registry", f"{registry}/{ns}", "--digest", digest, "--tag", "pinwheel/demo:promoted",
+                       "--allow-floating-base")
+            if code == 2:
+                assert_refused(proc, 2, "not published", f"ran on {remote}@{other}", "not on this digest")
+                assert registry_tags(registry, f"{ns}/pinwheel/demo") == ["candidate"]
+            else:
+                assert proc.returncode == 0, proc.stdout + proc.stderr
+                assert registry_tags(registry, f"{ns}/pinwheel/demo") == ["candidate", "promoted"]
+    finally:
+        engine.remove(f"{remote}:candidate", force=True)
