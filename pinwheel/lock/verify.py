@@ -18,6 +18,8 @@ import json
 import re
 from pathlib import Path
 
+from packaging.utils import canonicalize_name
+
 from ..fsutil import read_regular_text
 from ..plan import Plan
 from ..workspace import LockFiles
@@ -76,7 +78,7 @@ def _slice_problem(plan: Plan, unit: Unit, text: str, locked: dict[str, LockedPa
         if m and last:
             reason[last] = f"via {m['root']}"
         elif line and not line.startswith((" ", "#")):
-            last = re.split(r"[=\s]", line, 1)[0]
+            last = canonicalize_name(re.split(r"[=\s\[;]", line, 1)[0])
     want = slice_text(plan, unit, [locked[n] for n in entries], reason)
     if want != text:
         line = next((i for i, (a, b) in enumerate(zip(want.splitlines(), text.splitlines()), 1) if a != b),
