@@ -19,7 +19,7 @@ platform_list = $(subst $(comma), ,$(PLATFORMS))
 
 help:
 	@echo "make image CUDA=13     build the CUDA 13 image (installs the engine if needed)"
-	@echo "make test              run all tests (unit, local index, real engine, registry)"
+	@echo "make test              run all tests (unit, local index, real engine, registry, end to end)"
 	@echo "make report            explain the package set and its conflicts"
 	@echo "make lock              regenerate hashed locks under images/"
 	@echo "make render            regenerate images/*/Dockerfile"
@@ -84,8 +84,9 @@ bump: deps
 e2e: deps engine registry tools
 	$(PY) -m pytest -m e2e tests/e2e $(PYTEST_ARGS)
 
+# every test, the end-to-end ones included (they build the real images: most of the run's time)
 test: deps engine engine2 qemu registry tools
-	$(PY) -m pytest $(PYTEST_ARGS)
+	$(PY) -m pytest --e2e $(PYTEST_ARGS)
 
 bench: deps engine
 	$(PY) bench/run.py

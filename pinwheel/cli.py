@@ -18,7 +18,8 @@ from typing import TYPE_CHECKING, Sequence
 from . import manifest as manifest_mod
 from .commands.common import (
     DEFAULT_REGISTRY, EXIT_BAD_INPUT, EXIT_OK, EXIT_PROBLEM, EXIT_UNCHECKED, UsageError, add_deadline_arg,
-    add_engine_args, add_platform_arg, add_variant_args, engine_for, engine_or_fail, err, escape, index_client,
+    add_engine_args, add_platform_arg, add_variant_args, emit_json, engine_for, engine_or_fail, err, escape, index_client,
+    json_stdout,
     inventory_engine, lock_state, out, plans_for, require_fresh_inventory, require_fresh_lock, select_plan, select_platform_plans, select_variant,
 )
 from .commands.forensics import add_forensics_parsers
@@ -54,7 +55,7 @@ def cmd_report(args: argparse.Namespace) -> int:
         codes.append(code)
     if args.json and (len(plans) > 1 or docs[0]["summary"].get("verdict") != "could-not-judge"):
         doc = docs[0] if len(plans) == 1 else {**docs[0], "other_platforms": docs[1:]}
-        sys.stdout.write(json.dumps(doc, indent=2, sort_keys=False) + "\n")
+        emit_json(doc)
     if len(plans) > 1 and not args.json:
         verdicts = {EXIT_OK: "clean", EXIT_PROBLEM: "conflicts", EXIT_UNCHECKED: "could not judge"}
         out().print("\n" + "; ".join(f"{p.container_platform}: {verdicts[c]}" for p, c in zip(plans, codes)))
@@ -233,9 +234,13 @@ def build_variant(m: Manifest, plan: Plan, engine, target: str, quiet: bool, cac
 
 
 def cmd_build(args: argparse.Namespace) -> int:
-    from .image.build import BuildCache, BuildError, BuildInputs, cache_ref, check_local_wheels
+    from .image.build import BuildCache, BuildError, BuildInputs, cache_ref, check_local_wheels, refuse_todos
     m = manifest_mod.load(args.manifest)
     plan = select_plan(m, args)
+    try:
+        refuse_todos(plan)
+    except BuildError as exc:
+        raise UsageError(str(exc)) from None
     require_fresh_lock(plan, m.path.parent)
     try:  # on the host, before the engine is touched: a missing required wheel is input to fix
         for warning in check_local_wheels(plan, BuildInputs.for_plan(plan, m.path.parent)):
@@ -252,7 +257,7 @@ def cmd_build(args: argparse.Namespace) -> int:
         err().print(f"cache: {export.kind} cache of {escape(engine.describe())} written to {escape(export.ref)}"
                     + (f" (the image, {export.digest})" if export.digest else ""))
     if args.json:
-        sys.stdout.write(json.dumps({"image_id": built.image_id, "tags": list(built.tags), "labels": built.labels}, indent=2) + "\n")
+        emit_json({"image_id": built.image_id, "tags": list(built.tags), "labels": built.labels})
     else:
         out().print(f"[green]built[/green] {built.image_id[:19]}")
         for t in built.tags:
@@ -444,7 +449,7 @@ def cmd_bump(args: argparse.Namespace) -> int:
     if args.json:
         docs = [r.to_json() for r in reports]
         doc = docs[0] if len(docs) == 1 else {**docs[0], "other_platforms": docs[1:]}
-        sys.stdout.write(json.dumps(doc, indent=2) + "\n")
+        emit_json(doc)
     else:
         for i, report in enumerate(reports):
             if len(reports) > 1:
@@ -749,7 +754,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     _global_options_after_subcommand(parser)
     args = parser.parse_args(argv)
     try:
-        return args.func(args)
+        with json_stdout(bool(getattr(args, "json", False))):
+            return args.func(args)
     except ManifestError as exc:
         err().print(f"[red]error:[/red] {escape(str(exc))}")
         return EXIT_BAD_INPUT

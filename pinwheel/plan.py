@@ -173,6 +173,8 @@ class Plan:
     lock_state: LockState | None = None
     # environment: base — what the base image already holds (step 0), from its committed inventory.
     base_inventory: Inventory | None = None
+    # The manifest's todo: list (values import could not know): each one is unchecked, never clean.
+    todos: tuple[str, ...] = ()
     inventory_state: LockState | None = None  # ok | stale | missing, as for the lock
     # A platform other than the variant's own `platform` (variant.platform is then that platform's tag):
     # its container architecture (arm64), which names its lock directory. None: the variant's own platform.
@@ -267,5 +269,6 @@ def plan_variant(manifest: Manifest, variant_name: str, platform: str | None = N
         shared_pin_needs={p.name: p.needed_by for p in manifest.shared_pins},
         platform_arch=container_arch(variant.platform) if variant is not declared else None,
         installer=manifest.image.installer,
+        todos=manifest.todos,
     )
 

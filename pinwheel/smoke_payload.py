@@ -372,8 +372,11 @@ def load_expect(path: str) -> dict:
         if check is not None and v["needs"] != NAMED_CHECKS[check]["needs"]:
             raise UsageError(f"{path}: verify.{pkg}: check {check} needs {NAMED_CHECKS[check]['needs']}, "
                              f"not {v['needs']}")
+    fallbacks = data.get("fallbacks", {})  # installed only without their local wheel: never pins
+    if not (isinstance(fallbacks, dict) and all(isinstance(k, str) and isinstance(v, str) for k, v in fallbacks.items())):
+        raise UsageError(f"{path}: 'fallbacks' must be an object of name -> version")
     return {"pins": pins, "suppressed": suppressed, "base_unchanged": base_unchanged, "dropped": dropped,
-            "import_skip": import_skip, "verify": verify, **lists}
+            "import_skip": import_skip, "verify": verify, "fallbacks": fallbacks, **lists}
 
 
 # ---------------------------------------------------------------------------
@@ -468,10 +471,9 @@ def run_static(expect: dict) -> list:
             item["state"] = state
             n_dropped += 1
             items.append(item)
-        nodeps[pkg] = {
-            "installed": (dists.get(normalize(pkg)) or [{"version": None}])[0]["version"],
-            "dropped": items,
-        }
+        installed = (dists.get(normalize(pkg)) or [{"version": None}])[0]["version"]
+        nodeps[pkg] = {"installed": installed, "dropped": items,
+                       **({} if installed else {"note": absent_note(expect, pkg)})}
     stages.append(
         _stage(
             "static",
@@ -503,15 +505,22 @@ def _satisfies(version: str, specifier: str):
     return sat
 
 
+def absent_note(expect: dict, pkg: str) -> str:
+    """Why a --no-deps package the image lacks has nothing to check: a fallback not needed, or a missing pin."""
+    if pkg in expect.get("fallbacks", {}):
+        return "a fallback, not installed: its local wheel was present"
+    return "not installed: its absence is the pins check's finding"
+
+
 def run_dropped(expect: dict, dists: dict) -> dict:
     """Every base requirement a --no-deps install drops is met in the image, or the manifest allows it
-    to stay unmet (allow_missing, with its why). A package that is not installed (a fallback whose
-    local wheel was present) has nothing to check."""
+    to stay unmet (allow_missing, with its why). A package that is not installed has nothing to check
+    here: a fallback whose local wheel was present, or a pin whose absence the pins stage judges."""
     met, allowed, problems, packages = 0, [], [], {}
     for pkg, entry in sorted(expect["dropped"].items()):
         mine = dists.get(normalize(pkg))
         if not mine:
-            packages[pkg] = {"installed": None, "note": "not installed: nothing to check"}
+            packages[pkg] = {"installed": None, "note": absent_note(expect, pkg)}
             continue
         allow = {normalize(n): why for n, why in entry.get("allow_missing", {}).items()}
         items = []
@@ -552,8 +561,11 @@ IMPORT_TIMEOUT_S = 300  # the one process over every module; a module alone gets
 IMPORT_ALONE_TIMEOUT_S = 120
 _IMPORT_CHILD = r"""
 import importlib, json, os, site, sys, traceback
+_before = list(sys.path)
 for d in filter(None, os.environ.get("PINWHEEL_IMPORT_SITES", "").split(os.pathsep)):
     site.addsitedir(d)
+_carried = [p for p in sys.path if p not in _before]  # --site dirs first: carried packages win over the host's
+sys.path[:] = _carried + _before
 _record = os.environ.get("PINWHEEL_IMPORT_RECORD")
 if _record:  # what the imports read, as it was when first read, for reusing a passing result (see import_inputs)
     import hashlib
@@ -1089,8 +1101,11 @@ def _pth_files(sys_path: list) -> dict:
 
 _FINDABLE_CHILD = r"""
 import importlib.machinery, json, os, site, sys
+_before = list(sys.path)
 for d in filter(None, os.environ.get("PINWHEEL_IMPORT_SITES", "").split(os.pathsep)):
     site.addsitedir(d)
+_carried = [p for p in sys.path if p not in _before]  # --site dirs first: carried packages win over the host's
+sys.path[:] = _carried + _before
 found = []
 for name, path in json.loads(sys.stdin.read()):
     for finder in sys.meta_path:
@@ -1178,8 +1193,10 @@ def run_verify(expect: dict, level: str, needs: str, named=None) -> list:
             else:
                 stages.append(_stage(level, name, "passed", **fields))
             continue
-        code = ("import os, site\nfor _d in filter(None, os.environ.get('PINWHEEL_IMPORT_SITES', '').split(os.pathsep)):"
+        code = ("import os, site, sys\n_before = list(sys.path)\n"
+                "for _d in filter(None, os.environ.get('PINWHEEL_IMPORT_SITES', '').split(os.pathsep)):"
                 "\n    site.addsitedir(_d)\n"
+                "sys.path[:] = [p for p in sys.path if p not in _before] + _before\n"
                 + "".join(f"import {m}\n" for m in v.get("import", [])) + (v.get("python") or ""))
         t0 = time.perf_counter()
         flags = (["-S"] if sys.flags.no_site else []) + (["-I"] if sys.flags.isolated else [])
@@ -2010,7 +2027,7 @@ def summary(doc: dict) -> str:
             parts = []
             for pkg, info in s["packages"].items():
                 if info["installed"] is None:
-                    parts.append(f"{pkg} not installed (a fallback whose local wheel was present)")
+                    parts.append(f"{pkg}: {info['note']}")
                     continue
                 dropped = ", ".join(f"{i.get('name', i['requirement'])}: {i.get('state', i.get('error'))}"
                                     for i in info["dropped"])
@@ -2108,7 +2125,8 @@ def parse_args(argv):
     p.add_argument("--fresh-checks", action="store_true",
                    help=f"with --cache-dir: run every check, reuse nothing (also {FRESH_CHECKS_ENV}=1)")
     p.add_argument("--site", action="append", default=[], metavar="DIR",
-                   help="site.addsitedir(DIR) before anything is imported (repeatable; .pth files are honoured)")
+                   help="site.addsitedir(DIR) before anything is imported, ahead of the host's own packages on the path "
+                        "(repeatable; .pth files are honoured)")
     p.add_argument("--seq-q", dest="seq_q", type=int, default=GPU_SHAPE["seq_q"], help="gpu level: query tokens")
     p.add_argument("--topk", type=int, default=GPU_SHAPE["topk"], help="gpu level: top-k (a multiple of 128)")
     p.add_argument("--warmup", type=int, default=3)
@@ -2132,9 +2150,12 @@ def main(argv=None) -> int:
     if corrupt is not None and corrupt not in GPU_STAGES:
         print(f"error: {CORRUPT_ENV}={corrupt!r}: expected one of {', '.join(GPU_STAGES)}", file=sys.stderr)
         return 2
+    before = list(sys.path)
     for d in args.site:
         site.addsitedir(os.path.abspath(d))
         _SITES.append(os.path.abspath(d))
+    # carried packages come first, as a user who carries them means: the host's own copies do not win
+    sys.path[:] = [p for p in sys.path if p not in before] + before
     try:
         doc = run(args, corrupt)
     except UsageError as exc:

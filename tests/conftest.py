@@ -22,6 +22,11 @@ except ImportError:
     from localindex import LocalIndex
 
 
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption("--e2e", action="store_true", default=False,
+                     help="run the end-to-end tests too (the real multi-GB images; `make test` passes it)")
+
+
 @pytest.fixture
 def local_index(tmp_path):
     """A LocalIndex under tmp_path (call .add(...), then .serve() for its URL); stopped afterwards."""

@@ -3,6 +3,7 @@ client, and the checks that run before anything reads a lock or an inventory."""
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import sys
 from pathlib import Path
@@ -35,6 +36,75 @@ def _console(stream):
 
 def out():
     return _console(sys.stdout)
+
+
+class JsonStdout:
+    """With --json, stdout holds one JSON document and nothing else. While a command runs, whatever else
+    would reach stdout (a print, a rich console, a child process such as debootstrap or buildx) goes to
+    stderr; ``emit`` writes the document to the real stdout. Held by ``main`` for the command's duration."""
+
+    def __init__(self) -> None:
+        self._document_stream = None
+        self._saved_fd: int | None = None
+        self._saved_stdout = None
+
+    def __enter__(self) -> "JsonStdout":
+        sys.stdout.flush()
+        self._saved_stdout = sys.stdout
+        try:
+            fd = sys.stdout.fileno()
+        except (AttributeError, OSError, ValueError):  # an in-memory stdout (a test's capture): no fd to move
+            fd = None
+        if fd is not None:
+            self._saved_fd = os.dup(fd)
+            os.dup2(sys.stderr.fileno(), fd)  # child processes inherit fd 1: it is stderr now
+            self._document_stream = os.fdopen(os.dup(self._saved_fd), "w", encoding="utf-8")
+        else:
+            self._document_stream = sys.stdout
+            sys.stdout = sys.stderr
+        return self
+
+    def emit(self, document) -> None:
+        self._document_stream.write(json.dumps(document, indent=2) + "\n")
+        self._document_stream.flush()
+
+    def __exit__(self, *exc) -> None:
+        sys.stdout.flush()
+        if self._saved_fd is not None:
+            self._document_stream.close()
+            os.dup2(self._saved_fd, self._saved_stdout.fileno())
+            os.close(self._saved_fd)
+        sys.stdout = self._saved_stdout
+
+
+_json_stdout: list[JsonStdout] = []  # the command's JsonStdout while one is held (set by main, never at import)
+
+
+def emit_json(document) -> None:
+    """Write the command's one JSON document: to the real stdout under ``JsonStdout``, else to stdout."""
+    if _json_stdout:
+        _json_stdout[-1].emit(document)
+    else:
+        sys.stdout.write(json.dumps(document, indent=2) + "\n")
+
+
+def json_stdout(enabled: bool):
+    """The context ``main`` holds around a command: ``JsonStdout`` when --json was given, else nothing."""
+    import contextlib
+
+    @contextlib.contextmanager
+    def held():
+        if not enabled:
+            yield
+            return
+        guard = JsonStdout()
+        with guard:
+            _json_stdout.append(guard)
+            try:
+                yield
+            finally:
+                _json_stdout.pop()
+    return held()
 
 
 def err():

@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import json
 import sys
 from pathlib import Path
@@ -11,14 +10,13 @@ from typing import TYPE_CHECKING
 
 from .. import manifest as manifest_mod
 from ..distributions import InventoryError
-from ..index import IndexClient, IndexClientError, metadata_source
+from ..index import IndexClient
 from ..lock import locked_versions
 from ..manifest import Manifest
 from ..plan import plan_variant
-from ..resolve import ResolveError, resolve
 from ..workspace import LockFiles, Workspace, inside_project
 
-from .common import EXIT_OK, EXIT_PROBLEM, UsageError, engine_or_fail, err, escape, out
+from .common import EXIT_OK, EXIT_PROBLEM, UsageError, emit_json, engine_or_fail, err, escape, out
 
 if TYPE_CHECKING:
     from ..image.engine import Engine
@@ -48,7 +46,7 @@ def cmd_inspect(args: argparse.Namespace) -> int:
     except InventoryError as exc:
         raise UsageError(str(exc)) from None
     if args.json:
-        sys.stdout.write(json.dumps(inspection_json(ins), indent=2) + "\n")
+        emit_json(inspection_json(ins))
     else:
         print_inspection(ins, out(), verbose=args.verbose)
     return EXIT_OK
@@ -84,68 +82,93 @@ def cmd_diff(args: argparse.Namespace) -> int:
     except InventoryError as exc:
         raise UsageError(str(exc)) from None
     if args.json:
-        sys.stdout.write(json.dumps(data, indent=2) + "\n")
+        emit_json(data)
     else:
         print_diff(data, out())
     return EXIT_OK
 
 
 def cmd_audit(args: argparse.Namespace) -> int:
+    from ..dockerfiles import DockerfileError
     from ..reports.audit import audit, print_audit, print_replay
     if not args.dockerfile.is_file():
         raise UsageError(f"{args.dockerfile}: not a file")
     try:
-        result = audit(args.dockerfile)
-    except ValueError as exc:
+        result = audit(args.dockerfile, args.context)
+    except DockerfileError as exc:
         raise UsageError(str(exc)) from None
     replay = replay_audit(args) if args.replay else None
     if args.json:
-        sys.stdout.write(json.dumps({**result.to_json(), "replay": replay}, indent=2) + "\n")
+        emit_json({**result.to_json(), "replay": replay})
     else:
         print_audit(result, out())
         if replay is not None:
             print_replay(replay, out())
-    return EXIT_PROBLEM if result.errors or (replay and replay["hazards"]) else EXIT_OK
+    return EXIT_PROBLEM if result.errors or (replay and (replay["hazards"] or replay["overrides"])) else EXIT_OK
 
 
 def replay_audit(args: argparse.Namespace) -> dict:
-    """The file's pinned pip installs, in order, as plain pip would run them: hazards and suppressed edges."""
-    from ..adopt import adopt, to_yaml as adopted_yaml
+    """The file's installs, in order, as plain pip would run them (pinwheel.reports.replay)."""
+    from ..adopt import adopt
+    from ..reports.replay import replay
     adopted = adopt(args.dockerfile)
-    m = manifest_mod.parse(adopted_yaml(adopted, args.dockerfile), args.dockerfile.with_name("(imported).yaml"))
-    plan = plan_variant(m, "main")
     client = IndexClient(index_url=args.index_url, cache_dir=Workspace(Path.cwd(), "audit").index_cache,
                          offline=args.offline)
+    return replay(adopted, client, args.dockerfile, _replay_base(args))
+
+
+def _replay_base(args: argparse.Namespace):
+    """--base: an inventory JSON file, or an image in the engine read without running it; None without it."""
+    if not args.base:
+        return None
+    from ..image.inventory import load_inventory, read_image
+    if Path(args.base).is_file():
+        try:
+            return load_inventory(Path(args.base))
+        except InventoryError as exc:
+            raise UsageError(str(exc)) from None
+    engine = engine_or_fail(args)
+    if not image_in_engine(engine, args.base):
+        raise UsageError(f"--base {args.base}: neither an inventory file nor an image in the engine")
     try:
-        resolved = resolve(plan, metadata_source(plan, client))
-    except (ResolveError, IndexClientError) as exc:
-        return {"error": str(exc), "hazards": [], "suppressed": [], "clashes": []}
-    return {"hazards": [dataclasses.asdict(h) for h in resolved.hazards],
-            "suppressed": [dataclasses.asdict(e) for e in resolved.edges if e.verdict == "suppressed"],
-            "clashes": [dataclasses.asdict(c) for c in resolved.clashes],
-            "unchecked": sum(1 for e in resolved.edges if e.verdict == "unchecked") + len(resolved.unjudged),
-            "not_expressed": adopted.not_expressed}
+        return read_image(engine, args.base)
+    except InventoryError as exc:
+        raise UsageError(str(exc)) from None
 
 
 def cmd_import(args: argparse.Namespace) -> int:
     from ..adopt import adopt, to_yaml as adopted_yaml
+    from ..dockerfiles import DockerfileError
     if not args.dockerfile.is_file():
         raise UsageError(f"{args.dockerfile}: not a file")
     if args.output.exists() and not args.force:
         raise UsageError(f"{args.output} exists; pass --force to replace it")
     try:
         adopted = adopt(args.dockerfile)
-    except ValueError as exc:
+    except DockerfileError as exc:
         raise UsageError(str(exc)) from None
+    if args.pin:
+        _pin(adopted, args)
     args.output.write_text(adopted_yaml(adopted, args.dockerfile))
-    sets = adopted.manifest["wheel_sets"]
-    out().print(f"wrote {args.output}: {len(sets)} wheel sets, "
-                f"{sum(len(s['packages']) for s in sets)} packages; fill in the TODOs")
-    for line in adopted.not_expressed:
+    steps = adopted.manifest["steps"]
+    out().print(f"wrote {args.output}: {len(steps)} steps, {len(adopted.manifest.get('todo', []))} TODOs; "
+                "fill in the TODOs")
+    for line in adopted.listed:
         err().print(f"  not expressed: {escape(line)}")
+    out().print(escape(adopted.accounting))
     return EXIT_OK
 
 
+def _pin(adopted, args: argparse.Namespace) -> None:
+    """import --pin: what the index, git and the asset URLs can answer now; the rest stays TODO."""
+    from ..adopt.pin import pin
+    workspace = Workspace(Path.cwd(), adopted.manifest["image"]["name"])
+    client = IndexClient(index_url=args.index_url, cache_dir=workspace.index_cache, offline=False)
+    result = pin(adopted, client.versions, workspace.asset_cache)
+    for line in result.done:
+        out().print(f"  pinned {escape(line)}")
+    for line in result.left:
+        err().print(f"  still TODO: {escape(line)}")
 
 
 def cmd_layers(args: argparse.Namespace) -> int:
@@ -155,11 +178,11 @@ def cmd_layers(args: argparse.Namespace) -> int:
     engine_b = engine_a if not (args.b_engine_host or args.b_engine_context) else engine_or_fail(
         argparse.Namespace(engine_host=args.b_engine_host, engine_context=args.b_engine_context))
     for engine, ref in ((engine_a, args.a), (engine_b, args.b)):
-        if not engine.image_exists(ref):
+        if not image_in_engine(engine, ref):
             raise UsageError(f"{ref} is not an image in {engine.describe()}")
     cmp = compare_layers(engine_a, args.a, engine_b, args.b)
     if args.json:
-        sys.stdout.write(json.dumps(cmp.to_json(), indent=2) + "\n")
+        emit_json(cmp.to_json())
     else:
         for line in format_comparison(cmp):
             out().print(escape(line))
@@ -200,27 +223,48 @@ def add_forensics_parsers(sub) -> None:
     df.add_argument("--json", action="store_true")
     df.set_defaults(func=cmd_diff)
 
+    _add_adoption_parsers(sub)
+
+
+def _add_adoption_parsers(sub) -> None:
     au = sub.add_parser("audit", help="audit a hand-written Dockerfile: pip installs and the patterns that break images",
-                        description="Read a Dockerfile with BuildKit's own parser; list every pip install per RUN "
-                                    "with its flags; flag unguarded wheel globs, unpinned names and ranges, git "
-                                    "URLs without a commit, --force-reinstall, loops over patches or checks without "
-                                    "a failure path, `|| true` after a check, build args that can leave a commit "
-                                    "empty, and secrets passed as build args. Exit 1 on any error-level finding. "
-                                    "JSON schema pinwheel.audit/1.")
+                        description="Read a Dockerfile with BuildKit's own parser (heredocs included, within "
+                                    "size and line bounds); list every pip install per RUN with its flags, read by "
+                                    "pip's own option parser. Each finding has a line, a rule id, a severity and a "
+                                    "fix: options pip refuses, unguarded wheel globs, unpinned names and ranges, git "
+                                    "URLs, clones and checkouts at a branch, HEAD or an empty ARG, downloads without "
+                                    "a checksum (curl, wget, ADD, curl | sh), --no-deps and --force-reinstall "
+                                    "installs, `|| true` after a build, install or check, retry loops that end in "
+                                    "success, loops without a failure path, -r files (read from --context), secrets "
+                                    "passed as build args. Exit 1 on any error-level finding. JSON schema "
+                                    "pinwheel.audit/1.")
     au.add_argument("dockerfile", type=Path)
     au.add_argument("--json", action="store_true")
     au.add_argument("--replay", action="store_true",
-                    help="replay its pinned pip installs with the resolver, in order (reads the index)")
+                    help="replay its installs with the resolver, in order, as plain pip would (reads the index): "
+                         "moved pins and --no-deps installs outside a declared pin, each at its Dockerfile line")
     au.add_argument("--offline", action="store_true", help="with --replay: cached index metadata only")
+    au.add_argument("--base", metavar="IMAGE|INVENTORY",
+                    help="with --replay: judge against the base's packages, read from this image in the engine "
+                         "(without running it) or from an inventory JSON (`build.py base inventory` writes one)")
+    au.add_argument("--context", type=Path, help="the build context, where files the Dockerfile COPYs in (a "
+                                                 "requirements file) are read (default: the Dockerfile's directory)")
     au.add_argument("--index-url", help="with --replay: index to read metadata from (default: pip's configuration)")
     au.set_defaults(func=cmd_audit)
 
     im = sub.add_parser("import", help="start a wheels_manifest.yaml from a hand-written Dockerfile",
-                        description="One wheel set per pip RUN, local wheels with the policy their guard implies, "
-                                    "--no-deps flags and gates from `if [ \"${ARG}\" = \"1\" ]` blocks. Every why "
-                                    "is left as a TODO; what it cannot express is listed, not dropped.")
+                        description="Every instruction becomes steps of today's kinds (apt, wheels with local "
+                                    "wheels and fallbacks, git, asset, remove, verify snippets) or is listed, with "
+                                    "its line, as not expressed; the run ends with `N instructions: E expressed, "
+                                    "L listed, 0 dropped`. ARG defaults are filled in; a value import cannot know "
+                                    "is a placeholder that loads, with a todo: entry that keeps `report` unclean.")
     im.add_argument("dockerfile", type=Path)
     im.add_argument("--output", "-o", type=Path, default=Path("wheels_manifest.yaml"))
     im.add_argument("--force", action="store_true", help="replace an existing output file")
+    im.add_argument("--pin", action="store_true",
+                    help="pin what the network can answer (uses it): unpinned and range requirements at the index's "
+                         "newest allowed version today, git branches and tags at the commit `git ls-remote` names, "
+                         "assets at the sha256 of their download; what cannot be reached stays TODO")
+    im.add_argument("--index-url", help="with --pin: the index (default: pip's configuration)")
     im.set_defaults(func=cmd_import)
 

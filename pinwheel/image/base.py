@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
+import sys
 import tempfile
 import time
 from dataclasses import dataclass
@@ -336,7 +337,7 @@ def ensure_base(
 
     def note(msg: str) -> None:
         if progress:
-            print(f"base: {msg}", flush=True)
+            print(f"base: {msg}", file=sys.stderr, flush=True)  # progress, never the command's output
 
     if not (tarball.is_file() and version_file.is_file()):
         mirror, keyring = debian_mirror(suite)

@@ -176,6 +176,15 @@ def check_inputs(plans: list[Plan], plan: Plan, inputs: BuildInputs) -> None:
                          "run `make lock`")
 
 
+def refuse_todos(plan: Plan) -> None:
+    """A manifest that still holds values import could not know (its `todo:` entries) is not built: a
+    placeholder commit or sha256 would only fail deep in the build, or build something nobody chose."""
+    if plan.todos:
+        shown = "; ".join(plan.todos[:3]) + (f"; and {len(plan.todos) - 3} more" if len(plan.todos) > 3 else "")
+        raise BuildError(f"the manifest still has {len(plan.todos)} TODO(s) left by import ({shown}): fill each "
+                         f"in and delete its `todo:` entry, or run `import --pin` to pin what can be pinned")
+
+
 def check_local_wheels(plan: Plan, inputs: BuildInputs) -> list[str]:
     """Every local wheel this variant installs, checked in wheels/ on the host before the engine starts.
 

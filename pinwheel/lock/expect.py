@@ -8,7 +8,7 @@ from ..plan import Plan
 from ..resolve import baseline_broken, reads_base
 from ..resolve.resolver import exclusions
 from .format import EXPECT_SCHEMA
-from .inputs import base_kept, removed_names
+from .inputs import base_kept, base_kept_excluded, removed_names
 
 # The keys whose values come from the index's metadata (each --no-deps package's Requires-Dist): checked for
 # their shape and their names, not derived.
@@ -46,6 +46,9 @@ def derived_expect(plan: Plan, pins: Mapping[str, str], conditional: Mapping[str
         out["base_unchanged"] = {n: ver for n, ver in base_kept(plan).items() if n not in pins}
         out["removed"] = sorted(removed_names(plan) - set(pins) - set(conditional))
         out["baseline_broken"] = sorted({f"{e.parent} {e.requirement}" for e in baseline_broken(plan)})
+        kept_excluded = base_kept_excluded(plan, set(pins) | set(conditional))
+        if kept_excluded:  # only then: expect.json without such packages is unchanged
+            out["base_kept_excluded"] = kept_excluded
     overridden = sorted(p.name for p in plan.packages() if p.override)
     if overridden:
         out["overridden"] = overridden

@@ -20,6 +20,7 @@ from packaging.utils import canonicalize_name
 
 from ..plan import Plan, PlannedPackage
 from ..resolve.base import base_distributions, reads_base
+from ..resolve.resolver import exclusions
 from ..steps import kind_of
 from .format import DEFAULT_ENGINE, ENGINES, LockError
 
@@ -108,6 +109,21 @@ def manifest_wants(plan: Plan) -> dict[str, list[Requirement]]:
             out.setdefault(p.fallback.name, []).append(Requirement(p.fallback.requirement))
     for name, version in plan.shared_pins.items():
         out.setdefault(name, []).append(Requirement(f"{name}=={version}"))
+    return out
+
+
+def base_kept_excluded(plan: Plan, installed_by_steps: frozenset[str] | set[str] = frozenset()) -> dict[str, dict]:
+    """The packages a manifest `exclude:` leaves out that the base already holds, and no step installs:
+    name -> {"version": the base's, "excluded_on": [the packages that exclude it]}.
+
+    `exclude` suppresses an edge; it installs and removes nothing. So a base that holds the excluded
+    package keeps it, and the lock and the report name it; a `remove` step is how to drop it."""
+    kept = base_kept(plan)
+    out: dict[str, dict] = {}
+    for parent, names in sorted(exclusions(plan).items()):
+        for name in sorted(names):
+            if name in kept and name not in installed_by_steps:
+                out.setdefault(name, {"version": kept[name], "excluded_on": []})["excluded_on"].append(parent)
     return out
 
 

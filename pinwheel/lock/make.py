@@ -42,6 +42,7 @@ from ..index import IndexClient, IndexClientError, RoutedSource, ca_bundle, defa
 from ..plan import Plan, PlannedPackage
 from ..resolve import (InventorySource, base_distributions, classify_requirements, reads_base,
                        requirement_text, with_inventory)
+from ..resolve.resolver import exclusions
 from ..workspace import LockFiles, Workspace
 from .platform_files import for_target, keep_target_hashes, per_platform
 from .format import (
@@ -57,7 +58,7 @@ from .format import (
     parse_entries,
     parse_requirements,
 )
-from .expect import derived_expect, exclusions
+from .expect import derived_expect
 from .inputs import LockInputs, base_kept, lock_inputs
 from .slicing import Unit, assign_slices, reached, slice_text, units
 
@@ -450,6 +451,9 @@ def lock_variant(
 
     # 5. expect.json
     expect = _expect(plan, by_unit, fallbacks, no_deps_roots, indexes, excluded)
+    for name, kept_by_base in expect.get("base_kept_excluded", {}).items():
+        log(f"{v.name}: the base keeps {name} {kept_by_base['version']} (excluded on "
+            f"{', '.join(kept_by_base['excluded_on'])}, but exclude removes nothing): a `remove` step drops it")
 
     # 6. write everything at once
     files: dict[str, str] = {
@@ -581,6 +585,9 @@ def _expect(plan: Plan, by_unit: Mapping[str, list[LockedPackage]], fallbacks: S
     - ``baseline_broken``: ``["<parent> <requirement>"]``, the requirements
       already broken in the base alone (``base-broken`` in the report), the
       findings ``pip check`` may report without the image being at fault;
+    - ``base_kept_excluded``: ``{name: {version, excluded_on}}``, packages an
+      ``exclude:`` leaves out that the base already holds: kept (exclude
+      removes nothing; a remove step does), and named. Absent when none;
     - ``overridden``: ``[name]``, packages the manifest installs with
       ``override: true``: pip check findings on them are deliberate.
     """

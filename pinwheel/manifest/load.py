@@ -24,7 +24,7 @@ from .model import GATE_ARCHES, GATE_VARIABLES, MANIFEST_VERSION, TAG_FIELDS, Ar
 from .reader import STEP_NAME, Reader, StepReading, node_kind
 from .source import Node, Scalar, compose, read_text, show
 
-TOP_KEYS = {"manifest_version", "image", "shared_pins", "gates", "variants", "steps", "wheel_sets"}
+TOP_KEYS = {"manifest_version", "image", "shared_pins", "gates", "variants", "steps", "wheel_sets", "todo"}
 # The kind every entry of `wheel_sets:` has.
 WHEEL_SETS_KIND = "wheels"
 
@@ -75,7 +75,19 @@ def parse(text: str, path: Path | str = "wheels_manifest.yaml", sha256: str | No
         gates=gates,
         variants=variants,
         steps=steps,
+        todos=_todos(r, top.get("todo")),
     )
+
+
+def _todos(r: Reader, node: Any) -> tuple[str, ...]:
+    """`todo:` — the values `import` could not know, each {at: the key, what: what to fill in}."""
+    if node is None:
+        return ()
+    out = []
+    for i, item in enumerate(r.sequence(node, "todo")):
+        m = r.mapping(item, f"todo[{i}]", {"at", "what"}, {"at", "what"}).value
+        out.append(f"{r.string(m['at'], f'todo[{i}].at')}: {r.string(m['what'], f'todo[{i}].what')}")
+    return tuple(out)
 
 
 def _steps_key(r: Reader, root: Node) -> str:

@@ -180,6 +180,8 @@ class Manifest:
     gates: dict[str, Gate]
     variants: dict[str, Variant]
     steps: tuple[StepSpec, ...]  # in install order, of every kind
+    # What a person still has to fill in ("at: what"), as `import` writes it: never clean while any is left.
+    todos: tuple[str, ...] = ()
 
     def variant(self, name: str) -> Variant:
         if name not in self.variants:

@@ -16,6 +16,7 @@ from packaging.version import InvalidVersion, Version
 from ..abi.cache import AbiCache, built_on_torch, torch_tied, wheel_abi_of
 from ..abi.provenance import provenance_mismatches
 from ..index import IndexClientError, target_tags
+from ..lock.inputs import base_kept_excluded
 from ..plan import Edge, Hazard, Plan
 from ..resolve import BASE, Resolver, excludes_shared_pin, record_fields
 from ..workspace import Workspace
@@ -64,7 +65,17 @@ def base_findings(plan: Plan) -> dict | None:
         "removed": [dataclasses.asdict(r) for r in plan.removals],
         "already_broken": [dataclasses.asdict(e) for e in plan.edges if e.verdict == "base-broken"],
         "overridden": [dataclasses.asdict(e) for e in plan.edges if e.verdict == "overridden"],
+        "kept_excluded": kept_excluded(plan),
     }
+
+
+def kept_excluded(plan: Plan) -> list[dict]:
+    """Packages an `exclude:` leaves out that the base holds anyway: the base keeps them (exclude removes
+    nothing), so they are named, with the step that drops them."""
+    installed_by_steps = {i.name for i in plan.installed if i.source != BASE}
+    return [{"package": name, "version": k["version"], "excluded_on": k["excluded_on"],
+             "fix": f"add a `remove` step for {name} to drop the base's copy, or drop the exclusion"}
+            for name, k in base_kept_excluded(plan, installed_by_steps).items()]
 
 
 def hazard_text(h: Hazard) -> str:
@@ -247,11 +258,11 @@ def summarize(plan: Plan, shared: list[dict], allow_unchecked: bool = False, abi
     unchecked_edges = [e for e in plan.edges if e.verdict == "unchecked" and e.parent not in absent]
     unchecked_parents = {e.parent for e in unchecked_edges}
     lookups = len({u.package for u in plan.unjudged} - unchecked_parents - absent)
-    unchecked = len(unchecked_edges) + lookups + abi_unknown
+    unchecked = len(unchecked_edges) + lookups + abi_unknown + len(plan.todos)
     count["unchecked"] = len(unchecked_edges)
     if conflicts:
         verdict = "conflicts"
-    elif unchecked and not allow_unchecked:
+    elif plan.todos or unchecked and not allow_unchecked:  # a TODO left by import is never allowed
         verdict = "unchecked"
     else:
         verdict = "clean"
@@ -274,7 +285,8 @@ def summarize(plan: Plan, shared: list[dict], allow_unchecked: bool = False, abi
         "dropped_allowed": len(dropped) - dropped_unmet,
         "conflicts": conflicts,
         "unchecked": unchecked,
-        "unchecked_allowed": bool(unchecked and allow_unchecked),
+        "todo": list(plan.todos),
+        "unchecked_allowed": bool(unchecked and allow_unchecked and not plan.todos),
         "verdict": verdict,
         "clean": verdict == "clean",
     }
@@ -386,11 +398,15 @@ def next_steps(plan: Plan, shared: list[dict], summary: dict, abi: list[dict] | 
         if sp["broken"]:
             steps.append(f"shared pin {sp['name']}=={sp['version']} is broken ({'; '.join(sp['broken_because'])}): "
                          f"move the pin, or choose releases whose requirements admit it")
-    if summary["unchecked"]:
+    if plan.todos:
+        steps.append(f"{len(plan.todos)} TODO(s) left by import (the manifest's todo: list): fill each in and drop "
+                     "it from the list")
+    if summary["unchecked"] - len(plan.todos) > 0:
         names = sorted(({e.parent for e in plan.edges if e.verdict == "unchecked"} | {u.package for u in plan.unjudged}
                         | {row["name"] for row in abi or () if row["abi_class"] == "unknown"})
                        - {d["package"] for d in missing or ()})
-        steps.append(f"{summary['unchecked']} requirement(s) could not be judged ({', '.join(names)}): check the "
+        steps.append(f"{summary['unchecked'] - len(plan.todos)} requirement(s) could not be judged "
+                     f"({', '.join(names)}): check the "
                      f"index and the network, run again (--refresh re-reads the index), or pass --allow-unchecked "
                      f"to accept them knowingly")
     return steps
@@ -543,6 +559,9 @@ def print_report(plan: Plan, console: Console, verbose: bool = False, abi: list[
             if e.verdict == "overridden":
                 c.print(f"  [cyan]overridden[/cyan]: {escape(e.parent)} {escape(e.parent_version)} requires "
                         f"{escape(e.requirement)}; {escape(e.detail)}")
+        for k in base["kept_excluded"]:
+            c.print(f"  [yellow]kept by the base[/yellow]: {escape(k['package'])} {escape(k['version'])}, excluded on "
+                    f"{escape(', '.join(k['excluded_on']))} (exclude removes nothing): {escape(k['fix'])}")
 
     if data["no_deps_features"]:
         c.print("\n[bold]Suppressed by --no-deps[/bold] (what pip would have done, and whether the image provides it)")
@@ -647,6 +666,11 @@ def print_report(plan: Plan, console: Console, verbose: bool = False, abi: list[
     if s["verdict"] == "conflicts":
         c.print(f"[red]{s['conflicts']} conflict(s)[/red]"
                 + (f", and {s['unchecked']} could not be judged" if s["unchecked"] else ""))
+    elif s["verdict"] == "unchecked" and s.get("todo"):
+        c.print(f"[yellow]NOT CLEAN: {len(s['todo'])} TODO(s) left by import[/yellow] (exit 3; fill them in and drop "
+                "them from todo:)")
+        for item in s["todo"]:
+            c.print(f"  TODO {escape(item)}")
     elif s["verdict"] == "unchecked":
         c.print(f"[yellow]NOT CLEAN: {s['unchecked']} could not be judged[/yellow] (exit 3; --allow-unchecked accepts this)")
     elif s["unchecked_allowed"]:

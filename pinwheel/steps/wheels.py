@@ -152,9 +152,11 @@ def _package(r: Reader, node: Any, key: str, gates: dict[str, Gate], allow_local
         raise r.fail(node.line, f"{key}.why", "every override must say why (whose requirement it contradicts, "
                                               "and why that is intended)")
     allow_missing = _allow_missing(r, m["allow_missing"], f"{key}.allow_missing") if "allow_missing" in m else ()
-    if allow_missing and not no_deps:
+    if allow_missing and not no_deps and "local" not in m:  # a local wheel is installed --no-deps too
         raise r.fail(m["allow_missing"].key_line, f"{key}.allow_missing",
-                     "allow_missing applies to a no_deps install only (without it, pip installs what is required)")
+                     "allow_missing applies to a package installed without its requirements only: no_deps: true, "
+                     "or a local wheel (installed --no-deps, its requirements checked as dropped); without either, "
+                     "pip installs what is required")
     needs = r.string(m["needs"], f"{key}.needs") if "needs" in m else None
     if needs is not None and needs not in NEEDS:
         raise r.fail(m["needs"].line, f"{key}.needs", f"{needs!r} is not one of: {', '.join(NEEDS)}")

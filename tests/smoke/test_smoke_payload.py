@@ -594,3 +594,37 @@ def test_gpu_level_passes_on_a_gpu_host(tmp_path):
     assert {s["name"] for s in doc["stages"] if s.get("in_check") == "dsa-forward" and s["status"] == "passed"} == {
         "torch", "cudnn.DSA", "flash_mla", "indexer", "topk", "mla"}
     assert doc["packages"]["nvidia-cudnn-frontend"]["status"] == "passed"
+
+
+def test_site_dirs_come_before_the_hosts_own_packages(tmp_path):
+    """--site carries packages to a host that has its own copies (the GPU host's cuda-bindings and protobuf):
+    the carried ones are imported, in the payload and in its import and verify children."""
+    host_dir, site_dir = tmp_path / "host", tmp_path / "site"
+    _module(host_dir, "pwx_dup", "WHERE = 'host'\n")
+    _module(site_dir, "pwx_dup", "WHERE = 'carried'\n")
+    _dist_info(site_dir, "pwx-dup", "1.0", ["pwx_dup"])
+    expect = {"pins": {}, "import_skip": {"pwx-dup": "needs: driver: x"},
+              "verify": {"pwx-dup": {"import": ["pwx_dup"], "needs": "driver",
+                                     "python": "import pwx_dup; assert pwx_dup.WHERE == 'carried', pwx_dup.WHERE"}}}
+    path = tmp_path / "expect.json"
+    path.write_text(json.dumps(expect))
+    out = tmp_path / "out.json"
+    proc = subprocess.run([sys.executable, "-S", str(PAYLOAD), "--expect", str(path), "--json", str(out),
+                           "--level", "import", "--site", str(site_dir)], capture_output=True, text=True, timeout=300,
+                          env={"PINWHEEL_SMOKE_ASSUME_DRIVER": "1", "PYTHONPATH": str(host_dir),
+                               "PATH": os.environ.get("PATH", "/usr/bin:/bin")})
+    doc = _strict_json(out.read_text())
+    verify = [s for s in doc["stages"] if s["name"] == "verify:pwx-dup"]
+    assert [s["status"] for s in verify] == ["passed"], proc.stdout + proc.stderr
+
+
+def test_the_no_deps_line_says_why_a_package_is_absent(tmp_path):
+    """An absent --no-deps package is a fallback whose local wheel was present, or a missing pin: the line
+    names which, and never calls a missing pin a fallback."""
+    expect = {"pins": {"pwx-gone": "1.0"}, "fallbacks": {"pwx-fb": "2.0"},
+              "suppressed": {"pwx-gone": ["pwx-dep>=1"], "pwx-fb": ["pwx-dep>=1"]}}
+    proc, doc = _run_bare(tmp_path, expect, "--level", "static")
+    (line,) = [l for l in proc.stdout.splitlines() if "static/no-deps" in l]
+    assert "pwx-fb: a fallback, not installed: its local wheel was present" in line, line
+    assert "pwx-gone: not installed: its absence is the pins check's finding" in line, line
+    assert "pwx-gone not installed (a fallback" not in line

@@ -55,6 +55,9 @@ def test_every_flagged_pattern_with_its_line(tmp_path):
         (14, "force-reinstall"),
         (15, "loop-without-failure"),
         (17, "check-or-true"),
+        (8, "no-deps-install"),
+        (14, "no-deps-install"),
+        (18, "requirements-unread"),
     }
     # the guarded glob (lines 8-9), the commit-pinned git URL (13) and the `set -e` loop (16) are not flagged
     assert result.errors == 7
@@ -110,7 +113,8 @@ def test_replay_finds_the_order_hazard_and_what_no_deps_drops(local_index, tmp_p
     data = json.loads(capsys.readouterr().out)
     assert rc == 1  # the hazard is an error: a later layer moves what an earlier one installed
     (hazard,) = data["replay"]["hazards"]
-    assert (hazard["package"], hazard["before"], hazard["after"], hazard["step"]) == ("base-lib", "2.0", "1.0", "run-3")
+    assert (hazard["package"], hazard["before"], hazard["after"], hazard["step"]) == ("base-lib", "2.0", "1.0", "pinner")
+    assert hazard["dockerfile_line"] == 3  # located at the Dockerfile line the step came from
     (dropped,) = data["replay"]["suppressed"]
     assert (dropped["parent"], dropped["requirement"], dropped["detail"]) == ("frontend", "helper>=1",
                                                                              "would install helper 1.0")

@@ -42,3 +42,30 @@ def test_report_with_a_relative_manifest_and_a_local_wheel(tmp_path, monkeypatch
     data = json.loads(captured.out)
     assert "speedup" in json.dumps(data)
     assert "local" in json.dumps(data)
+
+
+ALLOWED = manifest_yaml(variants=[variant("t", platform="manylinux_2_28_x86_64")], steps="""\
+  - name: kernels
+    why: "built in-house"
+    packages:
+      - requirement: "speedup==1.0"
+        why: "a local build"
+        local: {glob: "speedup-*.whl", if_missing: fail}
+        allow_missing:
+          - {name: helper, why: "the image provides helper's module another way"}
+""")
+
+
+def test_allow_missing_on_a_local_wheel_loads_and_the_report_allows_it(tmp_path, monkeypatch, capsys, local_index):
+    """A local wheel is installed --no-deps and its requirements are checked as dropped, so allow_missing
+    on it is what the report and the manifest agree on (it was refused as "no_deps only")."""
+    url = local_index.serve()  # helper is on no index: the local wheel's requirement stays unmet
+    (tmp_path / "wheels_manifest.yaml").write_text(ALLOWED)
+    build_wheel(tmp_path / "wheels", "speedup", "1.0", requires=["helper>=1"])
+    monkeypatch.chdir(tmp_path)
+    cli.main(["--manifest", "wheels_manifest.yaml", "report", "--json", "--index-url", url])
+    captured = capsys.readouterr()
+    data = json.loads(captured.out)
+    (dropped,) = data["dropped_requirements"]
+    assert (dropped["package"], dropped["name"], dropped["allowed"]) == ("speedup", "helper", True), dropped
+    assert dropped["why"] == "the image provides helper's module another way"

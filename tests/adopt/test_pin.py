@@ -1,0 +1,116 @@
+"""`import --pin` against real servers on loopback: a local index, a git daemon and an HTTP server."""
+from __future__ import annotations
+
+import hashlib
+import http.server
+import socket
+import subprocess
+import threading
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+
+from pinwheel import cli, manifest as manifest_mod
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def git(*args: str, cwd: Path) -> str:
+    return subprocess.run(["git", *args], cwd=cwd, check=True, capture_output=True, text=True,
+                          env={"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t", "GIT_COMMITTER_NAME": "t",
+                               "GIT_COMMITTER_EMAIL": "t@t", "HOME": str(cwd), "PATH": "/usr/bin:/bin"}).stdout.strip()
+
+
+@pytest.fixture
+def git_daemon(tmp_path):
+    """Two repositories served by `git daemon` on 127.0.0.1: tools (branch main) and kernels (annotated tag v1)."""
+    root = tmp_path / "git"
+    commits = {}
+    for name, ref in (("tools", "main"), ("kernels", "v1")):
+        work = tmp_path / f"work-{name}"
+        work.mkdir()
+        git("init", "-q", "-b", "main", cwd=work)
+        (work / "README").write_text(name)
+        git("add", "README", cwd=work)
+        git("commit", "-q", "-m", "one", cwd=work)
+        if ref == "v1":
+            git("tag", "-a", "v1", "-m", "v1", cwd=work)
+        commits[name] = git("rev-parse", "HEAD", cwd=work)
+        root.mkdir(exist_ok=True)
+        git("clone", "-q", "--bare", str(work), str(root / f"{name}.git"), cwd=tmp_path)
+    port = free_port()
+    proc = subprocess.Popen(["git", "daemon", "--export-all", "--reuseaddr", f"--base-path={root}",
+                             "--listen=127.0.0.1", f"--port={port}", str(root)],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        for _ in range(100):  # bounded: the daemon listens within a few seconds
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
+                break
+            except OSError:
+                time.sleep(0.05)
+        yield f"git://127.0.0.1:{port}", commits
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
+
+
+@pytest.fixture
+def http_files(tmp_path):
+    served = tmp_path / "served"
+    served.mkdir()
+    handler = lambda *a: http.server.SimpleHTTPRequestHandler(*a, directory=str(served))  # noqa: E731
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield served, f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def test_pin_fills_what_the_servers_answer_and_leaves_the_rest_todo(tmp_path, local_index, git_daemon, http_files,
+                                                                    monkeypatch, capsys):
+    for version in ("1.0", "2.5", "3.0", "2.9rc1"):
+        local_index.add("lib-a", version)
+    local_index.add("lib-b", "0.3")
+    index = local_index.serve()
+    git_url, commits = git_daemon
+    served, http_url = http_files
+    wheel = b"not really a wheel, but bytes with a digest"
+    (served / "kern-1.0.0-py3-none-any.whl").write_bytes(wheel)
+    dead = f"git://127.0.0.1:{free_port()}/gone.git"
+    src = tmp_path / "Dockerfile"
+    src.write_text(f"""FROM example.invalid/base:1
+RUN pip install "lib-a>=1.0,<3" lib-b
+RUN pip install git+{git_url}/tools.git@main
+RUN pip install git+{git_url}/kernels.git@v1
+RUN wget {http_url}/kern-1.0.0-py3-none-any.whl && pip install kern-1.0.0-py3-none-any.whl
+RUN pip install git+{dead}@main
+""")
+    monkeypatch.chdir(tmp_path)
+    out = tmp_path / "wheels_manifest.yaml"
+    assert cli.main(["import", str(src), "-o", str(out), "--pin", "--index-url", index]) == 0
+    captured = capsys.readouterr()
+    data = yaml.safe_load(out.read_text())
+    steps = {s["name"]: s for s in data["steps"]}
+    reqs = [p["requirement"] for p in steps["lib-a"]["packages"]]
+    assert reqs == ["lib-a==2.5", "lib-b==0.3"]  # newest in range, no pre-release
+    assert "pinned by import on" in steps["lib-a"]["packages"][0]["why"]
+    assert steps["tools"]["rev"] == commits["tools"]
+    assert steps["kernels"]["rev"] == commits["kernels"]  # the annotated tag's commit, not the tag object
+    asset = next(s for s in data["steps"] if s["kind"] == "asset")
+    assert asset["url"]["sha256"] == hashlib.sha256(wheel).hexdigest()
+    todo = [t["at"] + ": " + t["what"] for t in data["todo"]]
+    gone = [i for i, s in enumerate(data["steps"]) if s.get("url") == dead][0]
+    assert any(t.startswith(f"steps[{gone}].rev") for t in todo)  # unreachable: still TODO
+    assert not any(".rev" in t and not t.startswith(f"steps[{gone}]") for t in todo)
+    assert "still TODO" in captured.err and "gone.git" in captured.err
+    manifest_mod.load(out)  # and it loads

@@ -1,0 +1,82 @@
+"""`audit --replay` on the corpus and on files with known hazards, against a local index on loopback."""
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from pinwheel import cli
+from pinwheel.distributions import Distribution, Inventory
+
+ROOT = Path(__file__).resolve().parents[2]
+CORPUS = Path(__file__).parent / "corpus"
+
+
+@pytest.mark.parametrize("path", sorted(CORPUS.glob("*.Dockerfile")), ids=lambda p: p.name)
+def test_replay_runs_on_every_file_import_accepts(path, tmp_path, local_index):
+    local_index.add("numpy", "2.1.0")
+    url = local_index.serve()
+    shutil.copy(path, tmp_path / path.name)
+    cmd = [sys.executable, str(ROOT / "build.py"), "audit", path.name, "--replay", "--index-url", url]
+    proc = subprocess.run([*cmd, "--json"], capture_output=True, text=True, cwd=tmp_path, timeout=300)
+    assert proc.returncode in (0, 1), proc.stderr
+    data = json.loads(proc.stdout)  # exactly one JSON document
+    assert data["schema"] == "pinwheel.audit/1" and "findings" in data and data["replay"] is not None
+    assert "Traceback" not in proc.stderr
+    text = subprocess.run(cmd, capture_output=True, text=True, cwd=tmp_path, timeout=300)
+    assert "pip installs in" in text.stdout and "Replayed as plain pip would run it" in text.stdout  # both views
+
+
+def write(tmp_path: Path, text: str) -> Path:
+    path = tmp_path / "Dockerfile"
+    path.write_text(text)
+    return path
+
+
+def test_a_no_deps_install_outside_a_declared_pin_is_named(tmp_path, local_index, capsys):
+    local_index.add("nccl", "2.27.3")
+    local_index.add("nccl", "2.29.7")
+    local_index.add("torch", "2.13.0", requires=["nccl==2.27.3"])
+    url = local_index.serve()
+    path = write(tmp_path, "FROM example.invalid/base:1\nRUN pip install torch==2.13.0\n"
+                           "RUN pip install --no-deps --upgrade \"nccl>=2.29.7,<3.0\"\n")
+    rc = cli.main(["audit", str(path), "--replay", "--json", "--index-url", url])
+    replay = json.loads(capsys.readouterr().out)["replay"]
+    (override,) = replay["overrides"]
+    assert (override["package"], override["version"], override["line"], override["required_by"],
+            override["specifier"]) == ("nccl", "2.29.7", 3, "torch 2.13.0", "nccl==2.27.3")
+    assert any("2.29.7" in n and "as pip would take it today" in n for n in replay["notes"])
+    assert rc == 1  # a hazard: nccl moves 2.27.3 -> 2.29.7 under torch
+    (hazard,) = replay["hazards"]
+    assert (hazard["package"], hazard["before"], hazard["after"], hazard["dockerfile_line"]) == \
+        ("nccl", "2.27.3", "2.29.7", 3)
+
+
+def test_base_inventory_judges_against_the_base(tmp_path, local_index, capsys):
+    local_index.add("torch", "2.13.0")
+    url = local_index.serve()
+    dist = Distribution("torch", "2.12.0", (), (), "pip", None, ("torch",), 1, "/usr/lib/python3/dist-packages", 0)
+    inventory = tmp_path / "base.json"
+    inventory.write_text(json.dumps(Inventory("example.invalid/base:1", "sha256:" + "1" * 64, None, (dist,), 1)
+                                    .to_json()))
+    path = write(tmp_path, "FROM example.invalid/base:1\nRUN pip install torch==2.13.0\n")
+    cli.main(["audit", str(path), "--replay", "--json", "--index-url", url, "--base", str(inventory)])
+    replay = json.loads(capsys.readouterr().out)["replay"]
+    changes = replay["hazards"] + replay["replacements"]
+    assert [(c["package"], c["before"], c["after"], c["earlier_step"], c["dockerfile_line"]) for c in changes] == \
+        [("torch", "2.12.0", "2.13.0", "base", 2)]
+    cli.main(["audit", str(path), "--replay", "--json", "--index-url", url])  # without it, no base to replace
+    replay = json.loads(capsys.readouterr().out)["replay"]
+    assert replay["hazards"] + replay["replacements"] == []
+
+
+def test_a_missing_base_is_a_clear_error(tmp_path):
+    path = write(tmp_path, "FROM example.invalid/base:1\nRUN pip install torch==2.13.0\n")
+    (tmp_path / "bad.json").write_text("{}")
+    proc = subprocess.run([sys.executable, str(ROOT / "build.py"), "audit", str(path), "--replay", "--offline",
+                           "--base", str(tmp_path / "bad.json")], capture_output=True, text=True, cwd=tmp_path)
+    assert proc.returncode == 2 and "inventory" in proc.stderr and "Traceback" not in proc.stderr
