@@ -34,6 +34,7 @@ from .lock.format import ENGINE_HEADER, header_value
 from .manifest import Manifest, ManifestError
 from .plan import LockState, Plan, plan_platforms, plan_variant
 from .resolve import CacheState, ResolveError, memoized, resolve_memoized, wheels_state, with_inventory
+from .resolve.memo import torch_abi_memo_key
 from .workspace import LockFiles, Workspace
 
 if TYPE_CHECKING:
@@ -87,7 +88,8 @@ def report_one(m: Manifest, plan: Plan, args: argparse.Namespace) -> tuple[dict,
             resolved = resolve_memoized(plan, client, ws.index_cache, ws.wheels_dir, locked, refresh=args.refresh,
                                         state=cache_state)
         # keyed by the classifier too: a changed ELF classifier never shows old rows
-        abi_key = ("torch_abi", resolved.installed, wheels_state(plan, ws.wheels_dir), args.offline, classifier_key())
+        abi_key = torch_abi_memo_key(resolved, wheels_state(plan, ws.wheels_dir), client, default_client,
+                                     args.offline, classifier_key())
         with index_status(f"{plan.label} ELF imports", getattr(default_client, "stats", None),
                           not (args.json or args.quiet)):
             abi = memoized(ws.index_cache, abi_key,
@@ -385,10 +387,12 @@ def moved_digest(result, ref: str) -> str:
 
 
 def publish_failed(exc: Exception, refused: str = "not published") -> int:
-    """Say why nothing (more) was pushed: a refusal by the publish rules, or the engine's push failing."""
+    """Say why nothing (more) was pushed: a refusal by the publish rules, or the engine's push failing. A smoke
+    record that cannot be trusted is bad input (exit 2), as an unreadable manifest is."""
     from .image.engine import EngineError
+    from .image.publish import BadSmokeRecord
     err().print(f"[red]{'push failed' if isinstance(exc, EngineError) else refused}:[/red] {escape(str(exc))}")
-    return EXIT_PROBLEM
+    return EXIT_BAD_INPUT if isinstance(exc, BadSmokeRecord) else EXIT_PROBLEM
 
 
 def variant_tags(m: Manifest, plan: Plan, engine) -> tuple[str, str]:
@@ -814,6 +818,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         err().print(f"[red]error:[/red] {escape(str(exc))}")
         return EXIT_BAD_INPUT
     except UsageError as exc:
+        err().print(f"[red]error:[/red] {escape(str(exc))}")
+        return EXIT_BAD_INPUT
+    except ValueError as exc:  # a value no Dockerfile can hold, a file pinwheel reads back that is not one
+        from .fsutil import UnreadableFile
+        from .render import RenderError
+        from .workspace import OutsideProject
+        if not isinstance(exc, (RenderError, UnreadableFile, OutsideProject)):
+            raise
         err().print(f"[red]error:[/red] {escape(str(exc))}")
         return EXIT_BAD_INPUT
     except LockError as exc:  # a committed lock that does not read back is input to fix

@@ -19,7 +19,7 @@ from .distributions import Inventory
 from .manifest import Gate, Manifest, ManifestError, StepSpec, Variant
 from .steps import KINDS
 from .steps.wheels import PlannedPackage  # a wheel set's package in the Plan; other stages import it from here
-from .workspace import LockFiles
+from .workspace import LockFiles, inside_project
 
 Verdict = Literal["satisfied", "violated", "suppressed", "unchecked", "marker-excluded", "extra-only",
                   "base-broken", "overridden", "excluded"]
@@ -203,6 +203,8 @@ class Plan:
         and an aarch64 wheel side by side are one match for each platform. Other variants: every match.
         """
         matches = sorted(wheels_dir.glob(glob)) if wheels_dir.is_dir() else []
+        for match in matches:  # wheels_dir is Workspace.wheels_dir, <root>/wheels: nothing outside <root> is read
+            inside_project(wheels_dir.parent, match, "local wheel")
         if not self.variant.platforms:
             return matches
         tags = frozenset(target_tags(self.target.python, self.target.platforms()))

@@ -29,8 +29,31 @@ __all__ = ["PythonEnvironment", "StepView", "dockerfile_groups", "dockerfile_nam
 TEMPLATES_PACKAGE = ("pinwheel", "templates")
 
 
+class RenderError(ValueError):
+    """A value that no Dockerfile can hold where the template puts it (a line break in a shell word)."""
+
+
+# What ends or hides a Dockerfile line: line breaks (BuildKit splits on \n, and \r ends a line too), other
+# control characters, and the Unicode line and paragraph separators.
+_UNSAFE = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]")
+_NAMED = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
+
+
+def dockerfile_text(value: object) -> str:
+    """Every value the templates write passes here (the Environment's finalize): comments included, so a
+    manifest's file name or `why` can never end a line and start an instruction. Line breaks and control
+    characters are written as visible escapes (\\n, \\x1b); a shell word never holds one (shell_quote)."""
+    text = str(value)
+    return _UNSAFE.sub(lambda m: _NAMED.get(m.group(), f"\\x{ord(m.group()):02x}" if ord(m.group()) < 256
+                                            else f"\\u{ord(m.group()):04x}"), text)
+
+
 def shell_quote(value: object) -> str:
-    return shlex.quote(str(value))
+    """One shell word. A line break inside quotes would still end the Dockerfile line, so it is refused."""
+    text = str(value)
+    if _UNSAFE.search(text):
+        raise RenderError(f"{text!r} holds a line break or control character; it cannot be a word in a RUN line")
+    return shlex.quote(text)
 
 
 def shell_glob(pattern: str) -> str:
@@ -130,6 +153,7 @@ def _environment() -> jinja2.Environment:
         lstrip_blocks=True,
         keep_trailing_newline=True,
         autoescape=False,
+        finalize=dockerfile_text,
     )
     env.filters["sh"] = shell_quote
     env.filters["sh_glob"] = shell_glob

@@ -29,6 +29,25 @@ def find_manifest(start: Path) -> Path | None:
     return None
 
 
+class OutsideProject(ValueError):
+    """A file the manifest names (a patch, a local wheel) whose whole path, symlinked directories included,
+    resolves outside the project; str() is one line naming it."""
+
+
+def inside_project(root: Path, path: Path | str, what: str = "file") -> Path:
+    """``path`` (relative to ``root``, or under it) with every symlink resolved, refused (OutsideProject) when
+    that leaves the project: a patch named `linkdir/passwd` with `linkdir -> /etc` reads nothing. The one
+    check every step kind's files go through."""
+    base = Path(root).resolve()
+    full = Path(path) if Path(path).is_absolute() else Path(root) / path
+    resolved = full.resolve()
+    if resolved != base and base not in resolved.parents:
+        shown = Path(path).as_posix() if not Path(path).is_absolute() else str(path)
+        raise OutsideProject(f"{what} {shown} resolves to {resolved}, outside the project ({base}); "
+                             "only files inside the project are read")
+    return resolved
+
+
 class LockFiles:
     """File names inside a variant's lock directory."""
 
@@ -126,6 +145,10 @@ class Workspace:
     def inventory_file(self, variant: str) -> Path:
         """The committed inventory of a variant's base image."""
         return self.image_dir / "inventory" / f"{variant}.json"
+
+    def project_file(self, path: Path | str, what: str = "file") -> Path:
+        """A file the manifest names, resolved whole and inside the project (inside_project)."""
+        return inside_project(self.root, path, what)
 
     def relative(self, path: Path) -> str:
         """A path as the user sees it: relative to the root where it lies under it."""

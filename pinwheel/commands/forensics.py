@@ -14,7 +14,7 @@ from ..index import IndexClient
 from ..lock import locked_versions
 from ..manifest import Manifest
 from ..plan import plan_variant
-from ..workspace import LockFiles, Workspace
+from ..workspace import LockFiles, Workspace, inside_project
 
 from .common import EXIT_OK, EXIT_PROBLEM, UsageError, emit_json, engine_or_fail, err, escape, out, program
 
@@ -24,11 +24,21 @@ if TYPE_CHECKING:
 # Each command imports its report and the engine's image reader inside its function (as cli.py does).
 
 
+def image_in_engine(engine: "Engine", ref: str) -> bool:
+    """Whether ``ref`` names an image in the engine; a reference the engine cannot parse (`../x`) is bad input
+    (UsageError naming it), not the engine's exception."""
+    try:
+        return engine.image_exists(ref)
+    except engine._errors() as exc:
+        said = (getattr(exc, "stderr", None) or str(exc)).strip().splitlines()
+        raise UsageError(f"{ref}: not an image reference the engine takes ({said[-1] if said else exc})") from None
+
+
 def cmd_inspect(args: argparse.Namespace) -> int:
     from ..image.inventory import save_and
     from ..reports.inspect import inspect_archive, print_inspection, to_json as inspection_json
     engine = engine_or_fail(args)
-    if not engine.image_exists(args.image):
+    if not image_in_engine(engine, args.image):
         raise UsageError(f"image {args.image} is not in the engine")
     try:
         ins = save_and(engine, args.image, None,
@@ -50,6 +60,7 @@ def diff_side(engine: Engine | None, ref: str, m: Manifest | None):
     if path.is_dir() and (path / LockFiles.REQUIREMENTS).exists():
         if m is None:
             raise UsageError(f"{ref} is a lock directory: diffing a lock needs the manifest it was made from")
+        inside_project(m.path.parent, path.absolute(), "lock directory")  # OutsideProject: exit 2
         plan = plan_variant(m, path.name) if path.name in m.variants else None
         if plan is None:
             raise UsageError(f"{ref}: {path.name} is not a variant of {m.path.name}")
@@ -57,7 +68,7 @@ def diff_side(engine: Engine | None, ref: str, m: Manifest | None):
         return Side(f"lock {ref}", dict(versions), {}, {})
     if engine is None:
         engine = engine_or_fail()
-    if not engine.image_exists(ref):
+    if not image_in_engine(engine, ref):
         raise UsageError(f"{ref} is neither an image in the engine nor a lock directory")
     return side_of_image(ref, save_and(engine, ref, None, history).final)
 
@@ -117,7 +128,7 @@ def _replay_base(args: argparse.Namespace):
         except InventoryError as exc:
             raise UsageError(str(exc)) from None
     engine = engine_or_fail(args)
-    if not engine.image_exists(args.base):
+    if not image_in_engine(engine, args.base):
         raise UsageError(f"--base {args.base}: neither an inventory file nor an image in the engine")
     try:
         return read_image(engine, args.base)
@@ -175,7 +186,7 @@ def cmd_layers(args: argparse.Namespace) -> int:
     engine_b = engine_a if not (args.b_engine_host or args.b_engine_context) else engine_or_fail(
         argparse.Namespace(engine_host=args.b_engine_host, engine_context=args.b_engine_context))
     for engine, ref in ((engine_a, args.a), (engine_b, args.b)):
-        if not engine.image_exists(ref):
+        if not image_in_engine(engine, ref):
             raise UsageError(f"{ref} is not an image in {engine.describe()}")
     cmp = compare_layers(engine_a, args.a, engine_b, args.b)
     if args.json:

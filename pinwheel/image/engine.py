@@ -389,6 +389,10 @@ class Engine:
                 return digest
         return None
 
+    def repo_digests(self, ref: str) -> tuple[str, ...]:
+        """Every ``repository@sha256:...`` the engine holds for ``ref``'s image (pushed or pulled); () if none."""
+        return tuple(str(d) for d in self.docker.image.inspect(ref).repo_digests or [])
+
     def tag(self, src: str, dst: str) -> None:
         self.docker.image.tag(src, dst)
 

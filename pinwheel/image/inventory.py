@@ -46,6 +46,22 @@ MAX_FILE_BYTES = 8 * 1024 * 1024
 # ------------------------------------------------------------------ layers
 
 
+def member_path(name: str, where: str) -> str:
+    """The in-image path (/a/b) of an archive member, refused (InventoryError) when its name leaves the
+    archive's root: a `..` component or a NUL (`./`, the root itself, is fine). Every member of every layer
+    is read here first, whether or not it is wanted, so a crafted archive is refused whole."""
+    parts = name.removeprefix("./").lstrip("/").split("/")
+    if "\0" in name or ".." in parts:
+        raise InventoryError(f"{where}: the member {name!r} leaves the image's root; a layer holds paths "
+                             "inside it only")
+    return "/" + "/".join(p for p in parts if p not in ("", "."))
+
+
+def _hardlink_checked(member: tarfile.TarInfo, where: str) -> None:
+    if member.islnk():  # a hard link names another member of the archive: the same rule holds
+        member_path(member.linkname, where)
+
+
 def replay_layers(layers: Iterable[IO[bytes]], after_layer=None) -> tuple[dict[str, tuple[int, bytes]], int]:
     """path -> (layer index, bytes) of every wanted dist-info file in the final filesystem.
 
@@ -57,7 +73,8 @@ def replay_layers(layers: Iterable[IO[bytes]], after_layer=None) -> tuple[dict[s
         count += 1
         with tarfile.open(fileobj=stream, mode="r|*") as layer:
             for member in layer:
-                path = "/" + member.name.removeprefix("./").lstrip("/")
+                path = member_path(member.name, f"layer {index}")
+                _hardlink_checked(member, f"layer {index}")
                 parent, base = posixpath.split(path)
                 if base == OPAQUE:
                     _drop_under(files, parent, keep_layer=index)
@@ -180,6 +197,7 @@ def read_saved(archive: Path, after_layer=None) -> tuple[dict[str, tuple[int, by
 
             def streams() -> Iterator[IO[bytes]]:
                 for name in layer_names:
+                    member_path(str(name), f"{archive.name}: manifest.json")
                     fh = outer.extractfile(name)
                     if fh is None:
                         raise InventoryError(f"{archive.name}: layer {name} is missing")
@@ -297,17 +315,29 @@ def history(archive: Path) -> History:
 
 
 def extract_files(archive: Path, wanted: set[str], dest: Path, max_bytes: int = 2 * 1024**3) -> dict[str, Path]:
-    """Copy the final version of each wanted path out of the layers into dest (whiteouts honoured)."""
+    """Copy the final version of each wanted path out of the layers into dest (whiteouts honoured); an archive
+    with a member outside its root is refused (InventoryError) and leaves nothing in dest."""
     found: dict[str, Path] = {}
+    try:
+        return _extract(archive, wanted, dest, max_bytes, found)
+    except InventoryError:
+        for path in found.values():
+            path.unlink(missing_ok=True)
+        raise
+
+
+def _extract(archive: Path, wanted: set[str], dest: Path, max_bytes: int, found: dict[str, Path]) -> dict[str, Path]:
     with tarfile.open(archive) as outer:
         manifest = json.load(outer.extractfile("manifest.json"))  # type: ignore[arg-type]
         for index, name in enumerate(manifest[0]["Layers"]):
+            member_path(str(name), f"{archive.name}: manifest.json")
             fh = outer.extractfile(name)
             if fh is None:
                 continue
             with tarfile.open(fileobj=fh, mode="r|*") as layer:
                 for member in layer:
-                    path = "/" + member.name.removeprefix("./").lstrip("/")
+                    path = member_path(member.name, f"layer {index}")
+                    _hardlink_checked(member, f"layer {index}")
                     parent, base = posixpath.split(path)
                     if base.startswith(WHITEOUT):
                         gone = posixpath.join(parent, base[len(WHITEOUT):]) if base != OPAQUE else parent
@@ -339,6 +369,14 @@ def record_paths(files: dict[str, tuple[int, bytes]], dist: Distribution, suffix
 
 
 def save_and(engine: Engine, ref: str, scratch: Path | None, use):
-    """Run `use(archive)` on a `docker save` of `ref` in a scratch directory removed afterwards."""
+    """Run `use(archive)` on a `docker save` of `ref` in a scratch directory removed afterwards. An engine
+    that cannot save it (a layer whose members it cannot read back, as a crafted `../` member) is an
+    InventoryError naming the image, not the engine's exception."""
     with tempfile.TemporaryDirectory(dir=scratch, prefix="inventory-") as tmp:
-        return use(engine.save(ref, Path(tmp) / "image.tar"))
+        try:
+            archive = engine.save(ref, Path(tmp) / "image.tar")
+        except engine._errors() as exc:
+            said = (getattr(exc, "stderr", None) or str(exc)).strip().splitlines()
+            raise InventoryError(f"the engine cannot save image {ref} to read it: "
+                                 f"{said[-1] if said else type(exc).__name__}") from None
+        return use(archive)

@@ -42,7 +42,7 @@ from . import labels
 from .base import is_bootstrap
 from .engine import Engine, EngineError, PushEvent, PushResult
 from .registry import Manifest, Registry, RegistryError, split_ref
-from .smoke import recorded
+from .smoke import SmokeRecordError, recorded
 
 LEVELS = ("static", "import", "gpu")  # cumulative, as the smoke payload runs them
 SMOKE_TARGET = "smoke"
@@ -68,6 +68,17 @@ def floating_base(base: str) -> str | None:
 
 class PublishRefused(Exception):
     """Nothing was pushed; the message says why."""
+
+
+class BadSmokeRecord(PublishRefused):
+    """Nothing was pushed because the smoke record cannot be trusted (unreadable, edited, copied): bad input."""
+
+
+def _checked_record(image_id: str, smoke_results: Path) -> dict | None:
+    try:
+        return recorded(image_id, smoke_results)
+    except SmokeRecordError as exc:
+        raise BadSmokeRecord(f"the smoke record of image {image_id[:19]} is not trusted: {exc}") from None
 
 
 @dataclass(frozen=True)
@@ -312,11 +323,7 @@ def publish(engine: Engine, tags: list[str], registry: str, smoke_results: Path,
     if len(set(ids.values())) != 1:
         raise PublishRefused(f"the tags point at different images: {ids}")
     image_id = next(iter(ids.values()))
-    try:
-        smoke = recorded(image_id, smoke_results)
-    except (OSError, ValueError) as exc:
-        raise PublishRefused(f"the smoke record of image {image_id[:19]} is unreadable ({exc}); "
-                             "run `build.py smoke` again") from None
+    smoke = _checked_record(image_id, smoke_results)
     declared = declared or DeclaredSmoke(LEVELS, "nothing declares the smoke's levels, so every level is required")
     extra, notes = gate(smoke, image_id, declared, allowed, require_gpu)
     if check_only:
@@ -478,10 +485,11 @@ def promote(registry_ref: str, tags: Sequence[str], smoke_results: Path, declare
     image_id = manifest.config_digest
     if not image_id:
         raise PublishRefused(f"{registry_ref}: a {manifest.media_type}, not one image; promote each platform's image")
-    try:
-        smoke = recorded(image_id, smoke_results)
-    except (OSError, ValueError) as exc:
-        raise PublishRefused(f"the smoke record of image {image_id[:19]} is unreadable ({exc})") from None
+    smoke = _checked_record(image_id, smoke_results)
+    here = [d.partition("@")[2] for d in (smoke or {}).get("repo_digests", ()) if d.partition("@")[0] == f"{host}/{repository}"]
+    if here and digest not in here:
+        raise BadSmokeRecord(f"{registry_ref}: the smoke of image {image_id[:19]} ran on {host}/{repository}@{here[0]}, "
+                             "not on this digest; smoke the image by this digest")
     declared = declared or DeclaredSmoke(LEVELS, "nothing declares the smoke's levels, so every level is required")
     extra, notes = gate(smoke, image_id, declared, None, require_gpu)
     assert not extra  # no allowance is given here, so a passing gate adds no labels

@@ -1,4 +1,5 @@
-"""Is a committed lock made from the manifest as it is now? Answered from the files alone, without the network."""
+"""Is a committed lock made from the manifest as it is now, and is every file of it what `lock` wrote? Answered
+from the files alone, without the network."""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -10,6 +11,7 @@ from ..workspace import LockFiles, Workspace
 from .format import DEFAULT_ENGINE, ENGINE_HEADER, ENGINES, INPUTS_HEADER, header_value
 from .inputs import lock_inputs_digest
 from .slicing import units
+from .verify import lock_problem, read_lock_file
 
 
 def expected_files(plan: Plan) -> list[str]:
@@ -37,10 +39,15 @@ def check_lock(plan: Plan, root: Path | str, engine: str | None = None) -> LockC
     ws = Workspace(Path(root), plan.image)
     d = ws.plan_lock_dir(plan)
     name = plan.label
+    for directory in dict.fromkeys((ws.lock_dir(plan.variant.name), d)):
+        left = sorted(directory.parent.glob(f".{directory.name}.old-*"))
+        if left:
+            return LockCheck(name, "stale", f"an interrupted `lock` left {ws.relative(left[0])}: run "
+                                            f"`build.py lock --variant {plan.variant.name}` to finish it")
     full = d / LockFiles.REQUIREMENTS
-    if not full.exists():
+    if not full.exists() and not full.is_symlink():
         return LockCheck(name, "missing", f"no lock at {ws.relative(full)}", plan.variant.torch_index_env)
-    text = full.read_text()
+    text = read_lock_file(full)
     recorded = header_value(text, INPUTS_HEADER)
     used = engine or header_value(text, ENGINE_HEADER) or DEFAULT_ENGINE
     if used not in ENGINES:
@@ -50,7 +57,10 @@ def check_lock(plan: Plan, root: Path | str, engine: str | None = None) -> LockC
         return LockCheck(name, "stale", f"{full.name} has no pinwheel-inputs header (not made by `build.py lock`)")
     if recorded != want:
         return LockCheck(name, "stale", f"inputs changed (lock {str(recorded)[:12]}, manifest {want[:12]}, {used})")
-    absent = [f for f in expected_files(plan) if not (d / f).exists()]
+    absent = [f for f in expected_files(plan) if not (d / f).exists() and not (d / f).is_symlink()]
     if absent:
         return LockCheck(name, "stale", f"missing {', '.join(absent)}")
+    problem = lock_problem(plan, d)  # every file exactly what `lock` writes from requirements.txt
+    if problem:
+        return LockCheck(name, "stale", f"{ws.relative(d)}/{problem}")
     return LockCheck(name, "ok", f"up to date ({used}, inputs {want[:12]})")

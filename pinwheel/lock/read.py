@@ -13,8 +13,10 @@ from pathlib import Path
 
 from packaging.utils import canonicalize_name
 
+from ..fsutil import UnreadableFile, read_regular
 from ..plan import Plan
 from ..workspace import LockFiles
+from .verify import MAX_LOCK_FILE_BYTES, read_lock_file
 from .format import DEFAULT_ENGINE, ENGINE_HEADER, INPUTS_HEADER, LockedPackage, LockError, header_value, parse_requirements
 
 
@@ -62,7 +64,7 @@ def lock_sha256(directory: Path | str) -> str:
     h = hashlib.sha256()
     for path in LockFiles.of_platform(directory):  # not the other platforms' lock directories inside it
         h.update(path.relative_to(directory).as_posix().encode() + b"\0")
-        h.update(hashlib.sha256(path.read_bytes()).digest())
+        h.update(hashlib.sha256(read_regular(path, MAX_LOCK_FILE_BYTES, "lock file")).digest())
     return h.hexdigest()
 
 
@@ -75,10 +77,7 @@ def read_lock(directory: Path | str) -> Lock:
     """Read a variant's committed lock dir into a typed Lock (no network)."""
     directory = Path(directory)
     full = directory / LockFiles.REQUIREMENTS
-    try:
-        text = full.read_text()
-    except OSError as exc:
-        raise LockError(f"{full}: cannot read the lock ({exc.strerror})") from None
+    text = read_lock_file(full)
     digest = header_value(text, INPUTS_HEADER)
     engine = header_value(text, ENGINE_HEADER) or DEFAULT_ENGINE
     if not digest:
@@ -93,7 +92,7 @@ def read_lock(directory: Path | str) -> Lock:
             continue
         m = fb or sm
         assert m is not None
-        body = path.read_text()
+        body = read_lock_file(path)
         pkgs = parse_requirements(body, str(path))
         for name, p in pkgs.items():
             whole = packages.get(name)
@@ -103,8 +102,10 @@ def read_lock(directory: Path | str) -> Lock:
         item = LockSlice(path.name, m["step"], int(m["index"]), active, fb["pkg"] if fb else None, tuple(pkgs.values()))
         (fallbacks if fb else slices).append(item)
     try:
-        expect = json.loads((directory / LockFiles.EXPECT).read_text())
-    except (OSError, ValueError) as exc:
+        expect = json.loads(read_lock_file(directory / LockFiles.EXPECT))
+    except UnreadableFile:
+        raise
+    except (OSError, ValueError, RecursionError) as exc:
         raise LockError(f"{directory / LockFiles.EXPECT}: cannot read ({exc})") from None
     variant = expect.get("variant") if isinstance(expect, dict) else None
     return Lock(
@@ -133,7 +134,7 @@ def lock_installs(plan: Plan, directory: Path | str, wheels_dir: Path | None = N
     local wheel counts as present: the image that expect.json's pins describe.
     """
     directory = Path(directory)
-    if not (directory / LockFiles.REQUIREMENTS).exists():
+    if not (directory / LockFiles.REQUIREMENTS).exists() and not (directory / LockFiles.REQUIREMENTS).is_symlink():
         return None
     lock = read_lock(directory)
     missing = missing_local_wheels(plan, wheels_dir) if wheels_dir is not None else set()

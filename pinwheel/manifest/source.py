@@ -8,14 +8,14 @@ is a ManifestError that names the file, the line and the dotted key.
 from __future__ import annotations
 
 import hashlib
-import os
 import re
-import stat
 import unicodedata
 from pathlib import Path
 from typing import Any
 
 import yaml
+
+from ..fsutil import UnreadableFile, read_regular
 
 # Bounds on what a manifest may be, so that no input can make loading slow or
 # large: the file's size, each string's length and how deep the YAML nests.
@@ -242,50 +242,10 @@ def read_text(path: Path) -> tuple[str, str]:
 
 
 def _read(path: Path) -> bytes:
-    """The bytes of a regular file of at most MAX_FILE_BYTES; anything else is a located error.
-
-    A FIFO would block and a device like /dev/zero never ends, so only regular files
-    are opened (checked before opening, and again on the open descriptor), and never
-    more than the limit plus one byte is read."""
-    def fail(message: str) -> ManifestError:
-        return ManifestError(path, 0, "(file)", message)
-
-    def check(st: os.stat_result) -> None:
-        if stat.S_ISDIR(st.st_mode):
-            raise fail("is a directory, not a manifest file")
-        if not stat.S_ISREG(st.st_mode):
-            raise fail(f"is a {_file_kind(st.st_mode)}, not a regular file; pinwheel reads manifests from files only")
-        if st.st_size > MAX_FILE_BYTES:
-            raise fail(f"{st.st_size} bytes; a manifest may be at most {_size(MAX_FILE_BYTES)}")
-
+    """The bytes of a regular file of at most MAX_FILE_BYTES (fsutil.read_regular: a FIFO would block and a
+    device like /dev/zero never ends); anything else is a located error."""
     try:
-        check(os.stat(path))
-        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOCTTY", 0)
-                     | getattr(os, "O_CLOEXEC", 0))
-    except OSError as exc:
-        raise fail(f"cannot read: {exc.strerror or exc}") from None
-    try:
-        check(os.fstat(fd))  # the file opened is the file checked
-        chunks, total = [], 0
-        while total <= MAX_FILE_BYTES:
-            chunk = os.read(fd, min(1 << 16, MAX_FILE_BYTES + 1 - total))
-            if not chunk:
-                break
-            chunks.append(chunk)
-            total += len(chunk)
-    except OSError as exc:
-        raise fail(f"cannot read: {exc.strerror or exc}") from None
-    finally:
-        os.close(fd)
-    if total > MAX_FILE_BYTES:
-        raise fail(f"more than {_size(MAX_FILE_BYTES)}; a manifest may be at most that")
-    return b"".join(chunks)
-
-
-def _file_kind(mode: int) -> str:
-    for test, kind in ((stat.S_ISFIFO, "FIFO"), (stat.S_ISCHR, "character device"), (stat.S_ISBLK, "block device"),
-                       (stat.S_ISSOCK, "socket")):
-        if test(mode):
-            return kind
-    return "special file"
+        return read_regular(path, MAX_FILE_BYTES, "manifest")
+    except UnreadableFile as exc:
+        raise ManifestError(path, 0, "(file)", exc.message) from None
 

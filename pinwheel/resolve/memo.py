@@ -83,7 +83,27 @@ def wheels_state(plan: Plan, wheels_dir: Path | None) -> list[tuple[str, int, in
     return out
 
 
-MEMO_VERSION = 4
+MEMO_VERSION = 5
+
+
+def source_memo_key(source) -> object:
+    """What names an index source in a memo key: its own memo_key (index URLs and their order), else its URL."""
+    return getattr(source, "memo_key", None) or getattr(source, "index_url", None)
+
+
+# Every memo key holds every input of its answer (tests/resolve/test_memo_keys.py changes each one alone).
+
+def resolve_memo_key(plan: Plan, locked: dict[str, dict[str, str]] | None, wheels: list, source) -> tuple:
+    """resolve()'s inputs: the Plan (its platform target included), the lock, the local wheels, the index."""
+    return ("resolve", plan, sorted((locked or {}).items()), wheels, source_memo_key(source))
+
+
+def torch_abi_memo_key(resolved: Plan, wheels: list, source, default_source, offline: bool, classifier: str) -> tuple:
+    """reports.report.torch_abi()'s inputs: the whole resolved Plan (which wheels, for which platform target:
+    an arm64 answer names aarch64 wheels), the local wheels, both indexes it reads, --offline, and the ELF
+    classifier's version."""
+    return ("torch_abi", resolved, wheels, source_memo_key(source), source_memo_key(default_source), offline,
+            classifier)
 
 
 def memoized(cache_dir: Path, key_material: object, compute, *, keep=lambda value: True, refresh: bool = False,
@@ -143,8 +163,7 @@ def resolve_memoized(plan: Plan, source, cache_dir: Path, wheels_dir: Path | Non
     Only a fully judged result is remembered: a run that could not read the index
     is computed again next time.
     """
-    source_key = getattr(source, "memo_key", None) or getattr(source, "index_url", None)
-    key = ("resolve", plan, sorted((locked or {}).items()), wheels_state(plan, wheels_dir), source_key)
+    key = resolve_memo_key(plan, locked, wheels_state(plan, wheels_dir), source)
     data = memoized(cache_dir, key, lambda: _resolved_json(resolve(plan, source, wheels_dir, locked)),
                     keep=lambda d: not d["unjudged"] and not any(e["verdict"] == "unchecked" for e in d["edges"]),
                     refresh=refresh, state=state)

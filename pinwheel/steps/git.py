@@ -55,6 +55,7 @@ import shutil
 from ..fsutil import sha256_file
 from ..manifest.reader import Reader, StepReading
 from ..manifest.source import show
+from ..workspace import OutsideProject, inside_project
 from .base import DirectInstall, Effect, KindView, SbomPart, Staging, StagingError, StepKind
 from .patch import read_patch_file, read_strip
 from .source_meta import git_metadata, read_or_reason
@@ -409,7 +410,9 @@ class Git(StepKind):
         for i, patch in enumerate(spec.patches):
             dest = directory / f"{i:02d}.patch"
             try:
-                shutil.copyfile(staging.root / patch.file, dest)
+                shutil.copyfile(inside_project(staging.root, patch.file, "patch"), dest)
+            except OutsideProject as exc:
+                raise StagingError(str(exc)) from None
             except OSError as exc:
                 raise StagingError(f"patch {patch.file} of git step {step.name} cannot be read: {exc}") from None
             found = sha256_file(dest)

@@ -37,9 +37,10 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from packaging.utils import canonicalize_name
 
 from ..manifest.model import pinned_version
+from ..fsutil import sha256_file
 from ..manifest.reader import Reader, StepReading
 from ..manifest.source import Scalar, show
-from ..fsutil import sha256_file
+from ..workspace import OutsideProject, inside_project
 from .base import Effect, KindView, SbomPart, Staging, StagingError, StepKind
 
 if TYPE_CHECKING:
@@ -98,9 +99,12 @@ def read_patch_file(r: Reader, node: Any, key: str) -> tuple[str, str]:
     file = r.string(node, key)
     if not _FILE.fullmatch(file) or ".." in file.split("/"):
         raise r.fail(node.line, key, f"{show(file)} is not a relative path inside the manifest's directory")
-    path = Path(r.path).parent / file
+    try:  # every directory on the way resolved: a symlinked one must not lead outside the project
+        path = inside_project(Path(r.path).parent, file, "patch")
+    except OutsideProject as exc:
+        raise r.fail(node.line, key, str(exc)) from None
     try:  # a name the file system refuses (too long) is an OSError here, not a missing file
-        if path.is_symlink() or not path.is_file():
+        if (Path(r.path).parent / file).is_symlink() or not path.is_file():
             raise r.fail(node.line, key, f"{file} is not a regular file next to the manifest")
         data = path.read_bytes()
     except OSError as exc:
@@ -193,7 +197,9 @@ class Patches(StepKind):
         for i, patch in enumerate(step.spec.patches):
             dest = staging.context / context_dir(step.name) / context_name(i)
             try:
-                shutil.copyfile(staging.root / patch.file, dest)
+                shutil.copyfile(inside_project(staging.root, patch.file, "patch"), dest)
+            except OutsideProject as exc:
+                raise PatchError(str(exc)) from None
             except OSError as exc:
                 raise PatchError(f"patch {patch.file} of step {step.name} cannot be read: {exc}") from None
             found = sha256_file(dest)

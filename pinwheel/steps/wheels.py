@@ -224,6 +224,8 @@ def _verify(r: Reader, node: Any, key: str) -> Verify:
             compile(value, f"{key}.python", "exec")
         except SyntaxError as exc:
             raise r.fail(m["python"].line, f"{key}.python", f"not valid Python: {exc.msg} (line {exc.lineno})") from None
+        except (RecursionError, MemoryError):  # deeply nested text (thousands of unary minuses) breaks the compiler
+            raise r.fail(m["python"].line, f"{key}.python", "nested too deeply for Python to compile") from None
         python = value
     check = None
     if "check" in m:

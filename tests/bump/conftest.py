@@ -225,17 +225,31 @@ class World:
 
 
 def write_lock(lock_dir: Path, slices: dict[str, dict[str, str]], manifest_path: Path) -> None:
-    """A hand-made lock that records the manifest's real inputs digest, so it is not stale."""
+    """A lock made by hand, without hashes, that records the manifest's real inputs digest and whose every
+    file is what `lock` writes from these slices (pinwheel's own writers), so it is not stale."""
+    import json
+
+    from pinwheel.lock.expect import derived_expect
+    from pinwheel.lock.format import LockedPackage, entry_text
+    from pinwheel.lock.slicing import slice_text, units
+
+    plan = plan_variant(manifest.load(manifest_path), "cu130")
+    steps, fallbacks = units(plan)
+    assert set(slices) <= {u.file for u in steps + fallbacks}, sorted(slices)
     lock_dir.mkdir(parents=True, exist_ok=True)
-    everything = {}
-    for name, pins in slices.items():
-        (lock_dir / name).write_text("".join(f"{n}=={v}\n" for n, v in pins.items()))
-        everything.update(pins)
-    digest = lock_inputs_digest(plan_variant(manifest.load(manifest_path), "cu130"), "pip-compile")
+    locked, installed = {}, ({}, {})  # (pins, fallbacks)
+    for unit in steps + fallbacks:
+        entries = [LockedPackage(n, v, (), entry_text(n, v, ())) for n, v in slices.get(unit.file, {}).items()]
+        (lock_dir / unit.file).write_text(slice_text(plan, unit, entries, {}))
+        for e in entries:
+            locked[e.name] = e
+            installed[unit in fallbacks][e.name] = e.version
+    digest = lock_inputs_digest(plan, "pip-compile")
     (lock_dir / "requirements.txt").write_text(
-        f"# pinwheel-inputs: {digest}\n# pinwheel-engine: pip-compile\n"
-        + "".join(f"{n}=={v}\n" for n, v in everything.items()))
-    (lock_dir / "expect.json").write_text('{"variant": "cu130"}\n')
+        f"# pinwheel-inputs: {digest}\n# pinwheel-engine: pip-compile\n" + "".join(e.text + "\n" for e in locked.values()))
+    expect = derived_expect(plan, *installed)
+    expect["suppressed"] = {p.name: [] for u in steps + fallbacks for p in u.roots if p.no_deps}
+    (lock_dir / "expect.json").write_text(json.dumps(expect, indent=2, sort_keys=True) + "\n")
 
 
 @pytest.fixture

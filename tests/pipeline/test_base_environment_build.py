@@ -126,16 +126,27 @@ def test_a_variant_on_a_third_party_base_builds_and_its_invariant_holds_the_base
         assert smoke.returncode == 0, smoke.output[-3000:]
         assert "static: PASSED" in smoke.stdout
 
-        # The same image judged against a lock that never said pw-core moves, nor that pw-orphan came broken:
-        # the invariant fails naming both.
+        # The same image judged against an expect.json that never said pw-core moves, nor that pw-orphan came
+        # broken: the build refuses such a file before the engine (it is not what the manifest and the lock
+        # say), and the image's own invariant, run on it, fails naming both.
         expect.update(base_unchanged={**expect["base_unchanged"], "pw-core": "1.0.0"}, baseline_broken=[])
         expect["pins"].pop("pw-core")
-        expect_path.write_text(json.dumps(expect, indent=2, sort_keys=True) + "\n")
-        failed = project.cli("build", "--variant", "cu130", "--json")
-        assert failed.returncode != 0, failed.output[-3000:]
-        assert printed(failed.stderr, "pw-core: the base's 1.0.0 became 1.1.0"), failed.stderr[-3000:]
-        assert printed(failed.stderr, "pw-orphan 1.0.0 requires pw-absent, which is not installed."), \
-            failed.stderr[-3000:]
+        edited = json.dumps(expect, indent=2, sort_keys=True) + "\n"
+        saved = expect_path.read_text()
+        expect_path.write_text(edited)
+        try:
+            refused = project.cli("build", "--variant", "cu130", "--json")
+        finally:
+            expect_path.write_text(saved)
+        assert refused.returncode == 2, refused.output[-3000:]
+        assert "expect.json: base_unchanged is not what the manifest and the lock's slices say" in refused.stderr
+        script = ('printf %s "$EXPECT" > /tmp/edited.json && exec /usr/bin/python3 /opt/pinwheel/smoke_payload.py '
+                  '--expect /tmp/edited.json --level static --check-pip')
+        failed = engine.run(image["image_id"], ["-c", script], env={"EXPECT": edited}, entrypoint="/bin/sh")
+        said = failed.stdout + failed.stderr
+        assert failed.returncode != 0, said[-3000:]
+        assert "pw-core: the base's 1.0.0 became 1.1.0" in said, said[-3000:]
+        assert "pw-orphan 1.0.0 requires pw-absent, which is not installed." in said, said[-3000:]
     finally:
         for ref in images + [base_tag]:
             if engine.image_exists(ref):

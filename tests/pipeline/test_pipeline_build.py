@@ -215,15 +215,16 @@ def test_missing_skip_and_fallback_wheels(project: Project, engine: Engine):
 
 
 def test_a_hand_edited_slice_is_refused_before_the_engine(project: Project, tls_index: TLSIndex, tmp_path: Path):
-    """A later slice edited by hand to install another pw-core: the lock no longer reads back, so
-    nothing is built (the build's own invariant is shown failing by the next test)."""
+    """A later slice edited by hand to install another pw-core: the lock is not what `lock` wrote, so it is
+    stale and nothing is built (the build's own invariant is shown failing by the next test)."""
     broken = project.copy(tmp_path / "broken")
     newer = next(tls_index.files_dir.glob("pw_core-1.1.0-*.whl"))
     slice_file = broken.lock_dir / "03-nodeps.txt"
     slice_file.write_text(slice_file.read_text() + f"pw-core==1.1.0 \\\n    --hash=sha256:{sha256_file(newer)}\n")
     result = broken.cli("build", "--variant", "cu130", "--quiet")
     assert result.returncode == 2, result.output[-3000:]
-    assert "03-nodeps.txt: pw-core==1.1.0 does not match requirements.txt" in result.stderr
+    assert "is stale" in result.stderr and "03-nodeps.txt: pw-core==1.1.0 is not what requirements.txt locks" \
+        in result.stderr, result.stderr
     assert "Traceback" not in result.stderr and "make lock" in result.stderr
 
 
@@ -242,7 +243,9 @@ def test_a_wrong_hash_fails_uv_in_the_image(project: Project, tmp_path: Path):
         result.stderr[-3000:]
 
 
-def test_edited_expected_pin_fails_the_build(project: Project, tmp_path: Path):
+def test_an_edited_expected_pin_is_refused_before_the_engine(project: Project, tmp_path: Path):
+    """expect.json is derived from the manifest and the lock's slices: the build derives it again and refuses
+    one edited by hand (it once reached the image, whose invariant then failed on the pin)."""
     broken = project.copy(tmp_path / "broken")
     expect_file = broken.lock_dir / "expect.json"
     expect = json.loads(expect_file.read_text())
@@ -250,8 +253,10 @@ def test_edited_expected_pin_fails_the_build(project: Project, tmp_path: Path):
     expect["pins"]["pw-util"] = "0.5.0"
     expect_file.write_text(json.dumps(expect, indent=2) + "\n")
     result = broken.cli("build", "--variant", "cu130", "--quiet")
-    assert result.returncode == 1, result.output[-3000:]
-    assert re.search(r"pw-util: expected 0\.5\.0, found 0\.6\.0", result.stderr), result.stderr[-3000:]
+    assert result.returncode == 2, result.output[-3000:]
+    assert "expect.json: pins is not what the manifest and the lock's slices say " \
+           '(pw-util: expected "0.6.0", found "0.5.0")' in result.stderr, result.stderr[-3000:]
+    assert "Traceback" not in result.stderr
 
 
 # ---------------------------------------------------------- smoke & publish

@@ -185,8 +185,9 @@ def test_every_level_passed_pushes_the_smoked_image_itself(project: Project, bui
                                                            no_gpu_smoke: dict):
     # What a GPU host records (the payload's own GPU runs are in tests/smoke and docs/smoke-h200.json).
     passed = {"static": "passed", "import": "passed", "gpu": "passed"}
-    record(SmokeResult(built["image_id"], True, passed,
-                       {"levels": {lv: {"status": "passed"} for lv in passed}}, ""), Workspace(project.root, "").smoke_results)
+    document = {"ok": True, "levels": {lv: {"status": "passed"} for lv in passed},  # the payload's shape
+                "stages": [{"level": lv, "name": "pins", "status": "passed"} for lv in passed]}
+    record(SmokeResult(built["image_id"], True, passed, document, ""), Workspace(project.root, "").smoke_results)
     try:
         target, ns = namespace(registry)
         result = publish(project, target)

@@ -219,7 +219,9 @@ class FakeEngine:
 
 def recorded_smoke(root: Path, **levels: str) -> None:
     ok = "failed" not in levels.values()
-    record(SmokeResult(IMAGE, ok, dict(levels), {"levels": {k: {"status": v} for k, v in levels.items()}}, ""), root)
+    document = {"ok": ok, "levels": {k: {"status": v} for k, v in levels.items()},
+                "stages": [{"level": k, "name": "pins", "status": v} for k, v in levels.items()]}
+    record(SmokeResult(IMAGE, ok, dict(levels), document, ""), root)
 
 
 def test_refused_publishes_touch_nothing(tmp_path: Path):

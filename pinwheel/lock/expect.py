@@ -1,0 +1,55 @@
+"""The part of expect.json that the manifest and the lock's own slices decide, with no index: the lock writes
+it, and `lock --check` and the build derive it again and refuse a committed expect.json that differs."""
+from __future__ import annotations
+
+from typing import Mapping
+
+from ..plan import Plan
+from ..resolve import baseline_broken, reads_base
+from ..resolve.resolver import exclusions
+from .format import EXPECT_SCHEMA
+from .inputs import base_kept, base_kept_excluded, removed_names
+
+# The keys whose values come from the index's metadata (each --no-deps package's Requires-Dist): checked for
+# their shape and their names, not derived.
+FROM_THE_INDEX = ("suppressed", "dropped", "overridden_edges")
+
+
+def _with_fallbacks(plan: Plan):
+    for p in plan.packages():
+        yield from ((p, p.fallback) if getattr(p, "fallback", None) else (p,))
+
+
+def derived_expect(plan: Plan, pins: Mapping[str, str], conditional: Mapping[str, str]) -> dict:
+    """expect.json but its FROM_THE_INDEX keys: ``pins`` (what the slices install), ``fallbacks`` (what the
+    fallback files install), and what the manifest says (exclusions, import skips, verify checks, overrides,
+    and on a base with an environment what stays, what goes and what the base already broke)."""
+    out = {
+        "schema": EXPECT_SCHEMA,
+        "variant": plan.variant.name,
+        "pins": dict(sorted(pins.items())),
+        # installed only when the local wheel they stand in for is missing: not checked as pins
+        "fallbacks": dict(sorted(conditional.items())),
+    }
+    excluded = {name: dict(sorted(names.items())) for name, names in sorted(exclusions(plan).items()) if name in pins}
+    if excluded:
+        out["excluded"] = excluded
+    import_skip = {q.name: f"needs: {q.needs}: {q.needs_why}" for q in _with_fallbacks(plan) if getattr(q, "needs", None)}
+    if import_skip:
+        out["import_skip"] = dict(sorted(import_skip.items()))
+    verify = {q.name: {"import": list(q.verify.imports), "python": q.verify.python, "needs": q.verify.needs,
+                       **({"check": q.verify.check} if q.verify.check else {})}
+              for q in _with_fallbacks(plan) if getattr(q, "verify", None)}
+    if verify:
+        out["verify"] = dict(sorted(verify.items()))
+    if reads_base(plan):
+        out["base_unchanged"] = {n: ver for n, ver in base_kept(plan).items() if n not in pins}
+        out["removed"] = sorted(removed_names(plan) - set(pins) - set(conditional))
+        out["baseline_broken"] = sorted({f"{e.parent} {e.requirement}" for e in baseline_broken(plan)})
+        kept_excluded = base_kept_excluded(plan, set(pins) | set(conditional))
+        if kept_excluded:  # only then: expect.json without such packages is unchanged
+            out["base_kept_excluded"] = kept_excluded
+    overridden = sorted(p.name for p in plan.packages() if p.override)
+    if overridden:
+        out["overridden"] = overridden
+    return out
