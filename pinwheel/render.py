@@ -34,9 +34,9 @@ class RenderError(ValueError):
 
 
 # What ends or hides a Dockerfile line: line breaks (BuildKit splits on \n, and \r ends a line too), other
-# control characters, and the Unicode line and paragraph separators.
-_UNSAFE = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]")
-_NAMED = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
+# control characters, and the Unicode line and paragraph separators. A tab ends nothing (a script may hold one).
+_UNSAFE = re.compile(r"[\x00-\x08\x0a-\x1f\x7f-\x9f\u2028\u2029]")  # a tab is whitespace in a line: kept
+_NAMED = {"\n": "\\n", "\r": "\\r"}
 
 
 def dockerfile_text(value: object) -> str:

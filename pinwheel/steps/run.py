@@ -189,13 +189,13 @@ class RunView(KindView):
         return f"{MOUNT}-{self.step.name}.sh"
 
     @property
-    def run_prefix(self) -> str:
-        """`RUN` and the script's mounts (cache paths, the downloads), each on its line: the paths are checked
-        to hold no character a Dockerfile or shell gives a meaning to."""
+    def mounts(self) -> tuple[str, ...]:
+        """The script RUN's mounts (cache paths, the downloads), one per line in the partial: the paths are
+        checked to hold no character a Dockerfile or shell gives a meaning to."""
         mounts = [f"--mount=type=cache,target={c},sharing=locked" for c in self.spec.cache]
         if self.spec.downloads:
             mounts.append(f"--mount=type=bind,source={self.context_dir},target={self.mount}")
-        return "RUN " + "".join(f"{m} \\\n    " for m in mounts)
+        return tuple(mounts)
 
     @property
     def output_mount(self) -> str:
