@@ -42,22 +42,19 @@ The building block of kind `git`:
 from __future__ import annotations
 
 import re
+import shlex
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, Sequence
 
 from packaging.utils import canonicalize_name
 
-from ..manifest.model import StepSpec, pinned_version
-import shlex
-import shutil
-
 from ..fsutil import sha256_file
+from ..manifest.model import StepSpec, pinned_version
 from ..manifest.reader import Reader, StepReading
 from ..manifest.source import show
-from ..workspace import OutsideProject, inside_project
-from .base import DirectInstall, Effect, KindView, SbomPart, Staging, StagingError, StepKind
-from .patch import read_patch_file, read_strip
+from .base import DirectInstall, Effect, KindView, SbomPart, Staging, StepKind
+from .patch import read_patch_file, read_strip, stage_patch_file
 from .source_meta import git_metadata, read_or_reason
 
 if TYPE_CHECKING:
@@ -408,17 +405,7 @@ class Git(StepKind):
         directory = staging.context / patches_dir(step.name)
         directory.mkdir(parents=True, exist_ok=True)
         for i, patch in enumerate(spec.patches):
-            dest = directory / f"{i:02d}.patch"
-            try:
-                shutil.copyfile(inside_project(staging.root, patch.file, "patch"), dest)
-            except OutsideProject as exc:
-                raise StagingError(str(exc)) from None
-            except OSError as exc:
-                raise StagingError(f"patch {patch.file} of git step {step.name} cannot be read: {exc}") from None
-            found = sha256_file(dest)
-            if found != patch.sha256:
-                raise StagingError(f"patch {patch.file} of git step {step.name} changed while building: expected "
-                                   f"sha256 {patch.sha256}, found {found}")
+            stage_patch_file(staging, patch.file, patch.sha256, directory / f"{i:02d}.patch", f"git step {step.name}")
 
     def sbom(self, step: Step, entry: dict) -> tuple[SbomPart, ...]:
         assert isinstance(step.spec, GitStep)

@@ -195,17 +195,8 @@ class Patches(StepKind):
         assert isinstance(step.spec, PatchStep)
         (staging.context / context_dir(step.name)).mkdir(parents=True, exist_ok=True)
         for i, patch in enumerate(step.spec.patches):
-            dest = staging.context / context_dir(step.name) / context_name(i)
-            try:
-                shutil.copyfile(inside_project(staging.root, patch.file, "patch"), dest)
-            except OutsideProject as exc:
-                raise PatchError(str(exc)) from None
-            except OSError as exc:
-                raise PatchError(f"patch {patch.file} of step {step.name} cannot be read: {exc}") from None
-            found = sha256_file(dest)
-            if found != patch.sha256:
-                raise PatchError(f"patch {patch.file} of step {step.name} changed while building: expected sha256 "
-                                 f"{patch.sha256}, found {found}")
+            stage_patch_file(staging, patch.file, patch.sha256,
+                             staging.context / context_dir(step.name) / context_name(i), f"step {step.name}")
 
     def identity(self, step: Step, plan: Plan, root: Path) -> tuple[dict, ...]:
         """Each patch's bytes as they are now, of an active step (staging refuses a file that no longer
@@ -230,6 +221,20 @@ class Patches(StepKind):
 
 class PatchError(StagingError):
     """A patch file changed since the manifest was read, or is gone."""
+
+
+def stage_patch_file(staging: Staging, file: str, sha256: str, dest: Path, owner: str) -> None:
+    """A patch file the manifest names, copied into the build context from inside the project and checked there
+    against the digest the manifest was read with (the patch kind's and the git kind's patches)."""
+    try:
+        shutil.copyfile(inside_project(staging.root, file, "patch"), dest)
+    except OutsideProject as exc:
+        raise PatchError(str(exc)) from None
+    except OSError as exc:
+        raise PatchError(f"patch {file} of {owner} cannot be read: {exc}") from None
+    found = sha256_file(dest)
+    if found != sha256:
+        raise PatchError(f"patch {file} of {owner} changed while building: expected sha256 {sha256}, found {found}")
 
 
 def plan_patches(plan: Plan) -> list[tuple[Step, int, Patch]]:
