@@ -9,7 +9,6 @@ from __future__ import annotations
 import argparse
 import codecs
 import dataclasses
-import json
 import platform as host_platform
 import sys
 from pathlib import Path
