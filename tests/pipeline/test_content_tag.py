@@ -40,8 +40,9 @@ def test_the_content_tag_never_moves_and_a_dated_tag_move_is_printed(project_fac
     assert built["labels"]["io.pinwheel.base.digest-kind"] == "image-id"
     assert built["labels"]["org.opencontainers.image.base.digest"] == engine.image_id(built["labels"][
         "org.opencontainers.image.base.name"])
-    record(SmokeResult(built["image_id"], True, NO_GPU, {"levels": {k: {"status": v} for k, v in NO_GPU.items()}},
-                       ""), Workspace(project.root, "").smoke_results)
+    document = {"ok": True, "levels": {k: {"status": v} for k, v in NO_GPU.items()},  # the payload's shape:
+                "stages": [{"level": k, "name": "pins", "status": v} for k, v in NO_GPU.items()]}  # levels from stages
+    record(SmokeResult(built["image_id"], True, NO_GPU, document, ""), Workspace(project.root, "").smoke_results)
     ns = f"ct-{uuid.uuid4().hex[:10]}"
     target, repository = f"{registry}/{ns}", f"{ns}/{project.repository}"
     dated_name, content_name = dated.split(":", 1)[1], content.split(":", 1)[1]

@@ -1,4 +1,4 @@
-"""The invariant's reuse on the real engine: after the last wheel set's lock file is edited, that step
+"""The invariant's reuse on the real engine: after the last wheel set's lock file changes, that step
 runs again and the invariant reuses its earlier passing pip check and import check (the step installs only
 a `needs: driver` package, which the CPU import check never imports, as the shipped image's last step
 does); after a local wheel that an imported module loads is replaced by a broken build of the same
@@ -20,7 +20,8 @@ DRIVER_SET = """
     why: "a kernel whose extension needs the driver: the last step, as in the shipped image"
     packages:
       - requirement: "pw-drvkern==1.0.0"
-        why: "its import loads the driver"
+        no_deps: true
+        why: "its import loads the driver; it declares no requirements"
         needs: driver
         needs_why: "its extension links libpwdriver.so.1, which only a GPU host has"
 """
@@ -60,10 +61,16 @@ def test_unchanged_inputs_reuse_and_a_changed_wheel_checks_afresh(project: Proje
     assert result.returncode == 0, log[-4000:]
     assert FRESH_IMPORTS in log and REUSED_IMPORTS not in log, log[-4000:]
 
-    # the last step's lock file edited trivially: that step installs pw-drvkern again, nothing it touches
-    # is imported on the CPU, so both slow checks are reused, and say so
+    # the last step's lock file changed trivially (a hand edit is refused as a stale lock, so through the
+    # manifest: its --no-deps why is a comment of the slice): that step installs pw-drvkern again, nothing it
+    # touches is imported on the CPU, so both slow checks are reused, and say so
     lock = last_lock_file(project)
-    lock.write_text(lock.read_text() + "# edited\n")
+    before = lock.read_text()
+    project.manifest.write_text(project.manifest.read_text().replace(
+        "it declares no requirements", "it declares no requirements, and needs none"))
+    project.cli("render", check=True)
+    project.cli("lock", "--variant", "cu130", check=True)
+    assert last_lock_file(project).read_text() != before
     result, log = build(project)
     assert result.returncode == 0, log[-4000:]
     assert REUSED_IMPORTS in log and REUSED_PIP in log, log[-4000:]
