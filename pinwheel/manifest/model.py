@@ -204,7 +204,7 @@ class Manifest:
     @property
     def wheel_sets(self) -> tuple[WheelSet, ...]:
         """The steps that are wheel sets, in order."""
-        return tuple(s for s in self.steps if s.kind == "wheels")  # type: ignore[misc]
+        return tuple(s for s in self.steps if getattr(s, "is_wheel_set", False))  # type: ignore[misc]
 
     def packages(self) -> list[tuple[WheelSet, Package]]:
         return [(ws, p) for ws in self.wheel_sets for p in ws.packages]

@@ -130,6 +130,8 @@ class Package:
 @dataclass(frozen=True)
 class WheelSet:
     kind: ClassVar[str] = "wheels"
+    # the spec's own answer to "is this a set of index packages?": the manifest asks it, never the kind's name
+    is_wheel_set: ClassVar[bool] = True
 
     name: str
     why: str
