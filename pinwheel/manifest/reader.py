@@ -171,3 +171,11 @@ class StepReading:
 
     def claimed(self, kind: str) -> dict[str, Any]:
         return self.claims.setdefault(kind, {})
+
+    def builds(self, gate: str | None = None) -> list[Any]:
+        """Each variant as built for each of its container platforms, where ``gate`` (if any) holds.
+
+        A platform selects inputs (an asset per architecture, a gate on `arch`), so a step is checked
+        against every platform a variant lists, not only against the variant's own `platform`."""
+        every = [v.for_platform(p) for v in self.variants.values() for p in v.container_platforms]
+        return [v for v in every if gate is None or self.gates[gate].holds(v)]

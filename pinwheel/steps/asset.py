@@ -194,12 +194,11 @@ class Assets(StepKind):
         else:
             assets = (_asset(r, url, f"{key}.url", None, package, version),)
         step = AssetStep(name, r.string(m["why"], f"{key}.why"), gate, package, version, assets, node.line)
-        for variant in reading.variants.values():
-            on = reading.gates[gate].holds(variant) if gate else True
-            if on and step.asset_for(variant.arch) is None:
+        for variant in reading.builds(gate):
+            if step.asset_for(variant.arch) is None:
                 where = url.key_line if isinstance(url, Node) else url.line
-                raise r.fail(where, f"{key}.url", f"variant {variant.name} is built for {variant.arch}, which "
-                                                     "has no asset here")
+                raise r.fail(where, f"{key}.url", f"variant {variant.name} is built for {variant.arch} "
+                                                     f"({variant.default_platform}), which has no asset here")
         claimed: dict[str, int] = reading.claimed(self.name)
         if package in claimed:
             raise r.fail(m["package"].line, f"{key}.package",

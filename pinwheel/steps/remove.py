@@ -90,9 +90,8 @@ class Remove(StepKind):
         gate = r.gate(m.get("gate"), f"{key}.gate", reading.gates)
         packages = read_unique(reading, m["packages"], key, self.name, _package, "removed twice")
         step = RemoveStep(name, r.string(m["why"], f"{key}.why"), gate, tuple(packages), node.line)
-        for variant in reading.variants.values():
-            on = reading.gates[gate].holds(variant) if gate else True
-            if on and not variant.has_base_packages:
+        for variant in reading.builds(gate):
+            if not variant.has_base_packages:
                 raise r.fail(node.line, key, f"variant {variant.name} installs into a fresh venv, which holds "
                                              "nothing to remove: remove steps need environment: base, or a venv "
                                              "with system_site_packages: true")

@@ -176,7 +176,7 @@ class UvProject(StepKind):
                       {"name", "why", "project"}).value
         name = reading.name(m["name"], f"{key}.name")
         gate = r.gate(m.get("gate"), f"{key}.gate", reading.gates)
-        for variant in reading.variants.values():
+        for variant in reading.builds(gate):
             if getattr(variant, "environment", "venv") != "venv":
                 raise r.fail(m["project"].line, f"{key}.project", f"variant {variant.name} installs into its base's "
                                                                   "python: `uv sync` installs into pinwheel's venv only")

@@ -73,9 +73,9 @@ RUN --mount=type=bind,source=assets/apex,target=/tmp/pinwheel-assets/apex \\
 """
 
 
-def load(tmp_path, steps: str = STEPS, variants=None):
+def load(tmp_path, steps: str = STEPS, variants=None, gates: str = CUDA_13_GATE):
     path = tmp_path / "wheels_manifest.yaml"
-    path.write_text(manifest_yaml(steps=steps, gates=CUDA_13_GATE, key="steps", variants=variants))
+    path.write_text(manifest_yaml(steps=steps, gates=gates, key="steps", variants=variants))
     return manifest.load(path)
 
 
@@ -135,11 +135,35 @@ def test_a_bad_asset_step_is_refused_at_its_line(tmp_path, old, new, where, word
     steps = STEPS.replace(old, new, 1)
     if where is None:  # an arm64 variant needs an arm64 asset
         message = located(tmp_path, steps, [variant("cu130"), variant("arm", platform="manylinux_2_36_aarch64")])
-        assert "wheels_manifest.yaml:19: steps[1].url: variant arm is built for arm64, which has no asset here" \
-            in message, message
+        assert "wheels_manifest.yaml:19: steps[1].url: variant arm is built for arm64 (linux/arm64), which has no " \
+               "asset here" in message, message
         return
     message = located(tmp_path, steps)
     assert f"wheels_manifest.yaml:{where}: " in message and words in message, message
+
+
+def test_every_platform_a_variant_lists_needs_its_asset(tmp_path):
+    """The variant's own platform is amd64, but it lists arm64 too: the arm64 build has no asset, and that is
+    found when the manifest is read, not when the arm64 build reaches the step."""
+    amd64_only = STEPS.replace(
+        '      arm64: {url: "https://downloads.example.org/apex-0.1-cp311-cp311-linux_aarch64.whl", sha256: "' + C
+        + '"}\n', "", 1)
+    both = variant("cu130", platforms=["linux/amd64", "linux/arm64"])
+    message = located(tmp_path, amd64_only, [both])
+    assert "wheels_manifest.yaml:18: steps[1].url: variant cu130 is built for arm64 (linux/arm64), which has no " \
+           "asset here" in message, message
+    load(tmp_path, STEPS, [both])  # with its arm64 asset it loads
+
+
+def test_a_gate_on_the_architecture_is_judged_per_platform(tmp_path):
+    """An asset gated to arm64 only needs an arm64 wheel: the amd64 build of the same variant skips it."""
+    arm_only = STEPS.replace("gate: ENABLE_CUDA_13", "gate: ONLY_ARM").replace(
+        '      amd64: {url: "https://downloads.example.org/apex-0.1-cp311-cp311-linux_x86_64.whl", sha256: "' + B
+        + '"}\n', "", 1)
+    gates = CUDA_13_GATE + '  ONLY_ARM: {when: "arch == arm64", why: "GB200 nodes"}\n'
+    both = variant("cu130", platforms=["linux/amd64", "linux/arm64"])
+    m = load(tmp_path, arm_only, [both], gates=gates)
+    assert [s.name for s in plan_variant(m, "cu130").steps if s.active] == ["flash-attn"]
 
 
 def test_wheel_names_must_match_the_package_and_version():
