@@ -1,6 +1,7 @@
 """The lock's text: requirement entries with their hashes, the headers pinwheel writes, its errors."""
 from __future__ import annotations
 
+import hashlib
 import re
 from dataclasses import dataclass
 from typing import Sequence
@@ -13,6 +14,9 @@ EXPECT_SCHEMA = 1
 
 INPUTS_HEADER = "# pinwheel-inputs: "
 ENGINE_HEADER = "# pinwheel-engine: "
+# sha256 of requirements.txt without this line: an edit after `lock` (a hash changed the same way in a slice
+# and here, which every derived file then agrees with) is a difference the host finds, not only the installer.
+RESOLUTION_HEADER = "# pinwheel-resolution: "
 
 
 class LockError(Exception):
@@ -100,6 +104,31 @@ def entry_text(name: str, version: str, hashes: Sequence[str]) -> str:
     for i, h in enumerate(hashes):
         lines.append(f"    --hash={h}" + (" \\" if i < len(hashes) - 1 else ""))
     return "\n".join(lines)
+
+
+def resolution_digest(text: str) -> str:
+    """The sha256 of a requirements.txt's text, its own pinwheel-resolution line left out."""
+    kept = "".join(line for line in text.splitlines(keepends=True) if not line.startswith(RESOLUTION_HEADER))
+    return hashlib.sha256(kept.encode()).hexdigest()
+
+
+def with_resolution_digest(text: str) -> str:
+    """``text`` with its pinwheel-resolution line after the engine header (the digest of the rest)."""
+    lines = text.splitlines(keepends=True)
+    at = next(i for i, line in enumerate(lines) if line.startswith(ENGINE_HEADER)) + 1
+    return "".join(lines[:at] + [f"{RESOLUTION_HEADER}{resolution_digest(text)}\n"] + lines[at:])
+
+
+def resolution_problem(text: str, where: str) -> str | None:
+    """Why a requirements.txt is not the text `lock` wrote (its digest line absent or not its digest), or None."""
+    recorded = header_value(text, RESOLUTION_HEADER)
+    if recorded is None:
+        return f"{where}: no '{RESOLUTION_HEADER.strip()}' header; regenerate it with `build.py lock`"
+    found = resolution_digest(text)
+    if recorded != found:
+        return (f"{where}: edited after `build.py lock` wrote it (its pinwheel-resolution header says "
+                f"{recorded[:12]}, its text is {found[:12]}); regenerate it with `build.py lock`")
+    return None
 
 
 def header_value(text: str, prefix: str) -> str | None:

@@ -50,6 +50,7 @@ from .format import (
     ENGINE_HEADER,
     ENGINES,
     INPUTS_HEADER,
+    with_resolution_digest,
     OPTION_LINE,
     LockedPackage,
     LockError,
@@ -463,7 +464,7 @@ def lock_variant(
                 tail.append(f"    # fallback for {u.fallback_for}: installed when its local wheel is missing")
             if p.no_deps:
                 tail.append(f"    # --no-deps: {p.why}")
-    full_text = "\n".join(head + body + tail).rstrip("\n") + "\n"
+    full_text = with_resolution_digest("\n".join(head + body + tail).rstrip("\n") + "\n")
     if parse_requirements(full_text).keys() != locked.keys():
         raise LockError("internal: requirements.txt does not hold exactly the locked packages")
 

@@ -24,7 +24,7 @@ from ..fsutil import read_regular_text
 from ..plan import Plan
 from ..workspace import LockFiles
 from .expect import FROM_THE_INDEX, derived_expect
-from .format import LockedPackage, LockError, parse_requirements
+from .format import LockedPackage, LockError, parse_requirements, resolution_problem
 from .slicing import Unit, slice_text, units
 
 MAX_LOCK_FILE_BYTES = 16 * 1024 * 1024  # the shipped cu130 lock's largest file is tens of KiB
@@ -40,8 +40,9 @@ def lock_problem(plan: Plan, directory: Path) -> str | None:
     """The first way the lock in ``directory`` differs from what `lock` writes from its requirements.txt
     (naming the file), or None when every slice and expect.json are exactly that."""
     full = directory / LockFiles.REQUIREMENTS
+    whole = read_lock_file(full)
     try:
-        locked = parse_requirements(read_lock_file(full), LockFiles.REQUIREMENTS)
+        locked = parse_requirements(whole, LockFiles.REQUIREMENTS)
     except LockError as exc:
         return str(exc)
     steps, fallbacks = units(plan)
@@ -56,7 +57,9 @@ def lock_problem(plan: Plan, directory: Path) -> str | None:
     unplaced = sorted(set(locked) - set(placed))
     if unplaced:
         return f"{LockFiles.REQUIREMENTS}: {', '.join(unplaced)} in no slice; every locked package is in exactly one"
-    return _expect_problem(plan, read_lock_file(directory / LockFiles.EXPECT), steps, fallbacks, in_units)
+    # Last, so a difference between the files is named first: what is left is an edit every file agrees with.
+    return (_expect_problem(plan, read_lock_file(directory / LockFiles.EXPECT), steps, fallbacks, in_units)
+            or resolution_problem(whole, LockFiles.REQUIREMENTS))
 
 
 def _slice_problem(plan: Plan, unit: Unit, text: str, locked: dict[str, LockedPackage],

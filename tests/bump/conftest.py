@@ -42,6 +42,7 @@ from localindex import LocalIndex, _Entry, metadata_text  # noqa: E402
 
 from pinwheel import manifest  # noqa: E402
 from pinwheel.lock import lock_inputs_digest  # noqa: E402
+from pinwheel.lock.format import with_resolution_digest  # noqa: E402
 from pinwheel.plan import plan_variant  # noqa: E402
 
 LINUX = '; platform_system == "Linux"'
@@ -245,8 +246,8 @@ def write_lock(lock_dir: Path, slices: dict[str, dict[str, str]], manifest_path:
             locked[e.name] = e
             installed[unit in fallbacks][e.name] = e.version
     digest = lock_inputs_digest(plan, "pip-compile")
-    (lock_dir / "requirements.txt").write_text(
-        f"# pinwheel-inputs: {digest}\n# pinwheel-engine: pip-compile\n" + "".join(e.text + "\n" for e in locked.values()))
+    (lock_dir / "requirements.txt").write_text(with_resolution_digest(
+        f"# pinwheel-inputs: {digest}\n# pinwheel-engine: pip-compile\n" + "".join(e.text + "\n" for e in locked.values())))
     expect = derived_expect(plan, *installed)
     expect["suppressed"] = {p.name: [] for u in steps + fallbacks for p in u.roots if p.no_deps}
     (lock_dir / "expect.json").write_text(json.dumps(expect, indent=2, sort_keys=True) + "\n")

@@ -73,6 +73,27 @@ def test_a_flipped_hash_in_requirements_txt(project):
     assert_not_up_to_date(project, slice_file(project).name, "requirements.txt")
 
 
+def test_a_hash_changed_the_same_way_in_a_slice_and_in_requirements_txt(project):
+    """Every file derived from requirements.txt agrees with the edit; its own digest line does not."""
+    piece = slice_file(project)
+    text = piece.read_text()
+    at = text.index("--hash=sha256:") + len("--hash=sha256:")
+    old = text[at:at + 64]
+    new = ("0" if old[0] != "0" else "1") + old[1:]
+    piece.write_text(text.replace(old, new))
+    whole = lock_dir(project) / "requirements.txt"
+    assert old in whole.read_text()
+    whole.write_text(whole.read_text().replace(old, new))
+    assert_not_up_to_date(project, "requirements.txt: edited after `build.py lock` wrote it")
+
+
+def test_a_lock_without_its_resolution_digest(project):
+    whole = lock_dir(project) / "requirements.txt"
+    whole.write_text("".join(line for line in whole.read_text().splitlines(keepends=True)
+                             if not line.startswith("# pinwheel-resolution: ")))
+    assert_not_up_to_date(project, "no '# pinwheel-resolution:' header")
+
+
 def test_a_truncated_requirements_txt(project):
     path = lock_dir(project) / "requirements.txt"
     text = path.read_text()
