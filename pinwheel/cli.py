@@ -26,6 +26,7 @@ from .commands.conventions import DeprecatedAlias, Parser, add_common_options, a
     apply_common_options, option_hint, selected_parser
 from .commands.progress import BUILD_PROGRESS, build_log, index_status
 from .commands.project import add_project_parsers, locate_manifest
+from .commands.render import add_render_parser
 from .image.cache_spec import CacheSpec, cache_from_arg, cache_to_arg
 from .index.target import container_arch
 from .lock import DEFAULT_ENGINE, ENGINES, LockError, check_lock, lock_installs
@@ -112,42 +113,6 @@ def report_one(m: Manifest, plan: Plan, args: argparse.Namespace) -> tuple[dict,
 
 
 # --------------------------------------------------------------- commands
-
-
-def cmd_render(args: argparse.Namespace) -> int:
-    """images/<image>/Dockerfile, and one Dockerfile.<variant> per other kind of environment (render.py)."""
-    from .render import render_dockerfiles
-    m = manifest_mod.load(args.manifest)
-    ws = Workspace.of(m)
-    rendered = render_dockerfiles(plans_for(m, None))
-    if args.check:
-        stale = 0
-        for name, text in rendered.items():
-            target = ws.image_dir / name
-            current = target.read_text() if target.exists() else ""
-            if current == text:
-                out().print(f"{ws.relative(target)} is up to date")
-                continue
-            import difflib
-
-            diff = difflib.unified_diff(current.splitlines(True), text.splitlines(True),
-                                        f"{target} (committed)", f"{target} (rendered)")
-            sys.stdout.writelines(diff)
-            err().print(f"[red]{ws.relative(target)} is out of date: run `make render`[/red]")
-            stale += 1
-        return EXIT_PROBLEM if stale else EXIT_OK
-    if args.stdout:
-        for name, text in rendered.items():
-            if len(rendered) > 1:
-                sys.stdout.write(f"# ==> {name} <==\n")
-            sys.stdout.write(text)
-        return EXIT_OK
-    for name, text in rendered.items():
-        target = ws.image_dir / name
-        target.parent.mkdir(parents=True, exist_ok=True)
-        target.write_text(text)
-        out().print(f"wrote {ws.relative(target)}")
-    return EXIT_OK
 
 
 def ensure_variant_base(plan: Plan, ws: Workspace, engine, progress: bool = True) -> None:
@@ -597,12 +562,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_project_parsers(sub)
     add_help_parsers(sub, p)
 
-    r = sub.add_parser("render", help="render the Dockerfile from the manifest",
-                       description="Render images/<image>/Dockerfile. --check fails (exit 1) when the committed file differs. "
-                                   "Exit 0 written or up to date, 1 stale (--check), 2 bad input.")
-    r.add_argument("--check", action="store_true", help="compare with the committed file instead of writing")
-    r.add_argument("--stdout", action="store_true", help="print instead of writing")
-    r.set_defaults(func=cmd_render)
+    add_render_parser(sub)
 
     rp = sub.add_parser(
         "report", help="explain the resolved package set and its conflicts",
