@@ -55,8 +55,8 @@ def cmd_publish(args: argparse.Namespace) -> int:
     """Push the variant's image; a variant that lists its platforms pushes each platform's image (every one
     gated on its own smoke before anything is pushed), then one multi-platform index per tag of its own."""
     from .image.engine import EngineError
-    from .image.publish import PublishRefused, PushPrinter, declared_smoke, floating_base, parse_allowances, \
-        publish, publish_index
+    from .image.publish import PublishRefused, declared_smoke, floating_base, parse_allowances, publish, publish_index
+    from .image.push_progress import PushPrinter
     m = manifest_mod.load(args.manifest)
     name = select_variant(m, args)
     plans = [plan_variant(m, name)] if args.tag else plan_platforms(m, name)
@@ -150,7 +150,8 @@ def variant_tags(m: Manifest, plan: Plan, engine) -> tuple[str, str]:
 def push_candidates(engine, tags_of: dict[str, list[str]], registry: str, ws: Workspace, given: bool) -> int:
     """`publish --candidate`: each platform's image pushed by digest under its content tag only."""
     from .image.engine import EngineError
-    from .image.publish import PublishRefused, PushPrinter, push_candidate
+    from .image.publish import PublishRefused, push_candidate
+    from .image.push_progress import PushPrinter
     try:
         for platform, tags in tags_of.items():
             if not engine.image_exists(tags[-1]):

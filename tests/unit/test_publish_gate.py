@@ -13,17 +13,9 @@ import pytest
 from rich.console import Console
 
 from pinwheel.image.engine import PushEvent, PushedLayer, PushResult
-from pinwheel.image.publish import (
-    LEVELS,
-    DeclaredSmoke,
-    PublishRefused,
-    PushPrinter,
-    declared_smoke,
-    gate,
-    parse_allowances,
-    publish,
-    summary,
-)
+from pinwheel.image.publish import publish
+from pinwheel.image.push_progress import PushPrinter, summary
+from pinwheel.image.smoke_gate import LEVELS, DeclaredSmoke, PublishRefused, declared_smoke, gate, parse_allowances
 from pinwheel.image.smoke import SmokeResult, record
 
 ROOT = Path(__file__).resolve().parents[2]
