@@ -1,7 +1,9 @@
 """Push an image's tags to a registry, only when every level of its declared smoke passed.
 
 Which levels an image must pass, and the gate that refuses it otherwise, are
-smoke_gate.py's; this module pushes what the gate let through.
+smoke_gate.py's; this module pushes what the gate let through, and decides
+the rest of a publish: a floating base is refused, and each platform of a
+variant is gated on its own smoke before anything is pushed.
 
 `--allow-skipped LEVEL` with a reason loosens that. The allowance must travel
 with the image, and labels are part of the image config, so the tags are
@@ -360,7 +362,59 @@ def derive(engine: Engine, image_id: str, refs: Sequence[str], labels: Mapping[s
     return derived
 
 
+def refuse_floating_base(base: str, allowed: bool) -> None:
+    """PublishRefused for a base that may move under the same reference, unless --allow-floating-base."""
+    floating = floating_base(base)
+    if floating and not allowed:
+        raise PublishRefused(f"{floating}; pin it (name:tag@sha256:…) or pass --allow-floating-base")
+
+
+def allowances(values: Sequence[str], reason: str | None, require_gpu: bool) -> dict[str, str]:
+    """--allow-skipped and --reason as {level: reason} (parse_allowances); ValueError with the message for
+    the user, also where --require-gpu contradicts them."""
+    allowed = parse_allowances(values, reason)
+    if require_gpu and "gpu" in allowed:
+        raise ValueError("--require-gpu and --allow-skipped gpu contradict each other")
+    return allowed
+
+
+def platform_allowances(platform: str, own: str, allowed: Mapping[str, str],
+                        no_gpu: Mapping[str, str]) -> dict[str, str]:
+    """The levels ``platform``'s image may publish without passing. Another platform than the variant's own
+    skips its GPU levels only where the manifest says why (no_gpu_smoke: ``no_gpu``); --allow-skipped
+    (``allowed``) is for the variant's own platform."""
+    own_allowed = dict(allowed) if platform == own else {}
+    if platform in no_gpu:
+        own_allowed.update({"import": no_gpu[platform], "gpu": no_gpu[platform]})
+    return own_allowed
+
+
+def publish_platforms(engine: Engine, tags_of: Mapping[str, list[str]], own: str, registry: str,
+                      smoke_results: Path, *, declared: DeclaredSmoke, allowed: Mapping[str, str],
+                      no_gpu_smoke: Sequence[tuple[str, str]], require_gpu: bool, sboms: Mapping[str, Path | None],
+                      progress: PushProgress | None, explicit_tags: bool
+                      ) -> tuple[dict[str, Published], dict[str, str]]:
+    """Each platform's image (``tags_of``: platform -> its tags; ``own``: the variant's own platform)
+    published, and the index digest per tag. Every image is gated on its own smoke before anything is
+    pushed: with several platforms a first pass only checks them all, and then one multi-platform index is
+    pushed per tag of the own platform's image (publish_index)."""
+    no_gpu = {p: why for p, why in no_gpu_smoke if p in tags_of}
+    several = len(tags_of) > 1
+    results: dict[str, Published] = {}
+    for check_only in ((True, False) if several else (False,)):
+        for platform, tags in tags_of.items():
+            result = publish(engine, tags, registry, smoke_results, require_gpu=require_gpu and platform not in no_gpu,
+                             declared=declared, allowed=platform_allowances(platform, own, allowed, no_gpu),
+                             progress=progress, check_only=check_only, sbom=sboms[platform],
+                             explicit_tags=explicit_tags)
+            if result is not None:
+                results[platform] = result
+    indexes = publish_index(tags_of[own], registry, results, no_gpu, engine.labels(tags_of[own][0])) if several else {}
+    return results, indexes
+
+
 __all__ = [
-    "BadSmokeRecord", "DeclaredSmoke", "LEVELS", "PublishRefused", "Published", "declared_smoke", "derive", "gate",
-    "parse_allowances", "promote", "publish", "push_candidate",
+    "BadSmokeRecord", "DeclaredSmoke", "LEVELS", "PublishRefused", "Published", "allowances", "declared_smoke",
+    "derive", "gate", "parse_allowances", "promote", "publish", "publish_platforms", "push_candidate",
+    "refuse_floating_base",
 ]

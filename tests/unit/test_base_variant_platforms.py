@@ -14,6 +14,7 @@ import pytest
 from manifests import assert_refused_at, load_text
 from pinwheel import cli
 from pinwheel.commands.build import build_variant
+from pinwheel.commands.publish import variant_tags
 from pinwheel.image.build import base_variant_plan
 from pinwheel.plan import plan_variant
 
@@ -142,3 +143,15 @@ def test_each_platform_is_built_from_the_base_variants_image_for_it(project, pla
     assert second["base"] == immutable  # top: FROM the image of sys just built, by its immutable tag
     assert all(t.startswith("pinwheel/demo:top-") and t.endswith(suffix) for t in second["tags"])
     assert built.image_id == "sha256:" + "2".zfill(64)
+
+
+@pytest.mark.parametrize("platform", ["linux/arm64", "linux/amd64"])
+def test_publish_names_the_tags_the_build_gave_each_platform(project, platform):
+    """publish finds each platform's image by the tags its build gave it: the content tag of `top` hashes
+    the base variant's image for that same platform, as the build started FROM it."""
+    from pinwheel import manifest
+
+    m = manifest.load(project / "wheels_manifest.yaml")
+    plan = plan_variant(m, "top", platform=platform)
+    built = build_variant(m, plan, RecordingEngine(), "image", progress="quiet")
+    assert variant_tags(m, plan, RecordingEngine())[1] == built.tags[1]
