@@ -29,6 +29,7 @@ from .commands.progress import BUILD_PROGRESS, build_log, index_status
 from .commands.project import add_project_parsers, locate_manifest
 from .commands.render import add_render_parser
 from .commands.bump import add_bump_parser
+from .commands.asset import add_asset_parser
 from .commands.build import add_build_parsers, build_variant
 from .commands.publish import add_publish_parser
 from .commands.report import add_report_parser
@@ -52,19 +53,6 @@ if TYPE_CHECKING:
 
 
 # --------------------------------------------------------------- commands
-
-
-def cmd_asset(args: argparse.Namespace) -> int:
-    """`asset add URL`: download a release wheel into the asset cache and print its manifest entry."""
-    from .index.transfer import LimitError, check_bounds
-    from .steps.asset import AssetError, add as add_asset
-    try:
-        check_bounds()
-        entry = add_asset(args.url, Workspace(Path(args.manifest).parent, "").asset_cache)
-    except (AssetError, LimitError) as exc:
-        raise UsageError(str(exc)) from None
-    sys.stdout.write(entry)
-    return EXIT_OK
 
 
 # ------------------------------------------------------------------ parser
@@ -114,11 +102,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_forensics_parsers(sub)
 
     add_lock_parser(sub)
-    asset = sub.add_parser("asset", help="release assets: `asset add URL` prints a manifest entry, sha256 filled in")
-    asset_sub = asset.add_subparsers(dest="asset_command", required=True)
-    asset_add = asset_sub.add_parser("add", help="download URL (a wheel) into the asset cache and print its entry")
-    asset_add.add_argument("url", help="the wheel's URL (https:// or http://)")
-    asset_add.set_defaults(func=cmd_asset, needs_manifest=False)
+    add_asset_parser(sub)
     return p
 
 
