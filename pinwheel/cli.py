@@ -1,4 +1,5 @@
-"""The `pinwheel` command line (also `python build.py <command>`).
+"""The `pinwheel` command line (also `python build.py <command>`): the parser and the dispatch. Each
+command, its parser and its output live in a room of commands/.
 
 Exit codes: 0 clean, 1 the thing checked is wrong (conflicts, stale files,
 failed build or smoke), 2 bad input (manifest, arguments), 3 could not judge
@@ -8,54 +9,29 @@ from __future__ import annotations
 
 import argparse
 import codecs
-import dataclasses
-import platform as host_platform
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Sequence
+from typing import Sequence
 
-from . import manifest as manifest_mod
-from .commands.common import (
-    DEFAULT_REGISTRY, EXIT_BAD_INPUT, EXIT_OK, EXIT_PROBLEM, EXIT_UNCHECKED, UsageError, add_deadline_arg,
-    add_engine_args, add_platform_arg, add_variant_args, emit_json, engine_for, engine_or_fail, err, escape, index_client,
-    json_stdout,
-    inventory_engine, lock_state, out, plans_for, require_fresh_inventory, require_fresh_lock, select_plan, select_platform_plans, select_variant,
-)
-from .commands.lock import add_lock_parser
-from .commands.forensics import add_forensics_parsers
-from .commands.conventions import DeprecatedAlias, Parser, add_common_options, add_help_parsers, \
-    apply_common_options, option_hint, selected_parser
-from .commands.progress import BUILD_PROGRESS, build_log, index_status
-from .commands.project import add_project_parsers, locate_manifest
-from .commands.render import add_render_parser
-from .commands.bump import add_bump_parser
 from .commands.asset import add_asset_parser
-from .commands.build import add_build_parsers, build_variant
+from .commands.build import add_build_parsers
+from .commands.bump import add_bump_parser
+from .commands.common import EXIT_BAD_INPUT, UsageError, add_engine_args, err, escape, json_stdout
+from .commands.conventions import Parser, add_common_options, add_help_parsers, apply_common_options, option_hint, \
+    selected_parser
+from .commands.forensics import add_forensics_parsers
+from .commands.lock import add_lock_parser
+from .commands.project import add_project_parsers, locate_manifest
 from .commands.publish import add_publish_parser
+from .commands.render import add_render_parser
 from .commands.report import add_report_parser
 from .commands.smoke import add_smoke_parser
-from .image.cache_spec import CacheSpec, cache_from_arg, cache_to_arg
-from .index.target import container_arch
-from .lock import DEFAULT_ENGINE, ENGINES, LockError, check_lock, lock_installs
-from .lock.format import ENGINE_HEADER, header_value
-from .manifest import Manifest, ManifestError
-from .plan import LockState, Plan, plan_platforms, plan_variant
-from .resolve import CacheState, ResolveError, memoized, resolve_memoized, wheels_state, with_inventory
-from .resolve.memo import torch_abi_memo_key
-from .workspace import LockFiles, Workspace
+from .lock import LockError
+from .manifest import ManifestError
 
-if TYPE_CHECKING:
-    from .image.build import BuildCache
-
-# Each command imports what only it needs inside its function: rich, requests, jinja2, the engine adapter
-# and the ELF reader cost tens of milliseconds each, and `--help` or `report --json` needs none of them.
-
-
-
-# --------------------------------------------------------------- commands
-
-
-# ------------------------------------------------------------------ parser
+# Each command is a room of commands/; it imports what only it needs inside its function: rich, requests,
+# jinja2, the engine adapter and the ELF reader cost tens of milliseconds each, and `--help` or
+# `report --json` needs none of them.
 
 MANIFEST_HELP = "the manifest (default: wheels_manifest.yaml here or in the nearest directory above)"
 
@@ -87,20 +63,14 @@ def build_parser() -> argparse.ArgumentParser:
     sub = p.add_subparsers(dest="command", metavar="COMMAND", required=True)
     add_project_parsers(sub)
     add_help_parsers(sub, p)
-
+    # the order of `pinwheel --help`'s command list
     add_render_parser(sub)
-
     add_report_parser(sub)
-
-    add_build_parsers(sub)
-
+    add_build_parsers(sub)  # build, base
     add_smoke_parser(sub)
-
     add_publish_parser(sub)
-
     add_bump_parser(sub)
     add_forensics_parsers(sub)
-
     add_lock_parser(sub)
     add_asset_parser(sub)
     return p
