@@ -45,7 +45,7 @@ def report_one(m: Manifest, plan: Plan, args: argparse.Namespace) -> tuple[dict,
     answer: a stub that says so, so that the JSON of several platforms still names each one."""
     from ..abi.cache import classifier_key
     from ..index import IndexClientError
-    from ..reports.report import missing_on_platform, print_report, to_json, torch_abi
+    from ..reports.report import missing_on_platform, to_json, torch_abi
     root = m.path.parent
     ws = Workspace.of(m)
     plan = with_inventory(plan, root, inventory_engine(plan))  # a missing or stale one is said first, never clean
@@ -80,6 +80,7 @@ def report_one(m: Manifest, plan: Plan, args: argparse.Namespace) -> tuple[dict,
     if args.json:
         data = to_json(resolved, abi, allow_unchecked=args.allow_unchecked, missing=missing)
     else:
+        from ..reports.report_printing import print_report  # rich: the table view only
         data = print_report(resolved, out(), verbose=args.verbose, abi=abi, allow_unchecked=args.allow_unchecked,
                             missing=missing)
     return data, {"clean": EXIT_OK, "conflicts": EXIT_PROBLEM, "unchecked": EXIT_UNCHECKED}[data["summary"]["verdict"]]
