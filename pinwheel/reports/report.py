@@ -373,7 +373,32 @@ def next_steps(plan: Plan, shared: list[dict], summary: dict, abi: list[dict] | 
         steps.append(f"wheel set {c.step}: make {c.package} satisfiable: " + "; ".join(c.wanted)
                      + (f" cannot all hold ({'; '.join(c.reasons)})" if c.reasons else " cannot all hold")
                      + "; change one of these pins, or move the package that asks for it to its own wheel set")
-    absent = {d["package"] for d in missing or ()}
+    steps += violated_and_moved_steps(plan, {d["package"] for d in missing or ()})
+    for d in dropped_requirements(plan):
+        if not d["allowed"]:
+            steps.append(f"{dropped_text(d)}: add a package that provides it, or declare it on {d['package']} in the "
+                         f"manifest (allow_missing: [{{name: {d['name']}, why: ...}}])")
+    for sp in shared:
+        if sp["broken"]:
+            steps.append(f"shared pin {sp['name']}=={sp['version']} is broken ({'; '.join(sp['broken_because'])}): "
+                         f"move the pin, or choose releases whose requirements admit it")
+    if plan.todos:
+        steps.append(f"{len(plan.todos)} TODO(s) left by import (the manifest's todo: list): fill each in and drop "
+                     "it from the list")
+    if summary["unchecked"] - len(plan.todos) > 0:
+        names = sorted(({e.parent for e in plan.edges if e.verdict == "unchecked"} | {u.package for u in plan.unjudged}
+                        | {row["name"] for row in abi or () if row["abi_class"] == "unknown"})
+                       - {d["package"] for d in missing or ()})
+        steps.append(f"{summary['unchecked'] - len(plan.todos)} requirement(s) could not be judged "
+                     f"({', '.join(names)}): {unchecked_advice(plan)}, or pass --allow-unchecked to accept them "
+                     f"knowingly")
+    return steps
+
+
+def violated_and_moved_steps(plan: Plan, absent: set[str]) -> list[str]:
+    """What to do about each violated requirement (but those a package missing on the platform explains) and
+    each pin a later step moves (next_steps)."""
+    steps = []
     for e in plan.edges:
         if unmet_by_absence(e, absent):
             continue
@@ -397,24 +422,6 @@ def next_steps(plan: Plan, shared: list[dict], summary: dict, abi: list[dict] | 
             steps.append(f"{h.package} {h.before} → {h.after}: wheel set {h.step} moves what {h.earlier_step} "
                          f"installed (wanted by {h.cause}): pin {h.package}=={h.after} in {h.earlier_step}, or install "
                          f"the later package --no-deps with a why")
-    for d in dropped_requirements(plan):
-        if not d["allowed"]:
-            steps.append(f"{dropped_text(d)}: add a package that provides it, or declare it on {d['package']} in the "
-                         f"manifest (allow_missing: [{{name: {d['name']}, why: ...}}])")
-    for sp in shared:
-        if sp["broken"]:
-            steps.append(f"shared pin {sp['name']}=={sp['version']} is broken ({'; '.join(sp['broken_because'])}): "
-                         f"move the pin, or choose releases whose requirements admit it")
-    if plan.todos:
-        steps.append(f"{len(plan.todos)} TODO(s) left by import (the manifest's todo: list): fill each in and drop "
-                     "it from the list")
-    if summary["unchecked"] - len(plan.todos) > 0:
-        names = sorted(({e.parent for e in plan.edges if e.verdict == "unchecked"} | {u.package for u in plan.unjudged}
-                        | {row["name"] for row in abi or () if row["abi_class"] == "unknown"})
-                       - {d["package"] for d in missing or ()})
-        steps.append(f"{summary['unchecked'] - len(plan.todos)} requirement(s) could not be judged "
-                     f"({', '.join(names)}): {unchecked_advice(plan)}, or pass --allow-unchecked to accept them "
-                     f"knowingly")
     return steps
 
 
