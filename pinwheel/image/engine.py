@@ -245,42 +245,37 @@ class Engine:
         With ``progress`` the plain build log streams to stderr. On failure
         raises :class:`BuildFailed` carrying the tail of the log.
         """
+        secret_specs = _secret_specs(secrets)
+        cache_kind = self.cache_kind() if cache_to else None
+        image_id, tail = self._buildx(
+            context, dockerfile, progress, on_log, tags=list(tags), labels=dict(labels or {}),
+            build_args=dict(build_args or {}), secrets=secret_specs, target=target,
+            platforms=[platform] if platform else None, builder=self.builder, load=not push, push=push, cache=cache,
+            cache_from=[{"type": "registry", "ref": ref} for ref in cache_from] or None,
+            cache_to=_cache_export(cache_to, cache_kind, cache_mode))
+        if image_id is None and push:
+            raise BuildFailed("build pushed but reported no image id", "\n".join(tail))
+        if image_id is None:
+            if not tags:
+                raise BuildFailed("build finished but reported no image id", "\n".join(tail))
+            image_id = self.image_id(tags[0])
+        if cache_to:
+            self._export_cache(image_id, cache_to, cache_kind, push, on_cache_export)
+        return image_id
+
+    def _buildx(self, context: Path, dockerfile: Path, progress: bool, on_log: Callable[[str], None] | None,
+                **options) -> tuple[str | None, collections.deque[str]]:
+        """Run buildx's build with ``options``, streaming its plain log; the image id its metadata names (None
+        where it names none) and the log's tail."""
         from python_on_whales.client_config import ClientNotFoundError  # lazy: ~0.5 s to import, paid only by engine commands
         from python_on_whales.exceptions import DockerException  # lazy: ~0.5 s to import, paid only by engine commands
 
-        secret_specs = [f"id={sid},src={Path(src).resolve()}" for sid, src in (secrets or {}).items()]
-        for sid, src in (secrets or {}).items():
-            if not Path(src).is_file():
-                raise BuildFailed(f"secret {sid!r}: {src} is not a file", "")
-        cache_kind = self.cache_kind() if cache_to else None
-        cache_export: dict[str, str] | None = None
-        if cache_to and cache_kind == "registry":
-            cache_export = {"type": "registry", "ref": cache_to, "mode": cache_mode}
-        elif cache_to:
-            cache_export = {"type": "inline"}
         tail: collections.deque[str] = collections.deque(maxlen=self._log_tail_lines)
         with tempfile.TemporaryDirectory(prefix="pinwheel-build-") as tmp:
             metadata = Path(tmp) / "metadata.json"
             try:
-                lines = self.docker.buildx.build(
-                    Path(context),
-                    file=Path(dockerfile),
-                    tags=list(tags),
-                    labels=dict(labels or {}),
-                    build_args=dict(build_args or {}),
-                    secrets=secret_specs,
-                    target=target,
-                    platforms=[platform] if platform else None,
-                    builder=self.builder,
-                    load=not push,
-                    push=push,
-                    cache=cache,
-                    cache_from=[{"type": "registry", "ref": ref} for ref in cache_from] or None,
-                    cache_to=cache_export,
-                    progress="plain",
-                    metadata_file=metadata,
-                    stream_logs=True,
-                )
+                lines = self.docker.buildx.build(Path(context), file=Path(dockerfile), **options, progress="plain",
+                                                 metadata_file=metadata, stream_logs=True)
                 for line in cast("Iterator[str]", lines):
                     tail.append(line.rstrip("\n"))
                     if on_log is not None:
@@ -294,23 +289,19 @@ class Engine:
                 ) from None
             except (FileNotFoundError, PermissionError, ClientNotFoundError) as exc:
                 raise BuildFailed(f"cannot run the docker CLI: {exc}", "") from None
-            image_id = _image_id_from_metadata(metadata)
-        if image_id is None and push:
-            raise BuildFailed("build pushed but reported no image id", "\n".join(tail))
-        if image_id is None:
-            if not tags:
-                raise BuildFailed("build finished but reported no image id", "\n".join(tail))
-            image_id = self.image_id(tags[0])
-        if cache_to:
-            export = CacheExport(cache_to, "registry")
-            if cache_kind == "inline" and push:
-                raise BuildFailed("an inline cache needs the image in the engine's store: build with load", "")
-            if cache_kind == "inline":  # the cache travels in the image's config: push the image as the cache ref
-                self.tag(image_id, cache_to)
-                export = CacheExport(cache_to, "inline", self.push(cache_to).digest)
-            if on_cache_export is not None:
-                on_cache_export(export)
-        return image_id
+            return _image_id_from_metadata(metadata), tail
+
+    def _export_cache(self, image_id: str, cache_to: str, cache_kind: str | None, push: bool,
+                      on_cache_export: Callable[[CacheExport], None] | None) -> None:
+        """Where the build's layer cache went: a registry cache, or (inline) the image pushed as the cache ref."""
+        export = CacheExport(cache_to, "registry")
+        if cache_kind == "inline" and push:
+            raise BuildFailed("an inline cache needs the image in the engine's store: build with load", "")
+        if cache_kind == "inline":  # the cache travels in the image's config: push the image as the cache ref
+            self.tag(image_id, cache_to)
+            export = CacheExport(cache_to, "inline", self.push(cache_to).digest)
+        if on_cache_export is not None:
+            on_cache_export(export)
 
     # -- images ----------------------------------------------------------------
     def image_exists(self, ref: str) -> bool:
@@ -554,6 +545,24 @@ def write_rootfs_tar(root: Path, tarball: Path) -> Path:
         raise EngineError(f"tar of {root} failed: {proc.stderr.strip()}")
     tmp.replace(tarball)
     return tarball
+
+
+def _secret_specs(secrets: Mapping[str, Path] | None) -> list[str]:
+    """buildx's --secret values; BuildFailed for a secret whose file is not one."""
+    specs = [f"id={sid},src={Path(src).resolve()}" for sid, src in (secrets or {}).items()]
+    for sid, src in (secrets or {}).items():
+        if not Path(src).is_file():
+            raise BuildFailed(f"secret {sid!r}: {src} is not a file", "")
+    return specs
+
+
+def _cache_export(cache_to: str | None, cache_kind: str | None, cache_mode: str) -> dict[str, str] | None:
+    """buildx's --cache-to: a registry cache where the builder exports one, else the inline cache."""
+    if cache_to and cache_kind == "registry":
+        return {"type": "registry", "ref": cache_to, "mode": cache_mode}
+    if cache_to:
+        return {"type": "inline"}
+    return None
 
 
 def _short_id(diff_id: str) -> str:
