@@ -18,7 +18,7 @@ import re
 import subprocess
 import tempfile
 from dataclasses import dataclass
-from typing import Callable
+from typing import TYPE_CHECKING, Callable, Sequence
 from pathlib import Path
 
 from . import labels
@@ -28,11 +28,14 @@ from .base import platform_base
 from .engine import CacheExport, Engine
 from ..index import ca_bundle, default_index_url, pip_setting
 from ..lock import lock_sha256, locked_versions
-from ..plan import Plan
+from ..plan import Plan, plan_variant
 from ..steps import kind_of
 from ..steps.base import Staging, StagingError
 from ..workspace import InContext, InImage, LockFiles, Workspace
 from ..render import dockerfile_groups, missing_wheel, multiple_wheels, render_dockerfile
+
+if TYPE_CHECKING:
+    from ..manifest import Manifest
 
 # The smoke payload is a module of this package, so it ships in the wheel; the
 # build context gets its bytes from wherever the package was imported from.
@@ -324,6 +327,22 @@ def _uv_config(secrets_dir: Path, trusted: str | None, extras: list[str], flat: 
     path.write_text(tomli_w.dumps(config))
     path.chmod(0o600)
     return path
+
+
+def base_variant_plan(m: Manifest, plan: Plan) -> Plan | None:
+    """The Plan of the variant whose image ``plan`` starts FROM, for ``plan``'s platform (the manifest
+    refuses a base_variant that is not built for every platform of the variant on it); None where
+    ``plan`` starts from its base image."""
+    if not plan.variant.base_variant:
+        return None
+    return plan_variant(m, plan.variant.base_variant, platform=plan.container_platform)
+
+
+def from_base_variant(base_tags: Sequence[str]) -> str:
+    """What a variant built on another variant's image starts FROM: that image's immutable tag. BuildKit
+    resolves FROM as a reference, and an image id is not one (it would look for docker.io/library/sha256);
+    the immutable tag names the image just built, and goes into the content identity of the one on it."""
+    return base_tags[1]
 
 
 def base_reference(plan: Plan, base_image: str | None) -> str:

@@ -7,7 +7,7 @@ place the CLI reports a push's bytes, and reads the pushed manifest back with
 progress as JSON, but reading it means a second client beside the CLI, one that
 speaks to every host the CLI reaches: unix and tcp sockets, ssh:// hosts,
 docker contexts and their TLS settings. The CLI stays the one client, so its
-progress text is parsed, by parse_push_line.) Nothing happens at import time;
+progress text is parsed, by push_output.py.) Nothing happens at import time;
 python-on-whales itself is imported on first use, so render and resolve code
 and their tests never need it.
 
@@ -23,23 +23,20 @@ to the cache ref; ``cache_from`` reads either kind.
 
 from __future__ import annotations
 
-import codecs
 import collections
-import fcntl
 import ipaddress
 import json
 import os
-import pty
 import re
 import shutil
-import struct
 import subprocess
 import sys
 import tempfile
-import termios
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Iterable, Iterator, Mapping, Sequence, cast
+
+from .push_output import PushedLayer, PushEvent, PushResult, _PushOutputParser, _run_in_pty
 
 if TYPE_CHECKING:  # pragma: no cover
     from python_on_whales import DockerClient
@@ -95,51 +92,6 @@ class Mount:
     source: Path
     target: str
     read_only: bool = True
-
-
-@dataclass(frozen=True)
-class PushEvent:
-    """One line of a push's progress: a layer (short diff id) and what it is doing.
-
-    ``status`` is one of preparing, waiting, pushing, pushed, exists (already
-    in the registry), mounted (from another repository), retrying, or the
-    engine's own words in lower case. ``current``/``total`` are the bytes the
-    progress shows while pushing (``total`` is None where the engine did not
-    say); they are the engine's rounded figures, uncompressed.
-    """
-
-    layer: str
-    status: str
-    text: str
-    current: int | None = None
-    total: int | None = None
-
-
-@dataclass(frozen=True)
-class PushedLayer:
-    diff_id: str
-    state: str  # pushed | exists | mounted (the last state the push reported)
-    size: int | None  # bytes: the blob in the registry, else the progress total, else unknown
-
-    @property
-    def transferred(self) -> bool:
-        return self.state == "pushed"
-
-
-@dataclass(frozen=True)
-class PushResult:
-    ref: str
-    digest: str
-    layers: tuple[PushedLayer, ...]
-    sizes_from: str  # "registry" (the manifest's blob sizes) or "progress" (uncompressed, rounded)
-
-    @property
-    def bytes_pushed(self) -> int:
-        return sum(layer.size or 0 for layer in self.layers if layer.transferred)
-
-    @property
-    def bytes_present(self) -> int:
-        return sum(layer.size or 0 for layer in self.layers if not layer.transferred)
 
 
 @dataclass(frozen=True)
@@ -293,42 +245,37 @@ class Engine:
         With ``progress`` the plain build log streams to stderr. On failure
         raises :class:`BuildFailed` carrying the tail of the log.
         """
+        secret_specs = _secret_specs(secrets)
+        cache_kind = self.cache_kind() if cache_to else None
+        image_id, tail = self._buildx(
+            context, dockerfile, progress, on_log, tags=list(tags), labels=dict(labels or {}),
+            build_args=dict(build_args or {}), secrets=secret_specs, target=target,
+            platforms=[platform] if platform else None, builder=self.builder, load=not push, push=push, cache=cache,
+            cache_from=[{"type": "registry", "ref": ref} for ref in cache_from] or None,
+            cache_to=_cache_export(cache_to, cache_kind, cache_mode))
+        if image_id is None and push:
+            raise BuildFailed("build pushed but reported no image id", "\n".join(tail))
+        if image_id is None:
+            if not tags:
+                raise BuildFailed("build finished but reported no image id", "\n".join(tail))
+            image_id = self.image_id(tags[0])
+        if cache_to:
+            self._export_cache(image_id, cache_to, cache_kind, push, on_cache_export)
+        return image_id
+
+    def _buildx(self, context: Path, dockerfile: Path, progress: bool, on_log: Callable[[str], None] | None,
+                **options) -> tuple[str | None, collections.deque[str]]:
+        """Run buildx's build with ``options``, streaming its plain log; the image id its metadata names (None
+        where it names none) and the log's tail."""
         from python_on_whales.client_config import ClientNotFoundError  # lazy: ~0.5 s to import, paid only by engine commands
         from python_on_whales.exceptions import DockerException  # lazy: ~0.5 s to import, paid only by engine commands
 
-        secret_specs = [f"id={sid},src={Path(src).resolve()}" for sid, src in (secrets or {}).items()]
-        for sid, src in (secrets or {}).items():
-            if not Path(src).is_file():
-                raise BuildFailed(f"secret {sid!r}: {src} is not a file", "")
-        cache_kind = self.cache_kind() if cache_to else None
-        cache_export: dict[str, str] | None = None
-        if cache_to and cache_kind == "registry":
-            cache_export = {"type": "registry", "ref": cache_to, "mode": cache_mode}
-        elif cache_to:
-            cache_export = {"type": "inline"}
         tail: collections.deque[str] = collections.deque(maxlen=self._log_tail_lines)
         with tempfile.TemporaryDirectory(prefix="pinwheel-build-") as tmp:
             metadata = Path(tmp) / "metadata.json"
             try:
-                lines = self.docker.buildx.build(
-                    Path(context),
-                    file=Path(dockerfile),
-                    tags=list(tags),
-                    labels=dict(labels or {}),
-                    build_args=dict(build_args or {}),
-                    secrets=secret_specs,
-                    target=target,
-                    platforms=[platform] if platform else None,
-                    builder=self.builder,
-                    load=not push,
-                    push=push,
-                    cache=cache,
-                    cache_from=[{"type": "registry", "ref": ref} for ref in cache_from] or None,
-                    cache_to=cache_export,
-                    progress="plain",
-                    metadata_file=metadata,
-                    stream_logs=True,
-                )
+                lines = self.docker.buildx.build(Path(context), file=Path(dockerfile), **options, progress="plain",
+                                                 metadata_file=metadata, stream_logs=True)
                 for line in cast("Iterator[str]", lines):
                     tail.append(line.rstrip("\n"))
                     if on_log is not None:
@@ -342,23 +289,19 @@ class Engine:
                 ) from None
             except (FileNotFoundError, PermissionError, ClientNotFoundError) as exc:
                 raise BuildFailed(f"cannot run the docker CLI: {exc}", "") from None
-            image_id = _image_id_from_metadata(metadata)
-        if image_id is None and push:
-            raise BuildFailed("build pushed but reported no image id", "\n".join(tail))
-        if image_id is None:
-            if not tags:
-                raise BuildFailed("build finished but reported no image id", "\n".join(tail))
-            image_id = self.image_id(tags[0])
-        if cache_to:
-            export = CacheExport(cache_to, "registry")
-            if cache_kind == "inline" and push:
-                raise BuildFailed("an inline cache needs the image in the engine's store: build with load", "")
-            if cache_kind == "inline":  # the cache travels in the image's config: push the image as the cache ref
-                self.tag(image_id, cache_to)
-                export = CacheExport(cache_to, "inline", self.push(cache_to).digest)
-            if on_cache_export is not None:
-                on_cache_export(export)
-        return image_id
+            return _image_id_from_metadata(metadata), tail
+
+    def _export_cache(self, image_id: str, cache_to: str, cache_kind: str | None, push: bool,
+                      on_cache_export: Callable[[CacheExport], None] | None) -> None:
+        """Where the build's layer cache went: a registry cache, or (inline) the image pushed as the cache ref."""
+        export = CacheExport(cache_to, "registry")
+        if cache_kind == "inline" and push:
+            raise BuildFailed("an inline cache needs the image in the engine's store: build with load", "")
+        if cache_kind == "inline":  # the cache travels in the image's config: push the image as the cache ref
+            self.tag(image_id, cache_to)
+            export = CacheExport(cache_to, "inline", self.push(cache_to).digest)
+        if on_cache_export is not None:
+            on_cache_export(export)
 
     # -- images ----------------------------------------------------------------
     def image_exists(self, ref: str) -> bool:
@@ -604,109 +547,22 @@ def write_rootfs_tar(root: Path, tarball: Path) -> Path:
     return tarball
 
 
-_PUSH_STATES = {"layer already exists": "exists"}
-_LAYER_LINE = re.compile(r"^([0-9a-f]{12}): (.+?)\s*$")
-_ESCAPE = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
-_SIZE = r"(\d+(?:\.\d+)?)\s*([kKMGTP]?B)"
-_PROGRESS = re.compile(_SIZE + r"(?:/" + _SIZE + r")?\s*$")
-_UNITS = {"B": 1, "KB": 10**3, "MB": 10**6, "GB": 10**9, "TB": 10**12, "PB": 10**15}
+def _secret_specs(secrets: Mapping[str, Path] | None) -> list[str]:
+    """buildx's --secret values; BuildFailed for a secret whose file is not one."""
+    specs = [f"id={sid},src={Path(src).resolve()}" for sid, src in (secrets or {}).items()]
+    for sid, src in (secrets or {}).items():
+        if not Path(src).is_file():
+            raise BuildFailed(f"secret {sid!r}: {src} is not a file", "")
+    return specs
 
 
-def _human_bytes(number: str, unit: str) -> int:
-    """``'1.377', 'MB'`` -> 1377000 (the CLI's decimal units)."""
-    return int(float(number) * _UNITS[unit.upper()])
-
-
-def parse_push_line(line: str) -> PushEvent | None:
-    """One line of ``docker push`` output (escapes removed) as a layer event; None for other lines."""
-    match = _LAYER_LINE.match(line)
-    if not match:
-        return None
-    layer, text = match.groups()
-    head = text.split("[", 1)[0].strip()
-    lowered = head.lower()
-    if lowered.startswith("mounted from"):
-        status = "mounted"
-    elif lowered.startswith("retrying"):
-        status = "retrying"
-    elif lowered.startswith("pushing"):
-        status = "pushing"
-    else:
-        status = _PUSH_STATES.get(lowered, lowered)
-    current = total = None
-    if status == "pushing":
-        progress = _PROGRESS.search(text)
-        if progress:
-            current = _human_bytes(progress.group(1), progress.group(2))
-            if progress.group(3):
-                total = _human_bytes(progress.group(3), progress.group(4))
-    return PushEvent(layer, status, text, current, total)
-
-
-class _PushOutputParser:
-    """Turns the CLI's push output (terminal or not) into layer events and other message lines."""
-
-    def __init__(self, on_event: Callable[[PushEvent], None]) -> None:
-        self._on_event = on_event
-        self._decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
-        self._pending = ""
-        self.messages: list[str] = []
-
-    def feed(self, data: bytes) -> None:
-        self._pending += self._decoder.decode(data)
-        *complete, self._pending = re.split(r"[\r\n]", self._pending)
-        for fragment in complete:
-            self._line(fragment)
-
-    def close(self) -> None:
-        self._pending += self._decoder.decode(b"", final=True)
-        if self._pending:
-            self._line(self._pending)
-        self._pending = ""
-
-    def _line(self, fragment: str) -> None:
-        line = _ESCAPE.sub("", fragment).strip()
-        if not line:
-            return
-        event = parse_push_line(line)
-        if event is not None:
-            self._on_event(event)
-        elif line not in self.messages:
-            self.messages.append(line)
-
-
-def _run_in_pty(command: Sequence[str], feed: Callable[[bytes], None]) -> int | None:
-    """Run ``command`` with a pseudo-terminal as its stdout and stderr; None where there is none."""
-    try:
-        master, slave = pty.openpty()
-    except OSError:
-        return None
-    try:
-        # Wide, so that the CLI never shortens a progress line.
-        fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 50, 250, 0, 0))
-        proc = subprocess.Popen(list(command), stdin=subprocess.DEVNULL, stdout=slave, stderr=slave,
-                                close_fds=True)
-    except BaseException:
-        os.close(master)
-        os.close(slave)
-        raise
-    os.close(slave)
-    try:
-        while True:
-            try:
-                data = os.read(master, 65536)
-            except OSError:  # EIO: the CLI has closed the terminal
-                break
-            if not data:
-                break
-            feed(data)
-    except BaseException:
-        proc.kill()
-        proc.wait()
-        raise
-    finally:
-        os.close(master)
-    return proc.wait()
+def _cache_export(cache_to: str | None, cache_kind: str | None, cache_mode: str) -> dict[str, str] | None:
+    """buildx's --cache-to: a registry cache where the builder exports one, else the inline cache."""
+    if cache_to and cache_kind == "registry":
+        return {"type": "registry", "ref": cache_to, "mode": cache_mode}
+    if cache_to:
+        return {"type": "inline"}
+    return None
 
 
 def _short_id(diff_id: str) -> str:

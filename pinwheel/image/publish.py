@@ -1,10 +1,9 @@
 """Push an image's tags to a registry, only when every level of its declared smoke passed.
 
-The check is by image id: a tag that moved to another build after the smoke
-ran is refused. A skipped level is not a passed one. Which levels an image
-must pass is what its smoke declares: the rendered Dockerfile's `smoke`
-target runs the payload with `--level gpu`, so the shipped image needs
-static, import and gpu. Where nothing declares it, every level is required.
+Which levels an image must pass, and the gate that refuses it otherwise, are
+smoke_gate.py's; this module pushes what the gate let through, and decides
+the rest of a publish: a floating base is refused, and each platform of a
+variant is gated on its own smoke before anything is pushed.
 
 `--allow-skipped LEVEL` with a reason loosens that. The allowance must travel
 with the image, and labels are part of the image config, so the tags are
@@ -29,29 +28,20 @@ from __future__ import annotations
 
 import hashlib
 import json
-import shlex
 import tempfile
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Mapping, Protocol, Sequence
 
-from rich.progress import BarColumn, Progress, TextColumn
-
 from . import labels
 from .base import is_bootstrap
 from .engine import Engine, EngineError, PushEvent, PushResult
 from .registry import Manifest, Registry, RegistryError, split_ref
-from .smoke import SmokeRecordError, recorded
-
-LEVELS = ("static", "import", "gpu")  # cumulative, as the smoke payload runs them
-SMOKE_TARGET = "smoke"
-LABEL = labels.SMOKE
-LABEL_IMAGE_ID = f"{LABEL}.image-id"  # the image the smoke ran on
-LABEL_LEVELS = f"{LABEL}.levels"  # JSON: level -> passed | skipped | not-run
-LABEL_ALLOWED = f"{LABEL}.allowed-skipped"  # comma-separated levels published without passing
-LABEL_REASON = f"{LABEL}.skip-reason"  # the stated reason (per level where they differ)
-MAX_REASON = 500
+from .smoke_gate import (
+    LABEL, LABEL_ALLOWED, LABEL_LEVELS, LABEL_REASON, LEVELS, BadSmokeRecord, DeclaredSmoke, PublishRefused,
+    checked_record, declared_smoke, gate, parse_allowances,
+)
 
 
 def floating_base(base: str) -> str | None:
@@ -64,29 +54,6 @@ def floating_base(base: str) -> str | None:
     if "@sha256:" in base or is_bootstrap(base):
         return None
     return f"the base {base} is not pinned by digest, so the same manifest can build on another image"
-
-
-class PublishRefused(Exception):
-    """Nothing was pushed; the message says why."""
-
-
-class BadSmokeRecord(PublishRefused):
-    """Nothing was pushed because the smoke record cannot be trusted (unreadable, edited, copied): bad input."""
-
-
-def _checked_record(image_id: str, smoke_results: Path) -> dict | None:
-    try:
-        return recorded(image_id, smoke_results)
-    except SmokeRecordError as exc:
-        raise BadSmokeRecord(f"the smoke record of image {image_id[:19]} is not trusted: {exc}") from None
-
-
-@dataclass(frozen=True)
-class DeclaredSmoke:
-    """The levels an image's smoke is meant to run, and where that was read."""
-
-    levels: tuple[str, ...]
-    source: str
 
 
 @dataclass(frozen=True)
@@ -106,193 +73,6 @@ class PushProgress(Protocol):
     def start(self, ref: str, layers: int) -> None: ...
     def event(self, event: PushEvent) -> None: ...
     def done(self, result: PushResult) -> None: ...
-
-
-# ------------------------------------------------------------------ the declaration
-
-
-def declared_smoke(dockerfile: Path, root: Path | None = None) -> DeclaredSmoke:
-    """The levels the Dockerfile's `smoke` target runs; every level when nothing declares them.
-
-    The target's CMD (or ENTRYPOINT) runs smoke_payload.py; its `--level` is
-    the highest level run (levels are cumulative) and `--require` one that
-    must not be skipped. Either raises what is required.
-    """
-    try:
-        shown = str(dockerfile.relative_to(root)) if root is not None else str(dockerfile)
-    except ValueError:
-        shown = str(dockerfile)
-    every = DeclaredSmoke(LEVELS, f"nothing declares the smoke's levels ({shown} has no `{SMOKE_TARGET}` target "
-                                  "running smoke_payload.py), so every level is required")
-    try:
-        text = dockerfile.read_text()
-    except (OSError, UnicodeDecodeError):
-        return every
-    argv = _smoke_command(text)
-    if argv is None:
-        return every
-    highest = "static"  # the payload's default --level
-    said = []
-    for flag in ("--level", "--require"):
-        value = _option(argv, flag)
-        if value is None:
-            continue
-        if value not in LEVELS:
-            return every
-        said.append(f"{flag} {value}")
-        if LEVELS.index(value) > LEVELS.index(highest):
-            highest = value
-    levels = LEVELS[: LEVELS.index(highest) + 1]
-    return DeclaredSmoke(levels, f"declared by {shown}, target {SMOKE_TARGET}: smoke_payload.py {' '.join(said)}".rstrip())
-
-
-def _instructions(text: str) -> list[tuple[str, str]]:
-    """(INSTRUCTION, rest) per Dockerfile instruction, continuation lines joined, comments dropped."""
-    out: list[tuple[str, str]] = []
-    pending = ""
-    for raw in text.splitlines():
-        line = raw.strip()
-        if not pending and (not line or line.startswith("#")):
-            continue
-        if line.startswith("#"):
-            continue
-        if line.endswith("\\"):
-            pending += line[:-1] + " "
-            continue
-        line = pending + line
-        pending = ""
-        head, _, rest = line.partition(" ")
-        out.append((head.upper(), rest.strip()))
-    return out
-
-
-def _smoke_command(text: str) -> list[str] | None:
-    """The argv of the `smoke` target's CMD/ENTRYPOINT from smoke_payload.py on; None if there is none."""
-    in_smoke = False
-    command: list[str] | None = None
-    for head, rest in _instructions(text):
-        if head == "FROM":
-            words = rest.split()
-            in_smoke = len(words) >= 3 and words[-2].upper() == "AS" and words[-1].lower() == SMOKE_TARGET
-            continue
-        if not in_smoke or head not in ("CMD", "ENTRYPOINT"):
-            continue
-        try:
-            argv = json.loads(rest) if rest.startswith("[") else shlex.split(rest)
-        except (ValueError, TypeError):
-            continue
-        if not isinstance(argv, list) or not all(isinstance(a, str) for a in argv):
-            continue
-        at = next((i for i, a in enumerate(argv) if a.endswith("smoke_payload.py")), None)
-        if at is not None:
-            command = argv[at:]
-    return command
-
-
-def _option(argv: Sequence[str], flag: str) -> str | None:
-    value = None
-    for i, arg in enumerate(argv):
-        if arg == flag and i + 1 < len(argv):
-            value = argv[i + 1]
-        elif arg.startswith(flag + "="):
-            value = arg.split("=", 1)[1]
-    return value
-
-
-# ------------------------------------------------------------------ allowances
-
-
-def parse_allowances(values: Sequence[str], reason: str | None) -> dict[str, str]:
-    """`--allow-skipped LEVEL[,LEVEL][=REASON]` (repeatable) and `--reason TEXT` -> {level: reason}.
-
-    Raises ValueError with the message for the user.
-    """
-    allowed: dict[str, str] = {}
-    common = _clean_reason(reason, "--reason") if reason is not None else None
-    if reason is not None and not values:
-        raise ValueError("--reason says why skipped levels may be published; name them with --allow-skipped LEVEL")
-    for value in values:
-        names, sep, own = value.partition("=")
-        text = _clean_reason(own, f"--allow-skipped {value}") if sep else common
-        for name in (n.strip() for n in names.split(",")):
-            if name not in LEVELS:
-                raise ValueError(f"--allow-skipped {value}: {name!r} is not a smoke level ({', '.join(LEVELS)})")
-            if text is None:
-                raise ValueError(f"--allow-skipped {name} needs a reason, recorded in the pushed image: "
-                                 f"--reason TEXT, or --allow-skipped {name}=TEXT")
-            allowed[name] = text
-    return allowed
-
-
-def _clean_reason(text: str, where: str) -> str:
-    cleaned = " ".join(text.split())
-    if not cleaned:
-        raise ValueError(f"{where}: the reason is empty")
-    if len(cleaned) > MAX_REASON:
-        raise ValueError(f"{where}: the reason is longer than {MAX_REASON} characters")
-    if any(ord(c) < 32 or ord(c) == 127 for c in cleaned):
-        raise ValueError(f"{where}: the reason holds control characters")
-    return cleaned
-
-
-# ------------------------------------------------------------------ the gate
-
-
-def gate(smoke: dict | None, image_id: str, declared: DeclaredSmoke, allowed: Mapping[str, str] | None = None,
-         require_gpu: bool = False) -> tuple[dict[str, str], tuple[str, ...]]:
-    """Refuse (PublishRefused) unless every required level passed or is allowed to have been skipped.
-
-    Returns the labels that record the allowance ({} when every required
-    level passed) and notes for the user (allowances that were not needed).
-    """
-    allowed = dict(allowed or {})
-    if require_gpu and "gpu" in allowed:
-        raise ValueError("--require-gpu and --allow-skipped gpu contradict each other")
-    short = image_id[:19]
-    if smoke is None:
-        raise PublishRefused(f"no smoke result for image {short}: run `build.py smoke` first")
-    levels = {str(k): str(v) for k, v in (smoke.get("levels") or {}).items()}
-    failed = [lv for lv, status in levels.items() if status not in ("passed", "skipped")]
-    if not smoke.get("ok") or failed:
-        shown = ", ".join(f"{lv}: {levels[lv]}" for lv in failed) or _statuses(levels)
-        raise PublishRefused(f"the smoke of image {short} failed ({shown}); a failed smoke is never published")
-    wanted = set(declared.levels) | ({"gpu"} if require_gpu else set())
-    required = [lv for lv in LEVELS if lv in wanted]
-    not_passed = {lv: levels.get(lv, "not-run") for lv in required if levels.get(lv) != "passed"}
-    refused = [lv for lv in not_passed if lv not in allowed]
-    if refused:
-        document = smoke.get("document") or {}
-        why = []
-        for lv in refused:
-            reason = ((document.get("levels") or {}).get(lv) or {}).get("reason")
-            if not_passed[lv] == "not-run":
-                reason = reason or f"the smoke ran with --level {document.get('requested') or 'static'}"
-            why.append(f"{lv}: {not_passed[lv].upper()}" + (f" ({reason})" if reason else ""))
-        needed = " ".join(f"--allow-skipped {lv}" for lv in not_passed)
-        gpu_note = " (--require-gpu)" if require_gpu and "gpu" not in declared.levels else ""
-        raise PublishRefused(
-            f"the smoke of image {short} did not pass every level it must: {'; '.join(why)}. "
-            f"Required: {', '.join(required)}{gpu_note} ({declared.source}). A skipped level is not a passed one. "
-            f"Smoke it where those levels run (a GPU host), or publish anyway with {needed} --reason TEXT, "
-            "which the pushed image's labels record")
-    notes = tuple(f"--allow-skipped {lv}: not needed, {lv} " + ("passed" if levels.get(lv) == "passed" else "is not required")
-                  for lv in allowed if lv not in not_passed)
-    if not not_passed:
-        return {}, notes
-    reasons = {lv: allowed[lv] for lv in not_passed}
-    labels = {
-        LABEL_IMAGE_ID: image_id,
-        LABEL_LEVELS: json.dumps({lv: levels.get(lv, "not-run") for lv in LEVELS}, separators=(",", ":")),
-        LABEL_ALLOWED: ",".join(reasons),
-        LABEL_REASON: next(iter(reasons.values())) if len(set(reasons.values())) == 1
-        else "; ".join(f"{lv}: {text}" for lv, text in reasons.items()),
-    }
-    labels.update({f"{LABEL_REASON}.{lv}": text for lv, text in reasons.items()})
-    return labels, notes
-
-
-def _statuses(levels: Mapping[str, str]) -> str:
-    return ", ".join(f"{lv}: {status}" for lv, status in levels.items()) or "no levels recorded"
 
 
 # ------------------------------------------------------------------ publish
@@ -323,7 +103,7 @@ def publish(engine: Engine, tags: list[str], registry: str, smoke_results: Path,
     if len(set(ids.values())) != 1:
         raise PublishRefused(f"the tags point at different images: {ids}")
     image_id = next(iter(ids.values()))
-    smoke = _checked_record(image_id, smoke_results)
+    smoke = checked_record(image_id, smoke_results)
     declared = declared or DeclaredSmoke(LEVELS, "nothing declares the smoke's levels, so every level is required")
     extra, notes = gate(smoke, image_id, declared, allowed, require_gpu)
     if check_only:
@@ -485,7 +265,7 @@ def promote(registry_ref: str, tags: Sequence[str], smoke_results: Path, declare
     image_id = manifest.config_digest
     if not image_id:
         raise PublishRefused(f"{registry_ref}: a {manifest.media_type}, not one image; promote each platform's image")
-    smoke = _checked_record(image_id, smoke_results)
+    smoke = checked_record(image_id, smoke_results)
     here = [d.partition("@")[2] for d in (smoke or {}).get("repo_digests", ()) if d.partition("@")[0] == f"{host}/{repository}"]
     if here and digest not in here:
         raise BadSmokeRecord(f"{registry_ref}: the smoke of image {image_id[:19]} ran on {host}/{repository}@{here[0]}, "
@@ -582,101 +362,59 @@ def derive(engine: Engine, image_id: str, refs: Sequence[str], labels: Mapping[s
     return derived
 
 
-# ------------------------------------------------------------------ showing the push
+def refuse_floating_base(base: str, allowed: bool) -> None:
+    """PublishRefused for a base that may move under the same reference, unless --allow-floating-base."""
+    floating = floating_base(base)
+    if floating and not allowed:
+        raise PublishRefused(f"{floating}; pin it (name:tag@sha256:…) or pass --allow-floating-base")
 
 
-def human_bytes(n: int | None) -> str:
-    if n is None:
-        return "size unknown"
-    value = float(n)
-    for unit in ("B", "kB", "MB", "GB", "TB"):
-        if value < 1000 or unit == "TB":
-            return f"{int(value)} B" if unit == "B" else f"{value:.1f} {unit}"
-        value /= 1000
-    raise AssertionError("unreachable")
+def allowances(values: Sequence[str], reason: str | None, require_gpu: bool) -> dict[str, str]:
+    """--allow-skipped and --reason as {level: reason} (parse_allowances); ValueError with the message for
+    the user, also where --require-gpu contradicts them."""
+    allowed = parse_allowances(values, reason)
+    if require_gpu and "gpu" in allowed:
+        raise ValueError("--require-gpu and --allow-skipped gpu contradict each other")
+    return allowed
 
 
-_STATE_WORDS = {"exists": "already in the registry", "mounted": "mounted from another repository",
-                "pushing": "pushing", "pushed": "pushed"}
+def platform_allowances(platform: str, own: str, allowed: Mapping[str, str],
+                        no_gpu: Mapping[str, str]) -> dict[str, str]:
+    """The levels ``platform``'s image may publish without passing. Another platform than the variant's own
+    skips its GPU levels only where the manifest says why (no_gpu_smoke: ``no_gpu``); --allow-skipped
+    (``allowed``) is for the variant's own platform."""
+    own_allowed = dict(allowed) if platform == own else {}
+    if platform in no_gpu:
+        own_allowed.update({"import": no_gpu[platform], "gpu": no_gpu[platform]})
+    return own_allowed
 
 
-def summary(result: PushResult) -> str:
-    """`12 layers: 3 pushed (4.2 GB), 9 already in the registry (1.6 GB)`."""
-    pushed = [layer for layer in result.layers if layer.transferred]
-    present = [layer for layer in result.layers if not layer.transferred]
-    text = (f"{len(result.layers)} layers: {len(pushed)} pushed ({human_bytes(result.bytes_pushed)}), "
-            f"{len(present)} already in the registry ({human_bytes(result.bytes_present)})")
-    if result.sizes_from != "registry":
-        text += "; sizes uncompressed, from the push progress"
-    return text
-
-
-class PushPrinter:
-    """Shows a push: a live bar per layer on a terminal, else one line per layer state change."""
-
-    def __init__(self, console, live: bool | None = None) -> None:
-        self.console = console
-        self.live = console.is_terminal if live is None else live
-        self._states: dict[str, str] = {}
-        self._totals: dict[str, int] = {}
-        self._progress = None
-        self._tasks: dict[str, int] = {}
-
-    def start(self, ref: str, layers: int) -> None:
-        self._states, self._totals, self._tasks = {}, {}, {}
-        self.console.print(f"pushing {ref} ({layers} layers)", markup=False)
-        if self.live:
-            self._progress = Progress(TextColumn("  {task.description}"), BarColumn(bar_width=30),
-                                      TextColumn("{task.fields[detail]}"), console=self.console)
-            self._progress.start()
-
-    def event(self, event: PushEvent) -> None:
-        if event.total:
-            self._totals[event.layer] = event.total
-        if self._progress is not None:
-            self._live_event(event)
-            return
-        if self._states.get(event.layer) == event.status or event.status in ("preparing", "waiting"):
-            self._states[event.layer] = event.status
-            return
-        self._states[event.layer] = event.status
-        if event.status == "pushing":
-            words = f"pushing {human_bytes(event.total)}" if event.total else "pushing"
-        elif event.status == "pushed":
-            total = self._totals.get(event.layer)
-            words = f"pushed {human_bytes(total)}" if total else "pushed"
-        elif event.status in ("mounted", "retrying"):
-            words = event.text[:1].lower() + event.text[1:]
-        else:
-            words = _STATE_WORDS.get(event.status, event.status)
-        self.console.print(f"  layer {event.layer}: {words}", markup=False)
-
-    def _live_event(self, event: PushEvent) -> None:
-        assert self._progress is not None
-        task = self._tasks.get(event.layer)
-        if task is None:
-            task = self._tasks[event.layer] = self._progress.add_task(f"layer {event.layer}", total=None, detail="")
-        total = self._totals.get(event.layer)
-        if event.status == "pushing":
-            current = event.current or 0
-            detail = f"{human_bytes(current)} / {human_bytes(total)}" if total else human_bytes(current)
-            self._progress.update(task, total=total or None, completed=current, detail=detail)
-        elif event.status == "pushed":
-            self._progress.update(task, total=total or 1, completed=total or 1,
-                                  detail=f"pushed {human_bytes(total)}" if total else "pushed")
-        elif event.status in ("exists", "mounted"):
-            self._progress.update(task, total=1, completed=1, detail=_STATE_WORDS[event.status])
-        else:
-            self._progress.update(task, detail=event.text)
-
-    def done(self, result: PushResult) -> None:
-        if self._progress is not None:
-            self._progress.stop()
-            self._progress = None
-        self.console.print(f"  {summary(result)}", markup=False)
+def publish_platforms(engine: Engine, tags_of: Mapping[str, list[str]], own: str, registry: str,
+                      smoke_results: Path, *, declared: DeclaredSmoke, allowed: Mapping[str, str],
+                      no_gpu_smoke: Sequence[tuple[str, str]], require_gpu: bool, sboms: Mapping[str, Path | None],
+                      progress: PushProgress | None, explicit_tags: bool
+                      ) -> tuple[dict[str, Published], dict[str, str]]:
+    """Each platform's image (``tags_of``: platform -> its tags; ``own``: the variant's own platform)
+    published, and the index digest per tag. Every image is gated on its own smoke before anything is
+    pushed: with several platforms a first pass only checks them all, and then one multi-platform index is
+    pushed per tag of the own platform's image (publish_index)."""
+    no_gpu = {p: why for p, why in no_gpu_smoke if p in tags_of}
+    several = len(tags_of) > 1
+    results: dict[str, Published] = {}
+    for check_only in ((True, False) if several else (False,)):
+        for platform, tags in tags_of.items():
+            result = publish(engine, tags, registry, smoke_results, require_gpu=require_gpu and platform not in no_gpu,
+                             declared=declared, allowed=platform_allowances(platform, own, allowed, no_gpu),
+                             progress=progress, check_only=check_only, sbom=sboms[platform],
+                             explicit_tags=explicit_tags)
+            if result is not None:
+                results[platform] = result
+    indexes = publish_index(tags_of[own], registry, results, no_gpu, engine.labels(tags_of[own][0])) if several else {}
+    return results, indexes
 
 
 __all__ = [
-    "DeclaredSmoke", "LEVELS", "PublishRefused", "Published", "PushPrinter", "declared_smoke", "derive", "gate",
-    "parse_allowances", "promote", "publish", "push_candidate", "summary",
+    "BadSmokeRecord", "DeclaredSmoke", "LEVELS", "PublishRefused", "Published", "allowances", "declared_smoke",
+    "derive", "gate", "parse_allowances", "promote", "publish", "publish_platforms", "push_candidate",
+    "refuse_floating_base",
 ]

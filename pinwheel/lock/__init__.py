@@ -16,7 +16,8 @@ its own packages with ``pip install --no-deps --require-hashes``. The files of
 - ``format``: the lock's text (entries with hashes, headers) and its errors;
 - ``inputs``: what a lock is made from, and the digest that marks it stale;
 - ``slicing``: which file installs each locked package;
-- ``make``: the resolver runs (pip-compile, uv) and writing the files;
+- ``make``: a lock made: the resolve, the --no-deps pins, the slices, the files;
+- ``engines``: the resolver runs (pip-compile, uv); ``swap``: the directory replaced whole;
 - ``read``: a committed lock as a typed value, and what it installs, step by step;
 - ``check``: is a committed lock made from the manifest as it is now (no network).
 """

@@ -5,11 +5,11 @@ from the index, then cut into one slice per wheel set (see ``slicing``). Every
 ``--no-deps`` pin and every shared pin is a constraint of the resolve, so no
 step can move what an earlier one set.
 
-The resolver runs with pip's and uv's own configuration files and ``PIP_*``
-index variables switched off: a lock is made from the index
+The resolver runs (engines.py) with pip's and uv's own configuration files
+and ``PIP_*`` index variables switched off: a lock is made from the index
 (``default_index_url()``) and the variant's extra index only, never from a
 machine's find-links directory, and no index URL or machine path lands in the
-files.
+files. The directory is replaced whole (swap.py).
 
 On a base that already holds a Python environment (``environment: base``, or a
 venv with ``system_site_packages``) the lock is made against the base's
@@ -22,28 +22,23 @@ build's invariant checks about the base (see ``_expect``).
 from __future__ import annotations
 
 import json
-import os
-import platform as host_platform
 import re
-import shutil
-import subprocess
-import sys
-import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Iterable, Mapping, Sequence
+from typing import Callable, Mapping, Sequence
 
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 from packaging.version import Version
 
-from ..index import IndexClient, IndexClientError, RoutedSource, ca_bundle, default_index_url, metadata_source
+from ..index import IndexClient, IndexClientError, RoutedSource, default_index_url, metadata_source
 from ..plan import Plan, PlannedPackage
 from ..resolve import (InventorySource, base_distributions, classify_requirements, reads_base,
                        requirement_text, with_inventory)
 from ..resolve.resolver import exclusions
 from ..workspace import LockFiles, Workspace
+from .engines import Compiled, check_host_for_pip_compile, compile_lock, uv_version
 from .platform_files import for_target, keep_target_hashes, per_platform
 from .format import (
     DEFAULT_ENGINE,
@@ -61,150 +56,9 @@ from .format import (
 )
 from .expect import derived_expect
 from .inputs import LockInputs, base_kept, lock_inputs
-from .overrides import PROJECT, named_indexes, overridden_edges, overrides_file, project_file
-from .slicing import Unit, assign_slices, reached, slice_text, units
-
-# Environment variables the resolvers may keep (caches, timeouts, TLS); every
-# other PIP_*/UV_* variable (index URLs, find-links, constraints) is dropped.
-_KEEP_ENV = frozenset({
-    "PIP_CACHE_DIR", "PIP_NO_CACHE_DIR", "PIP_DEFAULT_TIMEOUT", "PIP_TIMEOUT", "PIP_RETRIES",
-    "PIP_CLIENT_CERT", "PIP_PROXY", "PIP_TRUSTED_HOST", "PIP_TOOLS_CACHE_DIR",
-    "UV_CACHE_DIR", "UV_NO_CACHE", "UV_HTTP_TIMEOUT", "UV_NATIVE_TLS", "UV_INSECURE_HOST",
-    "UV_CONCURRENT_DOWNLOADS",
-})
-
-
-# ------------------------------------------------------------------- engines
-
-
-def _engine_env(custom_command: str) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items()
-           if (not k.startswith(("PIP_", "UV_")) or k in _KEEP_ENV) and k != "PYTHONPATH"}  # `-m piptools` imports
-    # from the venv only: a checkout on PYTHONPATH would shadow pip-tools' own `build` with pinwheel's build.py
-    env.update({
-        "PIP_CONFIG_FILE": os.devnull,  # no pip.conf: no find-links, extra indexes, constraints
-        "PIP_DISABLE_PIP_VERSION_CHECK": "1",
-        "PYTHONSAFEPATH": "1",  # `python -m piptools` must not import from the cwd
-        "CUSTOM_COMPILE_COMMAND": custom_command,
-        "UV_CUSTOM_COMPILE_COMMAND": custom_command,
-        "UV_NO_CONFIG": "1",
-        "UV_PYTHON_DOWNLOADS": "never",
-    })
-    ca = ca_bundle()
-    if ca:
-        env["PIP_CERT"] = ca
-        env["SSL_CERT_FILE"] = ca
-    return env
-
-
-def _uv_bin() -> str:
-    try:
-        # the uv package is optional (a uv on PATH serves as well): imported only for --engine uv.
-        from uv import find_uv_bin  # type: ignore[import-not-found]
-
-        return find_uv_bin()
-    except (ImportError, FileNotFoundError):
-        pass
-    found = shutil.which("uv")
-    if not found:
-        raise LockUnavailable("uv is not installed (pip install uv), so --engine uv cannot run")
-    return found
-
-
-def uv_version() -> str:
-    """The version of the uv pinwheel runs: the one the image installs with (image.installer: uv)."""
-    try:
-        from importlib.metadata import PackageNotFoundError, version
-
-        try:
-            return version("uv")
-        except PackageNotFoundError:
-            pass
-    except ImportError:  # pragma: no cover - importlib.metadata is stdlib
-        pass
-    proc = subprocess.run([_uv_bin(), "--version"], capture_output=True, text=True)
-    m = re.match(r"uv (\S+)", proc.stdout)
-    if proc.returncode != 0 or not m:
-        raise LockUnavailable(f"cannot tell uv's version (`uv --version` exit {proc.returncode})")
-    return m[1]
-
-
-def _installer_file(plan: Plan, indexes: "_ForTarget") -> str:
-    """installer.txt: uv at the version that made the lock, every file of it hashed."""
-    version = uv_version()
-    hashes = indexes.hashes("uv", version)
-    lines = [
-        f"# pinwheel lock: the installer, uv {version} (no variant named: variants share its stage).",
-        "# Installed in a stage of its own with: pip install --no-deps --require-hashes -r "
-        f"{LockFiles.INSTALLER}; every install",
-        "# step bind-mounts its binary from there, so uv is in no layer of the image.",
-        entry_text("uv", version, hashes),
-    ]
-    return "\n".join(lines) + "\n"
-
-
-def uv_python_platform(platform: str) -> str:
-    """uv's --python-platform for a wheel platform tag: manylinux_2_36_x86_64 -> x86_64-manylinux_2_36."""
-    m = re.fullmatch(r"manylinux_(\d+)_(\d+)_(x86_64|aarch64)", platform)
-    if m:
-        return f"{m[3]}-manylinux_{m[1]}_{m[2]}"
-    m = re.fullmatch(r"musllinux_\d+_\d+_(x86_64|aarch64)", platform)
-    if m:
-        return f"{m[1]}-unknown-linux-musl"
-    raise LockUnavailable(f"uv cannot resolve for platform {platform!r}")
-
-
-def _check_host_for_pip_compile(plan: Plan) -> None:
-    v = plan.variant
-    host = f"{sys.version_info.major}.{sys.version_info.minor}"
-    if host != v.python:
-        raise LockUnavailable(
-            f"variant {v.name} targets Python {v.python}, but pip-compile resolves for the interpreter it runs "
-            f"on (Python {host}). Use `--engine uv`, which resolves for the target's Python and platform, "
-            f"or run pinwheel with a Python {v.python} interpreter."
-        )
-    arch = v.platform.rsplit("_", 1)[-1] if not v.platform.endswith("x86_64") else "x86_64"
-    machine = host_platform.machine().lower().replace("amd64", "x86_64").replace("arm64", "aarch64")
-    if not sys.platform.startswith("linux") or machine != arch:
-        raise LockUnavailable(
-            f"variant {v.name} targets Linux {arch}, but pip-compile resolves for this host "
-            f"({sys.platform} {machine}). Use `--engine uv`, which resolves for the target platform."
-        )
-
-
-def _compile_command(plan: Plan, engine: str, index_url: str, extra_index: str | None, upgrade: bool,
-                     overrides: bool = False, source: str = LockFiles.REQUIREMENTS_IN) -> list[str]:
-    v = plan.variant
-    if engine == "pip-compile":
-        cmd = [
-            sys.executable, "-m", "piptools", "compile", "--quiet",
-            "--generate-hashes", "--allow-unsafe", "--strip-extras",
-            "--no-emit-index-url", "--no-emit-find-links", "--no-emit-trusted-host", "--no-emit-options",
-            "--no-config", "--newline", "lf",
-            "--index-url", index_url,
-        ]
-    else:
-        cmd = [
-            _uv_bin(), "pip", "compile", "--quiet", "--no-config", "--no-progress",
-            "--generate-hashes",
-            "--python-version", v.python, "--python-platform", uv_python_platform(v.platform),
-            "--index-url", index_url,
-        ]
-    if extra_index:
-        cmd += ["--extra-index-url", extra_index]
-    if upgrade:
-        cmd += ["--upgrade"]
-    if overrides:  # uv only: every other requirement on an overridden package gives way to its pin
-        cmd += ["--override", LockFiles.OVERRIDES]
-    cmd += ["--constraint", LockFiles.CONSTRAINTS, "--output-file", LockFiles.REQUIREMENTS, source]
-    return cmd
-
-
-def _redact(text: str, secrets: Iterable[str]) -> str:
-    for s in secrets:
-        if s:
-            text = text.replace(s, "<index>")
-    return text
+from .overrides import named_indexes, overridden_edges, overrides_file
+from .slicing import Assignment, Unit, assign_slices, reached, slice_text, units
+from .swap import recover_swap, write_dir
 
 
 # ------------------------------------------------------------------ making
@@ -300,6 +154,20 @@ def _postprocess_compile(
     return out
 
 
+def _installer_file(plan: Plan, indexes: "_ForTarget") -> str:
+    """installer.txt: uv at the version that made the lock, every file of it hashed."""
+    version = uv_version()
+    hashes = indexes.hashes("uv", version)
+    lines = [
+        f"# pinwheel lock: the installer, uv {version} (no variant named: variants share its stage).",
+        "# Installed in a stage of its own with: pip install --no-deps --require-hashes -r "
+        f"{LockFiles.INSTALLER}; every install",
+        "# step bind-mounts its binary from there, so uv is in no layer of the image.",
+        entry_text("uv", version, hashes),
+    ]
+    return "\n".join(lines) + "\n"
+
+
 def lock_variant(
     plan: Plan,
     root: Path | str,
@@ -318,6 +186,80 @@ def lock_variant(
     """
     started = time.monotonic()
     ws = Workspace(Path(root), plan.image)
+    v = plan.variant
+    plan, kept, extra_index, inputs, named = _lockable(plan, root, engine)
+    index_url = index_url or default_index_url()
+    digest = inputs.digest()
+    out_dir = ws.plan_lock_dir(plan)
+    recover_swap(ws.lock_dir(v.name), log)  # the variant's own directory holds the other platforms' ones
+    recover_swap(out_dir, log)
+    custom = f"python build.py lock --variant {v.name}" + (f" --engine {engine}" if engine != DEFAULT_ENGINE else "")
+
+    # 1. resolve, in a scratch dir with relative names so annotations carry no paths
+    run = compile_lock(plan, engine, inputs, index_url=index_url, extra_index=extra_index, upgrade=upgrade,
+                       named=bool(named), kept=kept, previous=out_dir / LockFiles.REQUIREMENTS, custom=custom, log=log)
+    compiled, resolved, indexes = _read_compiled(plan, engine, run.text, source, kept, index_url, ws.index_cache)
+
+    # 2. the --no-deps packages and fallbacks: pinned as given, hashes from the index listing
+    roots = _Roots.of(plan)
+    appended = _pinned_as_given(plan, engine, roots, resolved, kept, indexes)
+    kept, from_base = _base_kept_as_is(resolved, kept)
+    resolved = {n: p for n, p in resolved.items() if n not in from_base}
+
+    # 3. slice along the locked dependency graph, read for the target, without the manifest's exclusions
+    sliced = _slice(plan, engine, roots, compiled, resolved, appended, kept, indexes, log)
+
+    # 4. requirements.txt: header, compile output, the --no-deps/fallback section
+    full_text = _requirements_txt(plan, engine, custom, digest, roots, sliced, appended, kept, from_base,
+                                  [index_url, extra_index or ""])
+
+    # 5. expect.json
+    expect = _expect(plan, sliced.by_unit, roots.fallbacks, roots.no_deps, indexes, sliced.excluded)
+    for name, kept_by_base in expect.get("base_kept_excluded", {}).items():
+        log(f"{v.name}: the base keeps {name} {kept_by_base['version']} (excluded on "
+            f"{', '.join(kept_by_base['excluded_on'])}, but exclude removes nothing): a `remove` step drops it")
+
+    # 6. write everything at once
+    write_dir(out_dir, _lock_files(plan, inputs, run, full_text, expect, roots, sliced, indexes,
+                                   (index_url, extra_index)))
+    return LockResult(variant=v.name, engine=engine, dir=out_dir, inputs_digest=digest, packages=len(sliced.locked),
+                      slices={u: [p.name for p in pkgs] for u, pkgs in sliced.by_unit.items()},
+                      compile_seconds=run.seconds, total_seconds=time.monotonic() - started,
+                      warnings=sliced.assignment.warnings)
+
+
+def _base_kept_as_is(resolved: Mapping[str, LockedPackage],
+                     kept: Mapping[str, str]) -> tuple[dict[str, str], frozenset[str]]:
+    """The base packages that stay as the base has them, and those of them the resolve locked too (they go in
+    no slice). A base package the resolve moved is not kept: it is sliced, and reported."""
+    moved = {n for n, p in resolved.items() if n in kept and Version(kept[n]) != Version(p.version)}
+    kept = {n: ver for n, ver in kept.items() if n not in moved}
+    from_base = frozenset(n for n, p in resolved.items() if n in kept and Version(kept[n]) == Version(p.version))
+    return kept, from_base
+
+
+def _read_compiled(plan: Plan, engine: str, compiled: str, source: RoutedSource | None, kept: Mapping[str, str],
+                   index_url: str, index_cache: Path):
+    """The resolver's output (for a variant with platforms: only its own platform's files in the hashes),
+    what it locked, and the metadata source (``source``, else the index's) asked for the target."""
+    resolved = parse_requirements(compiled, f"{engine} output")
+    for name, p in resolved.items():
+        if not p.hashes:
+            raise LockError(f"variant {plan.variant.name}: {engine} wrote {p.pin} without hashes")
+    if source is None:
+        source = metadata_source(plan, IndexClient(index_url, cache_dir=index_cache))
+    if kept:  # the base's own packages: their metadata is the inventory's
+        source = InventorySource(source, base_distributions(plan))
+    if per_platform(plan):  # one lock per platform: only its own files in the hashes
+        compiled = keep_target_hashes(compiled, plan, source.indexes)
+        resolved = parse_requirements(compiled, f"{engine} output")
+    return compiled, resolved, _ForTarget(source, plan)
+
+
+def _lockable(plan: Plan, root: Path | str, engine: str):
+    """What a lock of ``plan`` by ``engine`` is made from, or LockUnavailable why it cannot be made here: the
+    plan (with its base's inventory), the base packages that stay (constraints, in no slice), the extra index,
+    the lock's inputs, and the packages that come from named indexes."""
     v = plan.variant
     if reads_base(plan) and plan.base_inventory is None:
         plan = with_inventory(plan, root)
@@ -342,61 +284,32 @@ def lock_variant(
         raise LockUnavailable(f"variant {v.name} overrides {', '.join(inputs.overrides)} on purpose (override: "
                               "true), and pip-compile has no overrides: lock it with `--engine uv`")
     if engine == "pip-compile":
-        _check_host_for_pip_compile(plan)
-    index_url = index_url or default_index_url()
-    digest = inputs.digest()
-    out_dir = ws.plan_lock_dir(plan)
-    recover_swap(ws.lock_dir(v.name), log)  # the variant's own directory holds the other platforms' ones
-    recover_swap(out_dir, log)
-    custom = f"python build.py lock --variant {v.name}" + (f" --engine {engine}" if engine != DEFAULT_ENGINE else "")
+        check_host_for_pip_compile(plan)
+    return plan, kept, extra_index, inputs, named
 
-    # 1. resolve, in a scratch dir with relative names so annotations carry no paths
-    with tempfile.TemporaryDirectory(prefix="pinwheel-lock-") as tmp:
-        work = Path(tmp)
-        (work / LockFiles.REQUIREMENTS_IN).write_text(_inputs_file(plan, inputs))
-        (work / LockFiles.CONSTRAINTS).write_text(_constraints_file(plan, inputs))
-        if inputs.overrides:
-            (work / LockFiles.OVERRIDES).write_text(overrides_file(plan, inputs))
-        if named:  # in the scratch dir only: the lock names no index URL
-            (work / PROJECT).write_text(project_file(plan, inputs))
-        previous = out_dir / LockFiles.REQUIREMENTS
-        if previous.exists() and not upgrade:
-            shutil.copyfile(previous, work / LockFiles.REQUIREMENTS)  # keep earlier pins where they still fit
-        if kept:  # and the base's versions, where nothing asks for others: preferences of the resolve
-            _prefer(work / LockFiles.REQUIREMENTS, kept)
-        cmd = _compile_command(plan, engine, index_url, extra_index, upgrade, bool(inputs.overrides),
-                               PROJECT if named else LockFiles.REQUIREMENTS_IN)
-        log(f"{v.name}: resolving with {engine}")
-        t0 = time.monotonic()
-        proc = subprocess.run(cmd, cwd=work, env=_engine_env(custom), capture_output=True, text=True)
-        compile_seconds = time.monotonic() - t0
-        if proc.returncode != 0:
-            tail = "\n".join((proc.stderr + proc.stdout).strip().splitlines()[-40:])
-            raise LockError(f"variant {v.name}: {engine} failed (exit {proc.returncode}):\n"
-                            + _redact(tail, [index_url, extra_index or ""]))
-        compiled = (work / LockFiles.REQUIREMENTS).read_text()
-        requirements_in = (work / LockFiles.REQUIREMENTS_IN).read_text()
-        constraints_txt = (work / LockFiles.CONSTRAINTS).read_text()
 
-    resolved = parse_requirements(compiled, f"{engine} output")
-    for name, p in resolved.items():
-        if not p.hashes:
-            raise LockError(f"variant {v.name}: {engine} wrote {p.pin} without hashes")
+@dataclass(frozen=True)
+class _Roots:
+    """The lock's units (one per step that installs from the index, one per fallback), and the packages the
+    manifest pins as given: the --no-deps ones, and the fallbacks (each with its unit)."""
+    steps: list[Unit]
+    fallbacks: list[Unit]
+    no_deps: dict[str, PlannedPackage]
+    fallback: dict[str, tuple[PlannedPackage, Unit]]
 
-    # 2. the --no-deps packages and fallbacks: pinned as given, hashes from the index listing
-    if source is None:
-        source = metadata_source(plan, IndexClient(index_url, cache_dir=ws.index_cache))
-    if kept:  # the base's own packages: their metadata is the inventory's
-        source = InventorySource(source, base_distributions(plan))
-    indexes = _ForTarget(source, plan)
-    if per_platform(plan):  # one lock per platform: only its own files in the hashes
-        compiled = keep_target_hashes(compiled, plan, source.indexes)
-        resolved = parse_requirements(compiled, f"{engine} output")
-    steps, fallbacks = units(plan)
-    no_deps_roots = {p.name: p for u in steps + fallbacks for p in u.roots if p.no_deps}
-    fallback_roots = {p.name: (p, u) for u in fallbacks for p in u.roots}
+    @classmethod
+    def of(cls, plan: Plan) -> _Roots:
+        steps, fallbacks = units(plan)
+        return cls(steps, fallbacks, {p.name: p for u in steps + fallbacks for p in u.roots if p.no_deps},
+                   {p.name: (p, u) for u in fallbacks for p in u.roots})
+
+
+def _pinned_as_given(plan: Plan, engine: str, roots: _Roots, resolved: Mapping[str, LockedPackage],
+                     kept: Mapping[str, str], indexes: _ForTarget) -> dict[str, LockedPackage]:
+    """The --no-deps packages and fallbacks the resolve did not lock (nor the base holds), hashed from the
+    index listing; LockError where the resolve moved one off its pin."""
     appended: dict[str, LockedPackage] = {}
-    for name, p in list(no_deps_roots.items()) + [(n, pu[0]) for n, pu in fallback_roots.items()]:
+    for name, p in list(roots.no_deps.items()) + [(n, pu[0]) for n, pu in roots.fallback.items()]:
         version = p.version
         if version is None:
             raise LockError(f"{p.requirement}: --no-deps packages and fallbacks must be exact pins")
@@ -404,23 +317,38 @@ def lock_variant(
             continue  # the base already holds it
         if name in resolved:
             if Version(resolved[name].version) != Version(version):
-                raise LockError(f"variant {v.name}: {engine} resolved {resolved[name].pin}, but {p.requirement} "
-                                "is installed later: the constraint did not hold")
+                raise LockError(f"variant {plan.variant.name}: {engine} resolved {resolved[name].pin}, but "
+                                f"{p.requirement} is installed later: the constraint did not hold")
             continue
         if name in appended:
             continue
         hashes = indexes.hashes(name, version)
         appended[name] = LockedPackage(name, version, tuple(hashes), entry_text(name, version, hashes))
-    moved = {n for n, p in resolved.items() if n in kept and Version(kept[n]) != Version(p.version)}
-    kept = {n: ver for n, ver in kept.items() if n not in moved}  # a moved base package is sliced, and reported
-    from_base = frozenset(n for n, p in resolved.items() if n in kept and Version(kept[n]) == Version(p.version))
-    resolved = {n: p for n, p in resolved.items() if n not in from_base}
+    return appended
+
+
+@dataclass(frozen=True)
+class _Sliced:
+    """The lock after the manifest's exclusions: the resolver's output and what it resolved, every locked
+    package, and which unit's slice installs each one."""
+    compiled: str
+    resolved: dict[str, LockedPackage]
+    locked: dict[str, LockedPackage]
+    excluded: Mapping[str, Mapping[str, str]]
+    assignment: Assignment
+    by_unit: dict[str, list[LockedPackage]]
+
+
+def _slice(plan: Plan, engine: str, roots: _Roots, compiled: str, resolved: dict[str, LockedPackage],
+           appended: dict[str, LockedPackage], kept: Mapping[str, str], indexes: _ForTarget,
+           log: Callable[[str], None]) -> _Sliced:
+    """Every locked package in exactly one slice, along the locked dependency graph read for the target,
+    without the edges the manifest excludes (and the packages only they reach)."""
+    v = plan.variant
     locked = {**resolved, **appended}
     versions = {n: p.version for n, p in locked.items()}
-
-    # 3. slice along the locked dependency graph, read for the target, without the manifest's exclusions
     log(f"{v.name}: reading metadata of {len(versions)} packages for the target")
-    indexes.prefetch({n: ver for n, ver in versions.items() if n not in no_deps_roots})
+    indexes.prefetch({n: ver for n, ver in versions.items() if n not in roots.no_deps})
     excluded = exclusions(plan)
     requires = indexes.requires
     if excluded:
@@ -433,16 +361,22 @@ def lock_variant(
             locked = {**resolved, **appended}
             versions = {n: p.version for n, p in locked.items()}
     assignment = assign_slices(plan, versions, requires, provided=frozenset(kept))
-    by_unit: dict[str, list[LockedPackage]] = {u.file: [] for u in steps + fallbacks}
+    by_unit: dict[str, list[LockedPackage]] = {u.file: [] for u in roots.steps + roots.fallbacks}
     order = sorted(resolved) + list(appended)  # by name: the same slices whichever engine resolved
     for name in order:
         by_unit[assignment.unit_of[name]].append(locked[name])
     counted = sorted(n for pkgs in by_unit.values() for n in (p.name for p in pkgs))
     assert counted == sorted(locked), "every locked package must be in exactly one slice"
+    return _Sliced(compiled, resolved, locked, excluded, assignment, by_unit)
 
-    # 4. requirements.txt: header, compile output, the --no-deps/fallback section
-    no_deps_in_resolve = {n: p for n, p in no_deps_roots.items() if n in resolved}
-    body = _postprocess_compile(compiled, no_deps_in_resolve, [index_url, extra_index or ""], from_base)
+
+def _requirements_txt(plan: Plan, engine: str, custom: str, digest: str, roots: _Roots, sliced: _Sliced,
+                      appended: Mapping[str, LockedPackage], kept: Mapping[str, str], from_base: frozenset[str],
+                      secrets: Sequence[str]) -> str:
+    """requirements.txt: its header, the resolver's output, and the --no-deps/fallback section."""
+    v = plan.variant
+    no_deps_in_resolve = {n: p for n, p in roots.no_deps.items() if n in sliced.resolved}
+    body = _postprocess_compile(sliced.compiled, no_deps_in_resolve, secrets, from_base)
     head = [
         f"# pinwheel lock of variant {v.name} (image {plan.image}): Python {v.python}, {v.platform}, CUDA {v.cuda}.",
         f"# Generated by `{custom}` from {plan.manifest_path}; do not edit.",
@@ -458,50 +392,37 @@ def lock_variant(
                  "# their hashes are every file of that version on the index."]
         for name, pkg in appended.items():
             tail.append(pkg.text)
-            p = no_deps_roots.get(name) or fallback_roots[name][0]
-            if name in fallback_roots:
-                u = fallback_roots[name][1]
+            p = roots.no_deps.get(name) or roots.fallback[name][0]
+            if name in roots.fallback:
+                u = roots.fallback[name][1]
                 tail.append(f"    # fallback for {u.fallback_for}: installed when its local wheel is missing")
             if p.no_deps:
                 tail.append(f"    # --no-deps: {p.why}")
     full_text = with_resolution_digest("\n".join(head + body + tail).rstrip("\n") + "\n")
-    if parse_requirements(full_text).keys() != locked.keys():
+    if parse_requirements(full_text).keys() != sliced.locked.keys():
         raise LockError("internal: requirements.txt does not hold exactly the locked packages")
+    return full_text
 
-    # 5. expect.json
-    expect = _expect(plan, by_unit, fallbacks, no_deps_roots, indexes, excluded)
-    for name, kept_by_base in expect.get("base_kept_excluded", {}).items():
-        log(f"{v.name}: the base keeps {name} {kept_by_base['version']} (excluded on "
-            f"{', '.join(kept_by_base['excluded_on'])}, but exclude removes nothing): a `remove` step drops it")
 
-    # 6. write everything at once
+def _lock_files(plan: Plan, inputs: LockInputs, run: Compiled, full_text: str, expect: dict, roots: _Roots,
+                sliced: _Sliced, indexes: _ForTarget, secrets: Sequence[str | None]) -> dict[str, str]:
+    """Every file of the lock directory, by name; LockError where one would hold an index URL (``secrets``)."""
     files: dict[str, str] = {
-        LockFiles.REQUIREMENTS_IN: requirements_in,
-        LockFiles.CONSTRAINTS: constraints_txt,
+        LockFiles.REQUIREMENTS_IN: run.requirements_in,
+        LockFiles.CONSTRAINTS: run.constraints,
         LockFiles.REQUIREMENTS: full_text,
         LockFiles.EXPECT: json.dumps(expect, indent=2, sort_keys=True) + "\n",
         **({LockFiles.OVERRIDES: overrides_file(plan, inputs)} if inputs.overrides else {}),
     }
-    for u in steps + fallbacks:
-        files[u.file] = slice_text(plan, u, by_unit[u.file], assignment.reason)
+    for u in roots.steps + roots.fallbacks:
+        files[u.file] = slice_text(plan, u, sliced.by_unit[u.file], sliced.assignment.reason)
     if plan.installer == "uv":
         files[LockFiles.INSTALLER] = _installer_file(plan, indexes)
     for name, text in files.items():
-        for s in (index_url, extra_index):
+        for s in secrets:
             if s and s in text:
                 raise LockError(f"{name} would contain an index URL; refusing to write it")
-    _write_dir(out_dir, files)
-    return LockResult(
-        variant=v.name,
-        engine=engine,
-        dir=out_dir,
-        inputs_digest=digest,
-        packages=len(locked),
-        slices={u: [p.name for p in pkgs] for u, pkgs in by_unit.items()},
-        compile_seconds=compile_seconds,
-        total_seconds=time.monotonic() - started,
-        warnings=assignment.warnings,
-    )
+    return files
 
 
 def _without(requires: Callable, excluded: Mapping[str, Mapping[str, str]]) -> Callable:
@@ -546,28 +467,6 @@ def _drop_entries(text: str, names: set[str], where: str) -> str:
     via = re.compile(r"^\s*#\s+(?:via\s+)?(?P<name>[A-Za-z0-9][A-Za-z0-9._-]*)\s*$")
     kept = [l for l in lines if not ((m := via.match(l)) and canonicalize_name(m["name"]) in names)]
     return "\n".join(kept) + "\n"
-
-
-def _inputs_file(plan: Plan, inputs: LockInputs) -> str:
-    lines = [f"# pinwheel: what variant {plan.variant.name} installs from the index with its dependencies",
-             "# (generated from the manifest by `build.py lock`; do not edit)."]
-    return "\n".join(lines + list(inputs.requirements)) + "\n"
-
-
-def _prefer(output: Path, versions: Mapping[str, str]) -> None:
-    """Seed the resolver's output file with versions it should keep where they still fit (both resolvers
-    read an existing output file as preferences, not requirements)."""
-    have = parse_requirements(output.read_text(), "previous lock") if output.exists() else {}
-    lines = [output.read_text().rstrip("\n")] if output.exists() else []
-    lines += [f"{n}=={ver}" for n, ver in sorted(versions.items()) if n not in have]
-    output.write_text("\n".join(lines) + "\n")
-
-
-def _constraints_file(plan: Plan, inputs: LockInputs) -> str:
-    lines = [f"# pinwheel: constraints of variant {plan.variant.name}: the shared pins, and what later steps",
-             "# install with --no-deps or as fallbacks, so that no step moves an earlier one's pin.",
-             "# (generated from the manifest by `build.py lock`; extras stripped: constraints carry none)."]
-    return "\n".join(lines + list(inputs.constraints)) + "\n"
 
 
 def _expect(plan: Plan, by_unit: Mapping[str, list[LockedPackage]], fallbacks: Sequence[Unit],
@@ -620,6 +519,22 @@ def _expect(plan: Plan, by_unit: Mapping[str, list[LockedPackage]], fallbacks: S
         target = conditional if file in fallback_files else pins
         for p in pkgs:
             target[p.name] = p.version
+    suppressed, dropped = _suppressed(plan, no_deps_roots, indexes)
+    excluded_out = _suppressed_by_exclusion(plan, pins, excluded or {}, indexes, suppressed)
+    out = derived_expect(plan, pins, conditional)
+    assert out.get("excluded", {}) == excluded_out
+    out["suppressed"] = suppressed
+    if dropped:
+        out["dropped"] = dropped
+    if out.get("overridden"):  # the edges each override contradicts: read from the index's metadata
+        out["overridden_edges"] = overridden_edges(plan, pins, indexes)
+    return out
+
+
+def _suppressed(plan: Plan, no_deps_roots: Mapping[str, PlannedPackage],
+                indexes: _ForTarget) -> tuple[dict[str, list[str]], dict[str, dict]]:
+    """expect.json's ``suppressed`` (each --no-deps package's Requires-Dist) and ``dropped`` (its base
+    requirements for the target, with the manifest's allow_missing)."""
     suppressed: dict[str, list[str]] = {}
     dropped: dict[str, dict] = {}
     env = plan.target.marker_environment()
@@ -632,9 +547,15 @@ def _expect(plan: Plan, by_unit: Mapping[str, list[LockedPackage]], fallbacks: S
                 if a.active and not a.marker_excluded]
         if base:
             dropped[name] = {"requires": base, "allow_missing": {a.name: a.why for a in p.allow_missing}}
-    # An excluded requirement is suppressed on purpose: pip check may report it, nothing else.
+    return suppressed, dropped
+
+
+def _suppressed_by_exclusion(plan: Plan, pins: Mapping[str, str], excluded: Mapping[str, Mapping[str, str]],
+                             indexes: _ForTarget, suppressed: dict[str, list[str]]) -> dict[str, dict[str, str]]:
+    """An excluded requirement is suppressed on purpose: pip check may report it, nothing else. Adds each to
+    ``suppressed``; returns the exclusions of the packages a slice installs (expect.json's ``excluded``)."""
     excluded_out: dict[str, dict[str, str]] = {}
-    for name, names in sorted((excluded or {}).items()):
+    for name, names in sorted(excluded.items()):
         version = pins.get(name)
         if version is None:
             continue
@@ -643,65 +564,4 @@ def _expect(plan: Plan, by_unit: Mapping[str, list[LockedPackage]], fallbacks: S
             if canonicalize_name(r.name) in names:
                 suppressed.setdefault(name, []).append(requirement_text(r))
         excluded_out[name] = dict(sorted(names.items()))
-    out = derived_expect(plan, pins, conditional)
-    assert out.get("excluded", {}) == excluded_out
-    out["suppressed"] = suppressed
-    if dropped:
-        out["dropped"] = dropped
-    if out.get("overridden"):  # the edges each override contradicts: read from the index's metadata
-        out["overridden_edges"] = overridden_edges(plan, pins, indexes)
-    return out
-
-
-def recover_swap(out_dir: Path, log: Callable[[str], None] = lambda _m: None) -> None:
-    """Finish or undo a swap of _write_dir that a kill interrupted, before anything reads the lock dir.
-
-    Killed after the old lock moved aside and before the new one took its place: the old one is put back.
-    Killed after the new one took its place: the other platforms' lock directories still in the old one are
-    moved in, as the swap would have. An unfinished new one is dropped either way."""
-    parent = out_dir.parent
-    if not parent.is_dir():
-        return
-    for old in sorted(parent.glob(f".{out_dir.name}.old-*")):
-        if not old.is_dir() or old.is_symlink():
-            continue
-        if not out_dir.exists():
-            os.replace(old, out_dir)
-            log(f"{out_dir.name}: restored the lock an interrupted run had moved aside")
-            continue
-        for sub in old.iterdir():
-            if sub.is_dir() and not sub.is_symlink() and not (out_dir / sub.name).exists():
-                os.replace(sub, out_dir / sub.name)
-                log(f"{out_dir.name}: moved {sub.name}/ back in, where an interrupted run left it aside")
-        shutil.rmtree(old, ignore_errors=True)
-    for stage in parent.glob(f".{out_dir.name}.new-*"):
-        if stage.is_dir() and not stage.is_symlink():
-            shutil.rmtree(stage, ignore_errors=True)
-
-
-def _write_dir(out_dir: Path, files: Mapping[str, str]) -> None:
-    """Replace the lock dir with exactly these files (no stale slices survive); recover_swap finishes or
-    undoes it after a kill at any point."""
-    out_dir.parent.mkdir(parents=True, exist_ok=True)
-    recover_swap(out_dir)
-    stage = Path(tempfile.mkdtemp(dir=out_dir.parent, prefix=f".{out_dir.name}.new-"))
-    try:
-        for name, text in files.items():
-            (stage / name).write_text(text)
-            os.chmod(stage / name, 0o644)
-        os.chmod(stage, 0o755)
-        old = None
-        if out_dir.exists():
-            old = Path(tempfile.mkdtemp(dir=out_dir.parent, prefix=f".{out_dir.name}.old-"))
-            os.rmdir(old)
-            os.replace(out_dir, old)
-        os.replace(stage, out_dir)
-        if old is not None:
-            # the other platforms' locks live in subdirectories (lock/<variant>/<arch>/): not ours to drop
-            for sub in old.iterdir():
-                if sub.is_dir() and not (out_dir / sub.name).exists():
-                    os.replace(sub, out_dir / sub.name)
-            shutil.rmtree(old, ignore_errors=True)
-    except BaseException:
-        shutil.rmtree(stage, ignore_errors=True)
-        raise
+    return excluded_out

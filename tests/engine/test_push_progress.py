@@ -12,7 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from pinwheel.image.engine import Engine, EngineError, PushEvent, _loopback_registry, _PushOutputParser, parse_push_line
+from pinwheel.image.engine import Engine, EngineError, PushEvent, _loopback_registry
+from pinwheel.image.push_output import _PushOutputParser, parse_push_line
 
 # Recorded from `docker push` (CLI 28, engine 20.10) on a terminal, 3 layers, one already in the registry.
 TTY_OUTPUT = (

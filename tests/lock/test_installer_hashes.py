@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from pinwheel.lock.make import _uv_bin
+from pinwheel.lock.engines import _uv_bin
 
 
 @pytest.fixture

@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from pinwheel import cli, manifest
+from pinwheel.commands.common import index_client
 from pinwheel.lock import (
     check_lock,
     lock_inputs,
@@ -347,7 +348,7 @@ def test_lock_and_report_share_one_index_cache(project, monkeypatch, tmp_path):
     assert cache == project / ".cache" / "index"
     assert (cache / "pages").is_dir() and (cache / "metadata").is_dir()
     assert not (tmp_path / "xdg" / "pinwheel").exists()
-    assert cli.index_client(argparse.Namespace(), manifest.load(project / "wheels_manifest.yaml")).cache_dir == cache
+    assert index_client(argparse.Namespace(), manifest.load(project / "wheels_manifest.yaml")).cache_dir == cache
 
 
 def test_lock_dir_layout(tmp_path):

@@ -18,7 +18,8 @@ from pinwheel.distributions import Distribution, Inventory
 from pinwheel.image.inventory import write_inventory
 from pinwheel.index import IndexClient
 from pinwheel.plan import LockState, plan_variant
-from pinwheel.reports.report import print_report, to_json
+from pinwheel.reports.report import to_json
+from pinwheel.reports.report_printing import print_report
 from pinwheel.resolve import baseline_broken, resolve
 from pinwheel.workspace import Workspace
 

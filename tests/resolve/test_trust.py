@@ -282,7 +282,7 @@ def test_piped_report_lines_are_one_package_each_and_a_wide_terminal_gets_the_ta
 
     from rich.console import Console
 
-    from pinwheel.reports.report import print_packages
+    from pinwheel.reports.report_printing import print_packages
 
     rows = [("cuda-bindings", "13.4.4", "torch", "cuda-python (~=13.4.4), torch (<14,>=13.0.3)", "ok", "w" * 300)]
     piped = io.StringIO()

@@ -13,6 +13,9 @@ import pytest
 
 from manifests import assert_refused_at, load_text
 from pinwheel import cli
+from pinwheel.commands.build import build_variant
+from pinwheel.commands.publish import variant_tags
+from pinwheel.image.build import base_variant_plan
 from pinwheel.plan import plan_variant
 
 PY = f"{sys.version_info.major}.{sys.version_info.minor}"
@@ -76,15 +79,15 @@ def test_the_cli_says_where_and_exits_2(tmp_path, capsys):
 def test_accepted_where_the_base_variant_has_every_platform(tmp_path, sys_platforms, top_platforms):
     m = load_text(manifest_text(sys_platforms, top_platforms), tmp_path)
     for platform in m.variant("top").container_platforms:
-        base = cli.base_variant_plan(m, plan_variant(m, "top", platform=platform))
+        base = base_variant_plan(m, plan_variant(m, "top", platform=platform))
         assert (base.variant.name, base.container_platform) == ("sys", platform)
 
 
 def test_the_base_plan_is_the_platforms_own(tmp_path):
     m = load_text(manifest_text(), tmp_path)
-    base = cli.base_variant_plan(m, plan_variant(m, "top", platform="linux/arm64"))
+    base = base_variant_plan(m, plan_variant(m, "top", platform="linux/arm64"))
     assert base.platform_arch == "arm64" and base.target.platform == "manylinux_2_36_aarch64"
-    own = cli.base_variant_plan(m, plan_variant(m, "top"))
+    own = base_variant_plan(m, plan_variant(m, "top"))
     assert own.platform_arch is None and own.target.platform == "manylinux_2_36_x86_64"
 
 
@@ -129,7 +132,7 @@ def test_each_platform_is_built_from_the_base_variants_image_for_it(project, pla
 
     m = manifest.load(project / "wheels_manifest.yaml")
     engine = RecordingEngine()
-    built = cli.build_variant(m, plan_variant(m, "top", platform=platform), engine, "image", progress="quiet")
+    built = build_variant(m, plan_variant(m, "top", platform=platform), engine, "image", progress="quiet")
     first, second = engine.builds
     assert (first["platform"], second["platform"]) == (platform, platform)
     suffix = f"-{arch}" if arch else ""
@@ -140,3 +143,15 @@ def test_each_platform_is_built_from_the_base_variants_image_for_it(project, pla
     assert second["base"] == immutable  # top: FROM the image of sys just built, by its immutable tag
     assert all(t.startswith("pinwheel/demo:top-") and t.endswith(suffix) for t in second["tags"])
     assert built.image_id == "sha256:" + "2".zfill(64)
+
+
+@pytest.mark.parametrize("platform", ["linux/arm64", "linux/amd64"])
+def test_publish_names_the_tags_the_build_gave_each_platform(project, platform):
+    """publish finds each platform's image by the tags its build gave it: the content tag of `top` hashes
+    the base variant's image for that same platform, as the build started FROM it."""
+    from pinwheel import manifest
+
+    m = manifest.load(project / "wheels_manifest.yaml")
+    plan = plan_variant(m, "top", platform=platform)
+    built = build_variant(m, plan, RecordingEngine(), "image", progress="quiet")
+    assert variant_tags(m, plan, RecordingEngine())[1] == built.tags[1]

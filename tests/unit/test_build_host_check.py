@@ -113,13 +113,14 @@ def test_more_than_one_match_is_an_error_under_any_policy(project, glob_owner):
 
 def test_build_exits_2_before_any_engine_call(project, monkeypatch, capsys):
     """The CLI refuses on the host: no Engine is ever made, so nothing reaches docker."""
+    import pinwheel.commands.build
     import pinwheel.image.engine
 
     def no_engine(*args, **kwargs):
         raise AssertionError("the engine was touched before the local wheels were checked")
 
     monkeypatch.setattr(pinwheel.image.engine.Engine, "__init__", no_engine)
-    monkeypatch.setattr(cli, "engine_or_fail", no_engine)
+    monkeypatch.setattr(pinwheel.commands.build, "engine_or_fail", no_engine)
     assert cli.main(["--manifest", str(project / "wheels_manifest.yaml"), "render"]) == 0
     rc = cli.main(["--manifest", str(project / "wheels_manifest.yaml"), "build", "--variant", "cu129"])
     err = capsys.readouterr().err

@@ -13,17 +13,9 @@ import pytest
 from rich.console import Console
 
 from pinwheel.image.engine import PushEvent, PushedLayer, PushResult
-from pinwheel.image.publish import (
-    LEVELS,
-    DeclaredSmoke,
-    PublishRefused,
-    PushPrinter,
-    declared_smoke,
-    gate,
-    parse_allowances,
-    publish,
-    summary,
-)
+from pinwheel.image.publish import publish
+from pinwheel.image.push_progress import PushPrinter, summary
+from pinwheel.image.smoke_gate import LEVELS, DeclaredSmoke, PublishRefused, declared_smoke, gate, parse_allowances
 from pinwheel.image.smoke import SmokeResult, record
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -322,6 +314,7 @@ def test_a_base_not_pinned_by_digest_floats(base: str, floating: bool):
 
 def test_publish_refuses_a_floating_base_before_the_engine(tmp_path: Path, capsys, monkeypatch):
     from pinwheel import cli
+    from pinwheel.commands import publish as publish_command
 
     text = (ROOT / "wheels_manifest.yaml").read_text().replace(
         "base: pinwheel/base:bookworm-py311", "base: nvidia/cuda:13.0.1-cudnn-devel-ubuntu24.04", 1)
@@ -331,7 +324,7 @@ def test_publish_refuses_a_floating_base_before_the_engine(tmp_path: Path, capsy
     def no_engine():
         raise AssertionError("the engine must not be asked")
 
-    monkeypatch.setattr(cli, "engine_or_fail", no_engine)
+    monkeypatch.setattr(publish_command, "engine_or_fail", no_engine)
     rc = cli.main(["--manifest", str(tmp_path / "wheels_manifest.yaml"), "publish", "--cuda", "13"])
     assert rc == 1
     err = capsys.readouterr().err

@@ -1,0 +1,185 @@
+"""`build` and `base`: a variant's image on the engine (a base_variant's image first), and its base
+image: a bootstrap base made when missing, and the inventory read from its layers."""
+from __future__ import annotations
+
+import argparse
+from typing import TYPE_CHECKING
+
+from .. import manifest as manifest_mod
+from ..image.cache_spec import CacheSpec, cache_from_arg, cache_to_arg
+from ..manifest import Manifest
+from ..plan import Plan, plan_variant
+from ..workspace import Workspace
+from .common import (
+    DEFAULT_REGISTRY, EXIT_OK, EXIT_PROBLEM, UsageError, add_platform_arg, add_variant_args, emit_json, engine_for,
+    engine_or_fail, err, escape, out, plans_for, require_fresh_lock, select_plan, select_variant,
+)
+from .progress import BUILD_PROGRESS, build_log
+
+if TYPE_CHECKING:
+    from ..image.build import BuildCache
+
+
+def ensure_variant_base(plan: Plan, ws: Workspace, engine, progress: bool = True) -> None:
+    from ..image.base import BaseImageError, ensure_base, is_bootstrap, platform_base, suite_for_python
+    base = platform_base(plan.variant.base, plan.platform_arch)  # a bootstrap base per architecture
+    if engine.image_exists(base):
+        return
+    if not is_bootstrap(base):
+        raise UsageError(f"base image {base} is not in the engine; pull it first (`docker pull {base}`)")
+    try:
+        ensure_base(base, plan.variant.python, engine, suite=suite_for_python(plan.variant.python),
+                    cache_dir=ws.base_cache, progress=progress, arch=plan.platform_arch)
+    except BaseImageError as exc:
+        raise UsageError(str(exc)) from None
+
+
+def build_variant(m: Manifest, plan: Plan, engine, target: str, progress: str, cache: BuildCache | None = None,
+                  fresh_checks: bool = False):
+    """The built image, or None when the build failed (its log tail already printed). A variant built on
+    another variant's image (base_variant) builds that one first, for the same platform, and starts FROM it.
+    ``progress``: --progress auto|plain|quiet; ``cache``: the layer cache refs of this variant's build
+    (--cache-from/--cache-to); ``fresh_checks``: the invariant reuses no earlier passing result (--fresh-checks)."""
+    from ..image.build import BuildError, base_variant_plan, build_image, from_base_variant
+    from ..image.engine import BuildFailed
+    base_image = None
+    base_plan = base_variant_plan(m, plan)
+    if base_plan is not None:
+        base = build_variant(m, base_plan, engine, "image", progress, fresh_checks=fresh_checks)
+        if base is None:
+            return None
+        base_image = from_base_variant(base.tags)
+    else:
+        ensure_variant_base(plan, Workspace.of(m), engine)
+    try:
+        with build_log(progress) as (stream, on_log):
+            return build_image(plans_for(m, None), plan, m.path.parent, engine, target=target, progress=stream,
+                               base_image=base_image, cache=cache, fresh_checks=fresh_checks, on_log=on_log)
+    except BuildError as exc:
+        raise UsageError(str(exc)) from None
+    except BuildFailed as exc:
+        err().print(f"[red]build failed:[/red] {escape(str(exc))}")
+        return None
+
+
+def cmd_build(args: argparse.Namespace) -> int:
+    from ..image.build import BuildCache, BuildError, BuildInputs, cache_ref, check_local_wheels, refuse_todos
+    m = manifest_mod.load(args.manifest)
+    plan = select_plan(m, args)
+    try:
+        refuse_todos(plan)
+    except BuildError as exc:
+        raise UsageError(str(exc)) from None
+    require_fresh_lock(plan, m.path.parent)
+    try:  # on the host, before the engine is touched: a missing required wheel is input to fix
+        for warning in check_local_wheels(plan, BuildInputs.for_plan(plan, m.path.parent)):
+            err().print(f"[yellow]warning:[/yellow] {escape(warning)}")
+    except BuildError as exc:
+        raise UsageError(str(exc)) from None
+    to = args.cache_to
+    cache = BuildCache(tuple(spec.ref or cache_ref(plan, args.registry) for spec in args.cache_from),
+                       None if to is None else to.ref or cache_ref(plan, args.registry),
+                       to_mode=to.mode if to is not None else "max")
+    engine = engine_or_fail(args)
+    built = build_variant(m, plan, engine, args.target, "quiet" if args.quiet else args.progress, cache,
+                          fresh_checks=args.fresh_checks)
+    if built is None:
+        return EXIT_PROBLEM
+    for export in built.cache_exports:
+        err().print(f"cache: {export.kind} cache of {escape(engine.describe())} written to {escape(export.ref)}"
+                    + (f" (the image, {export.digest})" if export.digest else ""))
+    if args.json:
+        emit_json({"image_id": built.image_id, "tags": list(built.tags), "labels": built.labels})
+    else:
+        out().print(f"[green]built[/green] {built.image_id[:19]}")
+        for t in built.tags:
+            out().print(f"  {escape(t)}")
+    return EXIT_OK
+
+
+def cmd_base(args: argparse.Namespace) -> int:
+    m = manifest_mod.load(args.manifest)
+    ws = Workspace.of(m)
+    plan = plan_variant(m, select_variant(m, args))
+    if args.action == "inventory":
+        return base_inventory(plan, ws, args)
+    ensure_variant_base(plan, ws, engine_or_fail(args))
+    out().print(f"base image {plan.variant.base} is ready")
+    return EXIT_OK
+
+
+def base_inventory(plan: Plan, ws: Workspace, args: argparse.Namespace) -> int:
+    """Read the base image's distributions from its layers into images/<image>/inventory/<variant>.json."""
+    from ..distributions import InventoryError
+    from ..image.inventory import check_inventory, read_image, write_inventory
+    path = ws.inventory_file(plan.variant.name)
+    if args.check:
+        engine = engine_for(args)
+        status, detail = check_inventory(path, plan.variant.base, None if engine.unavailable_reason() else engine)
+        if status == "ok":
+            out().print(f"{plan.variant.name}: inventory up to date ({escape(detail)})")
+            return EXIT_OK
+        err().print(f"[red]{plan.variant.name}: inventory {status}: {escape(detail)}; run "
+                    f"`build.py base inventory --variant {plan.variant.name}`[/red]")
+        return EXIT_PROBLEM
+    engine = engine_or_fail(args)
+    ensure_variant_base(plan, ws, engine)
+    try:
+        inv = read_image(engine, plan.variant.base, scratch=ws.cache_root if ws.cache_root.is_dir() else None)
+    except InventoryError as exc:
+        raise UsageError(str(exc)) from None
+    write_inventory(inv, path)
+    for site in inv.sites:
+        count = sum(1 for d in inv.distributions if d.site == site)
+        out().print(f"  {escape(site)}: {count} distributions")
+    for note in inv.notes:
+        err().print(f"[yellow]{escape(note)}[/yellow]")
+    out().print(f"wrote {ws.relative(path)} ({len(inv.distributions)} distributions from {inv.layers} layers of "
+                f"{escape(plan.variant.base)}, {inv.image_id[:19]})")
+    return EXIT_OK
+
+
+def add_build_parsers(sub) -> None:
+    b = sub.add_parser("build", help="build an image variant on the BuildKit engine",
+                       description="Build a variant from the rendered Dockerfile and its lock. Creates a local bootstrap "
+                                   "base when the manifest names one that is missing. Tags: the dated tag from the "
+                                   "manifest, and the content tag <variant>-<hash of every input: manifest, lock, "
+                                   "base digest, local wheels, assets, git sources, patches>, which publish never "
+                                   "moves to other bytes. Exit 0 built, 1 the build failed, 2 bad input.")
+    add_variant_args(b)
+    add_platform_arg(b)
+    b.add_argument("--target", default="image", help="Dockerfile target (image or smoke)")
+    b.add_argument("-q", "--quiet", action="store_true", default=argparse.SUPPRESS,
+                   help="do not stream the build log (--progress quiet)")
+    b.add_argument("--json", action="store_true", help="print image id, tags and labels as JSON")
+    b.add_argument("--progress", choices=BUILD_PROGRESS, default="auto",
+                   help="the build log: plain (every line, as in a CI log), quiet (none), auto (default: the "
+                        "current step on one line on a terminal, plain elsewhere)")
+    b.add_argument("--cache-from", action="append", nargs="?", type=cache_from_arg, const=CacheSpec(), default=[],
+                   metavar="REF|type=registry,ref=REF",
+                   help="read the layer cache from REF (a registry cache or an image with inline cache), bare or as "
+                        "buildx writes it; with no value: the variant's cache ref in --registry "
+                        "(REGISTRY/REPOSITORY:cache-VARIANT). Repeatable")
+    b.add_argument("--cache-to", nargs="?", type=cache_to_arg, const=CacheSpec(), default=None,
+                   metavar="REF|type=registry,ref=REF[,mode=min|max]",
+                   help="write the layer cache to REF: a registry cache (mode=max unless mode=min) where the builder "
+                        "can, else the inline cache with the image pushed to REF; with no value: the variant's "
+                        "cache ref")
+    b.add_argument("--registry", default=DEFAULT_REGISTRY,
+                   help=f"the publish registry, home of the default cache refs (default: {DEFAULT_REGISTRY})")
+    b.add_argument("--fresh-checks", action="store_true",
+                   help="the invariant runs pip check and the import check again, reusing no earlier passing "
+                        "result (by default one is reused while every input it read is unchanged)")
+    b.set_defaults(func=cmd_build, uses_engine=True)
+
+    ba = sub.add_parser("base", help="the variant's base image: create a bootstrap base, or read its inventory",
+                        description="`base` (or `base ready`) creates the local bootstrap base when the manifest names "
+                                    "one that is missing. `base inventory` reads the base image's Python "
+                                    "distributions from its layers (without running it) into "
+                                    "images/<image>/inventory/<variant>.json; --check compares it with the base "
+                                    "(its pinned digest, else the engine's image id), without the network. "
+                                    "Exit 0 ready or up to date, 1 stale (--check), 2 bad input.")
+    ba.add_argument("action", nargs="?", choices=["ready", "inventory"], default="ready")
+    ba.add_argument("--check", action="store_true", help="with inventory: exit 1 when the committed one is stale")
+    add_variant_args(ba)
+    ba.set_defaults(func=cmd_base, uses_engine=True)
