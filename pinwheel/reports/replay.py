@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING
 import yaml
 
 from ..plan import LockState, plan_variant
+from ..steps import ADOPT_PIP_INSTALL, kind_adopting
 
 if TYPE_CHECKING:
     from ..adopt import Adopted
@@ -70,9 +71,10 @@ def _replayable(adopted: Adopted) -> Adopted:
 
 def _without_local_wheels(manifest: dict) -> list[str]:
     """Local wheels are absent in a replay: a `fail` policy would stop it, so each becomes `skip`."""
+    wheels = kind_adopting(ADOPT_PIP_INSTALL).name  # the kind import writes local wheels as
     absent = []
     for step in manifest.get("steps", ()):
-        for p in step.get("packages", ()) if step["kind"] == "wheels" else ():
+        for p in step.get("packages", ()) if step["kind"] == wheels else ():
             local = p.get("local")
             if local:
                 absent.append(local["glob"])

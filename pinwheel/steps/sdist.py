@@ -119,6 +119,7 @@ class SdistView(KindView):
 class Sdist(StepKind):
     name = "sdist"
     noun = "sdist step"
+    builds_in_image = True
 
     def read(self, node: Any, key: str, reading: StepReading) -> SdistStep:
         r = reading.reader

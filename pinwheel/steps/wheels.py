@@ -31,7 +31,7 @@ from ..manifest.reader import Reader, StepReading
 from ..manifest.source import show
 from ..smoke_payload import NAMED_CHECKS
 from ..workspace import InContext, LockFiles
-from .base import Effect, StepKind
+from .base import ADOPT_PIP_INSTALL, Effect, KindView, StepKind
 
 if TYPE_CHECKING:
     from ..plan import Step
@@ -328,6 +328,25 @@ class PlannedPackage:
     def pinned(self) -> str:
         return f"{self.name}=={self.version}" if self.version else self.requirement
 
+    def missing_wheel(self) -> tuple[str, str]:
+        """(ERROR or WARNING, what it means) for its local wheel missing, under its policy.
+
+        The same words in the image's guards and in `build`'s check on the host.
+        """
+        assert self.local is not None
+        where = f"wheels/{self.local.glob}"
+        if self.local.if_missing == "fallback" and self.fallback:
+            flags = " --no-deps" if self.fallback.no_deps else ""
+            return "WARNING", f"{where} is missing; installing fallback {self.fallback.requirement}{flags}"
+        if self.local.if_missing == "skip":
+            return "WARNING", f"{where} is missing; skipping {self.name}. To include it: {self.local.how_to_provide}"
+        return "ERROR", f"{where} is missing and {self.name} is required. {self.local.how_to_provide}"
+
+    def multiple_wheels(self) -> str:
+        """What it means that more than one wheel in wheels/ matches its local wheel's glob."""
+        assert self.local is not None
+        return f"more than one wheel in wheels/ matches {self.local.glob}; keep one:"
+
 
 def _planned(p: Package, active: bool) -> PlannedPackage:
     return PlannedPackage(
@@ -365,28 +384,16 @@ class LocalView:
 
 
 @dataclass(frozen=True)
-class StepView:
+class StepView(KindView):
     """A wheel set as its partial reads it: the step's fields, and its local wheels with their messages."""
 
-    step: Step
-    packages: tuple[PlannedPackage | LocalView, ...]
+    spec: WheelSet
+    packages: tuple[PlannedPackage | LocalView, ...]  # the step's, each local wheel as its LocalView
     locals: tuple[LocalView, ...]
 
     @property
-    def partial(self) -> str:
-        return KIND.partial
-
-    @property
-    def invariant(self) -> tuple[Any, ...]:
-        return KIND.invariant(self.step)
-
-    @property
     def index_packages(self) -> tuple[PlannedPackage, ...]:
-        return KIND.slice_packages(self.step)
-
-    @property
-    def gate_off_message(self) -> str:
-        return f"pinwheel: {self.step.gate}=0: skipping wheel set {self.step.name}"
+        return self.kind.slice_packages(self.step)
 
     @property
     def wheels_dir(self) -> str:
@@ -395,40 +402,17 @@ class StepView:
         leaves this set's layer cached."""
         return InContext.wheel_set(self.step.name)
 
-    def __getattr__(self, name: str):
-        return getattr(self.step, name)
-
 
 def fallback_lock_file(step: Step, package: PlannedPackage) -> str:
     return LockFiles.fallback(step.index, step.name, package.name)
 
 
-def missing_wheel(p: PlannedPackage) -> tuple[str, str]:
-    """(ERROR or WARNING, what it means) for a missing local wheel under its policy.
-
-    The same words in the image's guards and in `build`'s check on the host.
-    """
-    assert p.local is not None
-    where = f"wheels/{p.local.glob}"
-    if p.local.if_missing == "fallback" and p.fallback:
-        flags = " --no-deps" if p.fallback.no_deps else ""
-        return "WARNING", f"{where} is missing; installing fallback {p.fallback.requirement}{flags}"
-    if p.local.if_missing == "skip":
-        return "WARNING", f"{where} is missing; skipping {p.name}. To include it: {p.local.how_to_provide}"
-    return "ERROR", f"{where} is missing and {p.name} is required. {p.local.how_to_provide}"
-
-
-def multiple_wheels(p: PlannedPackage) -> str:
-    assert p.local is not None
-    return f"more than one wheel in wheels/ matches {p.local.glob}; keep one:"
-
-
 def _local_view(step: Step, p: PlannedPackage) -> LocalView:
-    level, missing = missing_wheel(p)
+    level, missing = p.missing_wheel()
     return LocalView(
         package=p,
         fallback_lock_file=fallback_lock_file(step, p) if p.fallback else None,
-        multiple_message=f"pinwheel: ERROR: {multiple_wheels(p)}",
+        multiple_message=f"pinwheel: ERROR: {p.multiple_wheels()}",
         missing_message=f"pinwheel: {level}: {missing}",
     )
 
@@ -439,6 +423,8 @@ def _local_view(step: Step, p: PlannedPackage) -> LocalView:
 class WheelSets(StepKind):
     name = "wheels"
     noun = "wheel set"
+    adopts = ADOPT_PIP_INSTALL
+    named_by_package = True
 
     def read(self, node: Any, key: str, reading: StepReading) -> WheelSet:
         r = reading.reader
@@ -504,7 +490,7 @@ class WheelSets(StepKind):
     def view(self, step: Step) -> StepView:
         locals_ = tuple(_local_view(step, p) for p in step.packages if p.local)
         by_name = {lv.package.name: lv for lv in locals_}
-        return StepView(step, tuple(by_name.get(p.name, p) for p in step.packages), locals_)
+        return StepView(step, step.spec, self, tuple(by_name.get(p.name, p) for p in step.packages), locals_)
 
 
 KIND = WheelSets()
