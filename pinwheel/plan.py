@@ -18,7 +18,7 @@ from .index.target import container_arch, container_platform, target_environment
 from .distributions import Inventory
 from .manifest import Gate, Manifest, ManifestError, StepSpec, Variant
 from .steps import KINDS
-from .steps.wheels import PlannedPackage  # a wheel set's package in the Plan; other stages import it from here
+from .model.packages import PlannedPackage  # the Plan's package; other stages import it from here
 from .workspace import LockFiles, inside_project
 
 Verdict = Literal["satisfied", "violated", "suppressed", "unchecked", "marker-excluded", "extra-only",

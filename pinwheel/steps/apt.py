@@ -34,8 +34,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from ..manifest.reader import Reader, StepReading
-from ..manifest.source import show
+from ..model.reader import Reader, StepReading
+from ..model.source import show
 from .base import ADOPT_APT_INSTALL, Effect, KindView, SbomPart, Staging, StagingError, StepKind, read_unique
 from .downloads import stage_file
 from .openpgp import KeyFileError, armored, fingerprint

@@ -36,9 +36,9 @@ from typing import TYPE_CHECKING, Any, ClassVar, Sequence
 from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
-from ..manifest.model import StepSpec, pinned_version
-from ..manifest.reader import Reader, StepReading
-from ..manifest.source import Node, show
+from ..model.manifest import StepSpec, pinned_version
+from ..model.reader import Reader, StepReading
+from ..model.source import Node, show
 from .base import ADOPT_WHEEL_DOWNLOAD, DirectInstall, Effect, KindView, SbomPart, Staging, StepKind
 from .downloads import DownloadError, download, stage_file
 

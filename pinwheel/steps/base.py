@@ -26,12 +26,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, Mapping, Protocol, Sequence
 
-from ..manifest.model import StepSpec
-from ..manifest.reader import StepReading
+from ..model.manifest import StepSpec
+from ..model.reader import StepReading
 
 if TYPE_CHECKING:
     from ..plan import Plan, Step
-    from .wheels import PlannedPackage
+    from ..model.packages import PlannedPackage
 
 
 @dataclass(frozen=True)

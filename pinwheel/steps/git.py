@@ -50,9 +50,9 @@ from typing import TYPE_CHECKING, Any, ClassVar, Sequence
 from packaging.utils import canonicalize_name
 
 from ..fsutil import sha256_file
-from ..manifest.model import StepSpec, pinned_version
-from ..manifest.reader import Reader, StepReading
-from ..manifest.source import show
+from ..model.manifest import StepSpec, pinned_version
+from ..model.reader import Reader, StepReading
+from ..model.source import show
 from .base import ADOPT_GIT_SOURCE, DirectInstall, Effect, KindView, SbomPart, Staging, StepKind
 from .patch import read_patch_file, read_strip, stage_patch_file
 from .source_meta import git_metadata, read_or_reason

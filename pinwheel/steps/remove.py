@@ -29,8 +29,8 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from packaging.utils import canonicalize_name
 
-from ..manifest.reader import Reader, StepReading
-from ..manifest.source import show
+from ..model.reader import Reader, StepReading
+from ..model.source import show
 from .base import ADOPT_PIP_UNINSTALL, Effect, KindView, StepKind, read_unique
 
 if TYPE_CHECKING:
