@@ -16,7 +16,7 @@ NETWORK = "cannot list releases of six: connection refused (http://127.0.0.1:9/s
 
 def advice(tmp_path, *reasons: str) -> str:
     plan = plan_variant(load_text(manifest_yaml(steps=STEPS, variants=[variant()]), tmp_path), "cu130")
-    return unchecked_advice(dataclasses.replace(plan, unjudged=tuple(Unjudged("p", r) for r in reasons)))
+    return unchecked_advice(plan.with_resolution(unjudged=tuple(Unjudged("p", r) for r in reasons)))
 
 
 def test_an_offline_cache_miss_says_to_run_online_not_to_check_the_network(tmp_path):
