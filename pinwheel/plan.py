@@ -1,8 +1,10 @@
 """The Plan: the typed value every stage after the manifest works from.
 
-A Plan is one variant of one image, fully decided: the target environment,
-the ordered install steps (each of a kind, pinwheel/steps) with their packages
-and gates, and (once resolved) every requirement edge with its verdict.
+A Plan is one variant of one image, as the manifest decides it: the target
+environment, the ordered install steps (each of a kind, pinwheel/steps) with
+their packages and gates, the pins. Its Resolution is what later stages add:
+every requirement edge with its verdict once resolved, the lock's and the base
+inventory's state; each returns a new Plan (with_resolution).
 Render, build, smoke, publish and the reports read it; none of them reaches
 back into the manifest.
 """
@@ -191,20 +193,6 @@ class Plan:
     # What installs the lock slices in the image: "uv" (the lock pins it, installer.txt) or "pip".
     installer: str = "uv"
     resolution: Resolution = field(default_factory=Resolution)
-    # The Resolution's parts as Plan fields, until every reader and writer uses ``resolution``.
-    installed: tuple[Installed, ...] = ()
-    edges: tuple[Edge, ...] = ()
-    hazards: tuple[Hazard, ...] = ()
-    unlocked_hazards: tuple[Hazard, ...] = ()
-    replacements: tuple[Hazard, ...] = ()
-    removals: tuple[Removal, ...] = ()
-    locked: bool = False
-    lock_sha256: str | None = None
-    clashes: tuple[Clash, ...] = ()
-    unjudged: tuple[Unjudged, ...] = ()
-    lock_state: LockState | None = None
-    base_inventory: Inventory | None = None
-    inventory_state: LockState | None = None
 
     def with_resolution(self, **changes) -> Plan:
         """This Plan with those parts of its Resolution replaced (the resolver's, the lock's, the inventory's)."""

@@ -9,7 +9,6 @@ be a local build, a patched wheel or a release the index no longer has.
 """
 from __future__ import annotations
 
-import dataclasses
 import re
 from pathlib import Path
 

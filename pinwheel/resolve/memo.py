@@ -144,7 +144,7 @@ def record_fields(x) -> dict:
 
 
 def _resolved_json(plan: Plan) -> dict:
-    return {"locked": plan.resolution.locked, **{f: [record_fields(x) for x in getattr(plan, f)] for f in _RESOLVED}}
+    return {"locked": plan.resolution.locked, **{f: [record_fields(x) for x in getattr(plan.resolution, f)] for f in _RESOLVED}}
 
 
 def _resolved_from_json(plan: Plan, data: dict) -> Plan:
@@ -152,7 +152,7 @@ def _resolved_from_json(plan: Plan, data: dict) -> Plan:
         return cls(**{k: tuple(v) if isinstance(v, list) else v for k, v in d.items()})
 
     return plan.with_resolution(locked=data["locked"],
-                               **{f: tuple(build(cls, d) for d in data[f]) for f, cls in _RESOLVED.items()})
+                                **{f: tuple(build(cls, d) for d in data[f]) for f, cls in _RESOLVED.items()})
 
 
 def resolve_memoized(plan: Plan, source, cache_dir: Path, wheels_dir: Path | None = None,

@@ -508,7 +508,8 @@ def resolve(plan: Plan, source: MetadataSource, wheels_dir: Path | None = None,
                 if e.verdict == "violated"}
     edges = resolver.judge(plan, installed, baseline)
     replaced = [h for h in hazards if intended_change(plan, h)]
-    return plan.with_resolution(installed=tuple(sorted(installed.values(), key=lambda i: (_step_index(plan, i.step), i.name))),
+    return plan.with_resolution(
+        installed=tuple(sorted(installed.values(), key=lambda i: (_step_index(plan, i.step), i.name))),
         edges=tuple(edges),
         hazards=tuple(h for h in hazards if h not in replaced),
         replacements=tuple(replaced),

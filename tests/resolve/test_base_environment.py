@@ -298,7 +298,8 @@ def test_venv_variant_is_unchanged_by_an_inventory(index, tmp_path):
     """A plain venv does not see the base: an inventory changes nothing."""
     m, client, _ = setup(index, tmp_path, KERNELS)
     plan = plan_variant(m, "t")
-    venv = dataclasses.replace(plan, variant=dataclasses.replace(plan.variant, environment="venv"), base_inventory=BASE)
+    venv = dataclasses.replace(plan, variant=dataclasses.replace(plan.variant, environment="venv")).with_resolution(
+        base_inventory=BASE)
     r = resolve(venv, client)
     assert not any(i.source == "base" for i in r.resolution.installed)
     assert r.resolution.hazards == () and to_json(r)["base"] is None

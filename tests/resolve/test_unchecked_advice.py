@@ -1,8 +1,6 @@
 """What the report advises for requirements it could not judge follows why they could not be judged."""
 from __future__ import annotations
 
-import dataclasses
-
 from pinwheel.plan import Unjudged, plan_variant
 from pinwheel.reports.report import unchecked_advice
 
