@@ -1,14 +1,16 @@
 """The Plan: the typed value every stage after the manifest works from.
 
-A Plan is one variant of one image, fully decided: the target environment,
-the ordered install steps (each of a kind, pinwheel/steps) with their packages
-and gates, and (once resolved) every requirement edge with its verdict.
+A Plan is one variant of one image, as the manifest decides it: the target
+environment, the ordered install steps (each of a kind, pinwheel/steps) with
+their packages and gates, the pins. Its Resolution is what later stages add:
+every requirement edge with its verdict once resolved, the lock's and the base
+inventory's state; each returns a new Plan (with_resolution).
 Render, build, smoke, publish and the reports read it; none of them reaches
 back into the manifest.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Literal
 
@@ -18,7 +20,7 @@ from .index.target import container_arch, container_platform, target_environment
 from .distributions import Inventory
 from .manifest import Gate, Manifest, ManifestError, StepSpec, Variant
 from .steps import KINDS
-from .steps.wheels import PlannedPackage  # a wheel set's package in the Plan; other stages import it from here
+from .model.packages import PlannedPackage  # the Plan's package; other stages import it from here
 from .workspace import LockFiles, inside_project
 
 Verdict = Literal["satisfied", "violated", "suppressed", "unchecked", "marker-excluded", "extra-only",
@@ -142,7 +144,33 @@ class LockState:
 
 
 @dataclass(frozen=True)
+class Resolution:
+    """What resolving, the lock and the base's inventory add to a Plan. Each stage that fills a part of it
+    returns a new Plan with a new Resolution (Plan.with_resolution); none changes the one it was given."""
+
+    # Filled by resolve(): the image as it will be installed.
+    installed: tuple[Installed, ...] = ()
+    edges: tuple[Edge, ...] = ()
+    hazards: tuple[Hazard, ...] = ()
+    # The churn one plain `pip install` per wheel set would cause; a lock removes it.
+    unlocked_hazards: tuple[Hazard, ...] = ()
+    # Base packages the manifest replaces on purpose (it pins them itself, or marks them override).
+    replacements: tuple[Hazard, ...] = ()
+    removals: tuple[Removal, ...] = ()
+    locked: bool = False  # resolved as the committed lock installs it (else as plain pip would)
+    clashes: tuple[Clash, ...] = ()
+    unjudged: tuple[Unjudged, ...] = ()
+    # Set by the lock check: how the committed lock relates to the manifest.
+    lock_state: LockState | None = None
+    # Set from the committed inventory, for environment: base — what the base image already holds (step 0).
+    base_inventory: Inventory | None = None
+    inventory_state: LockState | None = None  # ok | stale | missing, as for the lock
+
+
+@dataclass(frozen=True)
 class Plan:
+    """What the manifest decides for one variant on one platform; ``resolution`` is what later stages add."""
+
     image: str
     repository: str
     title: str
@@ -157,30 +185,18 @@ class Plan:
     shared_pins: dict[str, str]
     # Who needs each shared pin (the manifest's needed_by), by pin name.
     shared_pin_needs: dict[str, tuple[str, ...]] = field(default_factory=dict)
-    # Filled by resolve(): the image as it will be installed.
-    installed: tuple[Installed, ...] = ()
-    edges: tuple[Edge, ...] = ()
-    hazards: tuple[Hazard, ...] = ()
-    # The churn one plain `pip install` per wheel set would cause; a lock removes it.
-    unlocked_hazards: tuple[Hazard, ...] = ()
-    # Base packages the manifest replaces on purpose (it pins them itself, or marks them override).
-    replacements: tuple[Hazard, ...] = ()
-    removals: tuple[Removal, ...] = ()
-    locked: bool = False
-    lock_sha256: str | None = None
-    clashes: tuple[Clash, ...] = ()
-    unjudged: tuple[Unjudged, ...] = ()
-    lock_state: LockState | None = None
-    # environment: base — what the base image already holds (step 0), from its committed inventory.
-    base_inventory: Inventory | None = None
     # The manifest's todo: list (values import could not know): each one is unchecked, never clean.
     todos: tuple[str, ...] = ()
-    inventory_state: LockState | None = None  # ok | stale | missing, as for the lock
     # A platform other than the variant's own `platform` (variant.platform is then that platform's tag):
     # its container architecture (arm64), which names its lock directory. None: the variant's own platform.
     platform_arch: str | None = None
     # What installs the lock slices in the image: "uv" (the lock pins it, installer.txt) or "pip".
     installer: str = "uv"
+    resolution: Resolution = field(default_factory=Resolution)
+
+    def with_resolution(self, **changes) -> Plan:
+        """This Plan with those parts of its Resolution replaced (the resolver's, the lock's, the inventory's)."""
+        return replace(self, resolution=replace(self.resolution, **changes))
 
     @property
     def container_platform(self) -> str:

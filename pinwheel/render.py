@@ -16,13 +16,10 @@ from typing import Sequence
 import jinja2
 
 from .plan import Plan
-from .steps import kind_of
-from .steps.git import build_point
-from .steps.wheels import StepView, missing_wheel, multiple_wheels
+from .steps import build_point, kind_of
 from .workspace import InContext, InImage, LockFiles
 
-__all__ = ["PythonEnvironment", "StepView", "dockerfile_groups", "dockerfile_name", "missing_wheel", "multiple_wheels",
-           "preflight_checks", "render_dockerfile", "render_dockerfiles", "shell_glob", "shell_quote"]
+__all__ = ["PythonEnvironment", "dockerfile_groups", "dockerfile_name", "preflight_checks", "render_dockerfile", "render_dockerfiles", "shell_glob", "shell_quote"]
 
 # The templates ship inside the package (pinwheel/templates), so an installed
 # wheel renders exactly what the checkout does.
@@ -82,7 +79,7 @@ def preflight_checks(plan: Plan) -> tuple[PreflightCheck, ...]:
             if not (p.local and p.local.if_missing == "fail"):
                 continue
             gates = tuple(dict.fromkeys(g for g in (step.gate, p.gate) if g))
-            level, missing = missing_wheel(p)
+            level, missing = p.missing_wheel()
             checks.append(PreflightCheck(
                 glob=p.local.glob,
                 directory=posixpath.join(InImage.WHEELS_MOUNT,
@@ -90,7 +87,7 @@ def preflight_checks(plan: Plan) -> tuple[PreflightCheck, ...]:
                 gates=gates,
                 condition=" && ".join(f'[ "${{{g}}}" = "1" ]' for g in gates),
                 missing_message=f"pinwheel: {level}: {missing}",
-                multiple_message=f"pinwheel: ERROR: {multiple_wheels(p)}",
+                multiple_message=f"pinwheel: ERROR: {p.multiple_wheels()}",
             ))
     return tuple(checks)
 

@@ -17,6 +17,7 @@ from packaging.utils import canonicalize_name
 from ..fsutil import atomic_write, sha256_file
 from ..index import IndexClient, IndexClientError
 from ..plan import Installed, Plan, PlannedPackage
+from ..steps import built_in_image
 from ..workspace import Workspace
 from . import elf
 from .elf import ElfAbi, WheelAbi, classify_wheel
@@ -36,9 +37,6 @@ def _wheel_abi_from_dict(d: dict) -> WheelAbi:
     return WheelAbi(**d)
 
 
-# Sources built into a wheel inside the build (git and sdist steps): no wheel of theirs exists on the host, and
-# the index's wheel of the same name and version is another build, never classified in their place.
-SOURCE_BUILDS = ("git", "sdist")
 
 
 def built_on_torch(plan: Plan) -> frozenset[str]:
@@ -62,7 +60,9 @@ def wheel_abi_of(inst: Installed, planned: PlannedPackage | None, plan: Plan, so
     w = None
     filename = None
     how = "unavailable"
-    if inst.source in SOURCE_BUILDS:  # built in the image: its ELF is read from the built image (inspect)
+    # Built into a wheel inside the build: no wheel of it exists on the host, and the index's wheel of the same
+    # name and version is another build, never classified in its place; its ELF is read from the built image.
+    if built_in_image(inst.source):
         return None, None, "source-build", None
     try:
         if inst.source == "local" and planned is not None:

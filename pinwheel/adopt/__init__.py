@@ -16,6 +16,7 @@ from pathlib import Path
 import yaml
 
 from .. import dockerfiles as df
+from ..steps import ADOPT_PIP_INSTALL, KINDS, kind_adopting
 from .runs import WHY, Gates, Todo, adopt_run
 
 _VENV = re.compile(r"python3?(?:\.\d+)? -m venv (?P<path>/[\w./-]+)")
@@ -196,7 +197,7 @@ def _name_steps(steps: list[dict]) -> None:
         first = step.get("package") or next((p.get("requirement") or p.get("name") for p in step.get("packages", ())),
                                             "") or ""
         base = _NAME.sub("-", re.split(r"[=<>\[@ ]", first)[0].lower()).strip("-")[:30] or f"step-{i + 1}"
-        name = base if step["kind"] in ("wheels", "git", "asset") else f"{step['kind']}-{base}"[:40].strip("-")
+        name = KINDS[step["kind"]].adopted_name(base)
         n = 2
         while name in seen:
             name, n = f"{base[:34]}-{n}", n + 1
@@ -207,8 +208,9 @@ def _name_steps(steps: list[dict]) -> None:
 def _attach_verifies(out: Adopted, steps: list[dict], verifies: list[tuple[int, str]]) -> None:
     """Each `python -c` check goes on the last index or local package before it (the build runs every verify
     after the last step)."""
+    checked = kind_adopting(ADOPT_PIP_INSTALL).name  # the kind whose packages carry a `verify`
     for line, snippet in verifies:
-        target = next((p for s in reversed(steps) if s["kind"] == "wheels" for p in reversed(s["packages"])
+        target = next((p for s in reversed(steps) if s["kind"] == checked for p in reversed(s["packages"])
                        if "verify" not in p), None)
         try:
             compile(snippet, "verify", "exec")

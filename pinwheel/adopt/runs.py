@@ -15,6 +15,8 @@ from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
 
 from .. import dockerfiles as df
+from ..steps import ADOPT_APT_INSTALL, ADOPT_GIT_SOURCE, ADOPT_PIP_INSTALL, ADOPT_PIP_UNINSTALL, ADOPT_WHEEL_DOWNLOAD, \
+    kind_adopting
 
 ZERO_COMMIT = "0" * 40
 ZERO_SHA256 = "0" * 64
@@ -148,7 +150,7 @@ def _command(result: RunResult, state: _RunState, words: list[str], gate: str | 
         _pip_install(result, state, pip[1], gate, wheels, cmd)
     elif pip and pip[0] == "uninstall":
         names = [w for w in pip[1] if not w.startswith("-")]
-        step = {"name": "", "kind": "remove", "why": WHY, "packages": [{"name": n, "why": WHY} for n in names]}
+        step = kind_adopting(ADOPT_PIP_UNINSTALL).entry(WHY, packages=[{"name": n, "why": WHY} for n in names])
         result.entries.append(_gated(step, gate))
     elif head in ("apt-get", "apt") and words[1:2] and "install" in words:
         _apt(result, words, gate)
@@ -221,7 +223,7 @@ def _apt(result: RunResult, words: list[str], gate: str | None) -> None:
         if not eq:
             todo.append(len(packages) - 1)
     if packages:
-        step = _gated({"name": "", "kind": "apt", "why": WHY, "packages": packages}, gate)
+        step = _gated(kind_adopting(ADOPT_APT_INSTALL).entry(WHY, packages=packages), gate)
         result.entries.append(step)
         for i in todo:
             result.todos.append(Todo(step, f"packages[{i}].version",
@@ -263,7 +265,7 @@ def _pip_install(result: RunResult, state: _RunState, args: list[str], gate: str
 
 def _wheels_step(result: RunResult, wheels: dict, gate: str | None) -> dict:
     if gate not in wheels:
-        wheels[gate] = _gated({"name": "", "kind": "wheels", "why": WHY, "packages": []}, gate)
+        wheels[gate] = _gated(kind_adopting(ADOPT_PIP_INSTALL).entry(WHY, packages=[]), gate)
         result.entries.append(wheels[gate])
     return wheels[gate]
 
@@ -350,9 +352,9 @@ def _asset(result: RunResult, state: _RunState, file: str, gate: str | None) -> 
         result.listed.append(f"`{file}`: a downloaded file whose name is not a wheel's")
         return
     digest = re.search(r"#sha256=([0-9a-f]{64})", url)
-    step = _gated({"name": "", "kind": "asset", "why": WHY,
-                   "package": f"{m['name'].replace('_', '-').lower()}=={m['version']}",
-                   "url": {"url": url.split("#", 1)[0], "sha256": digest.group(1) if digest else ZERO_SHA256}}, gate)
+    step = _gated(kind_adopting(ADOPT_WHEEL_DOWNLOAD).entry(
+        WHY, package=f"{m['name'].replace('_', '-').lower()}=={m['version']}",
+        url={"url": url.split("#", 1)[0], "sha256": digest.group(1) if digest else ZERO_SHA256}), gate)
     result.entries.append(step)
     if not digest:
         result.todos.append(Todo(step, "url.sha256", f"the sha256 of {url} (`build.py asset add URL` prints it)",
@@ -383,9 +385,9 @@ def _source(result: RunResult, state: _RunState, req: str, parsed: df.PipInstall
         rev = ""
     name = re.sub(r"[^a-z0-9-]+", "-", url.rstrip("/").rsplit("/", 1)[-1].removesuffix(".git").lower()).strip("-")
     extras = re.search(r"\[([^\]]+)\]", req)
-    step: dict = {"name": "", "kind": "git", "why": WHY,
-                  "package": f"{name}{'[' + extras.group(1) + ']' if extras else ''}=={TODO_VERSION}",
-                  "url": url, "rev": rev if _COMMIT.match(rev or "") else ZERO_COMMIT}
+    step = kind_adopting(ADOPT_GIT_SOURCE).entry(
+        WHY, package=f"{name}{'[' + extras.group(1) + ']' if extras else ''}=={TODO_VERSION}",
+        url=url, rev=rev if _COMMIT.match(rev or "") else ZERO_COMMIT)
     if subdirectory:
         step["subdirectory"] = subdirectory
     if parsed.no_build_isolation:

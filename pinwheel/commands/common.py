@@ -236,7 +236,7 @@ def inventory_engine(plan: Plan):
 def require_fresh_inventory(plan: Plan, root: Path) -> Plan:
     """build, lock, bump and publish never act on a missing or stale base inventory; the Plan with it."""
     plan = with_inventory(plan, root, inventory_engine(plan))
-    state = plan.inventory_state
+    state = plan.resolution.inventory_state
     if state is not None and state.status != "ok":
         raise UsageError(f"the base inventory of variant {plan.variant.name} is {state.status} ({state.detail}): "
                          f"run `build.py base inventory --variant {plan.variant.name}` and commit it")

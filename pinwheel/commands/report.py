@@ -52,7 +52,7 @@ def report_one(m: Manifest, plan: Plan, args: argparse.Namespace) -> tuple[dict,
     state = LockState("ignored", "--no-lock") if args.no_lock else lock_state(plan, root)
     # A stale lock is never evaluated: the report shows what the manifest asks for now.
     locked = lock_installs(plan, ws.plan_lock_dir(plan), ws.wheels_dir) if state.status == "ok" else None
-    plan = dataclasses.replace(plan, lock_state=state)
+    plan = plan.with_resolution(lock_state=state)
     try:
         client = index_client(args, m, plan)
         cache_state = CacheState(ws.index_cache)  # one walk of the index cache for both memos

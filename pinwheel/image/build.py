@@ -32,7 +32,7 @@ from ..plan import Plan, plan_variant
 from ..steps import kind_of
 from ..steps.base import Staging, StagingError
 from ..workspace import InContext, InImage, LockFiles, Workspace
-from ..render import dockerfile_groups, missing_wheel, multiple_wheels, render_dockerfile
+from ..render import dockerfile_groups, render_dockerfile
 
 if TYPE_CHECKING:
     from ..manifest import Manifest
@@ -226,9 +226,9 @@ def check_local_wheels(plan: Plan, inputs: BuildInputs) -> list[str]:
             continue
         found = [w.name for w in plan.local_wheels(inputs.wheels_dir, pkg.local.glob) if w.is_file()]
         if len(found) > 1:
-            errors.append(f"{multiple_wheels(pkg)} {' '.join(found)}")
+            errors.append(f"{pkg.multiple_wheels()} {' '.join(found)}")
         elif not found:
-            level, message = missing_wheel(pkg)
+            level, message = pkg.missing_wheel()
             (errors if level == "ERROR" else warnings).append(message)
     if errors:
         where = f"(wheels/ is {inputs.wheels_dir})"

@@ -71,8 +71,8 @@ def _component(part: SbomPart) -> Component:
 
 def base_inventory(plan: Plan, root: Path) -> Inventory | None:
     """The committed inventory of the variant's base, where there is one."""
-    if plan.base_inventory is not None:
-        return plan.base_inventory
+    if plan.resolution.base_inventory is not None:
+        return plan.resolution.base_inventory
     path = Workspace(Path(root), plan.image).inventory_file(plan.variant.name)
     try:
         return Inventory.from_json(json.loads(path.read_text()))

@@ -34,7 +34,7 @@ def check_lock(plan: Plan, root: Path | str, engine: str | None = None) -> LockC
     A variant that reads its base is checked against its committed inventory too
     (read here when the Plan does not carry it): a changed inventory makes the lock stale.
     """
-    if reads_base(plan) and plan.base_inventory is None:
+    if reads_base(plan) and plan.resolution.base_inventory is None:
         plan = with_inventory(plan, root)
     ws = Workspace(Path(root), plan.image)
     d = ws.plan_lock_dir(plan)

@@ -149,7 +149,7 @@ def inventory_identity(plan: Plan) -> dict | None:
     """What of the base's inventory the lock depends on; None for a variant that does not read its base."""
     if not reads_base(plan):
         return None
-    inv = plan.base_inventory
+    inv = plan.resolution.base_inventory
     if inv is None:
         return {"inventory": None}
     text = json.dumps(inv.to_json(), sort_keys=True, separators=(",", ":"))

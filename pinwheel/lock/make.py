@@ -261,9 +261,9 @@ def _lockable(plan: Plan, root: Path | str, engine: str):
     plan (with its base's inventory), the base packages that stay (constraints, in no slice), the extra index,
     the lock's inputs, and the packages that come from named indexes."""
     v = plan.variant
-    if reads_base(plan) and plan.base_inventory is None:
+    if reads_base(plan) and plan.resolution.base_inventory is None:
         plan = with_inventory(plan, root)
-    if reads_base(plan) and plan.base_inventory is None:
+    if reads_base(plan) and plan.resolution.base_inventory is None:
         raise LockUnavailable(f"variant {v.name} installs on its base's environment, and its base has no "
                               f"inventory: run `build.py base inventory --variant {v.name}` first")
     kept = base_kept(plan)  # base packages that stay: constraints, in no slice
@@ -384,7 +384,7 @@ def _requirements_txt(plan: Plan, engine: str, custom: str, digest: str, roots: 
         f"{ENGINE_HEADER}{engine}",
     ]
     if kept:
-        head += [f"# On the base's environment ({plan.base_inventory.image if plan.base_inventory else v.base}): "
+        head += [f"# On the base's environment ({plan.resolution.base_inventory.image if plan.resolution.base_inventory else v.base}): "
                  f"{len(kept)} of its packages are constraints and installed by no slice (expect.json base_unchanged)."]
     tail: list[str] = []
     if appended:

@@ -19,15 +19,14 @@ from packaging.utils import canonicalize_name
 from packaging.version import Version
 
 from ..index.target import CONTAINER_MACHINES, container_platform
-from .model import GATE_ARCHES, GATE_VARIABLES, MANIFEST_VERSION, TAG_FIELDS, ArchSpec, Gate, ImageSpec, INSTALLERS, Manifest, \
+from ..model.manifest import GATE_ARCHES, GATE_VARIABLES, MANIFEST_VERSION, TAG_FIELDS, ArchSpec, Gate, ImageSpec, INSTALLERS, Manifest, \
     NamedIndex, SharedPin, StepSpec, Variant
-from .reader import STEP_NAME, Reader, StepReading, node_kind
-from .source import Node, Scalar, compose, read_text, show
+from ..model.reader import STEP_NAME, Reader, StepReading, node_kind
+from ..model.source import Node, Scalar, compose, read_text, show
+from ..steps.registry import KINDS, kind_listed_as
 
 TOP_KEYS = {"manifest_version", "image", "shared_pins", "gates", "variants", "steps", "wheel_sets", "todo",
             "indexes"}
-# The kind every entry of `wheel_sets:` has.
-WHEEL_SETS_KIND = "wheels"
 
 _VARIANT_NAME = re.compile(r"^[a-z0-9][a-z0-9_-]{0,30}$")
 _ARG_NAME = re.compile(r"^[A-Z][A-Z0-9_]{0,63}$")
@@ -108,18 +107,17 @@ def _steps_key(r: Reader, root: Node) -> str:
 
 def _steps(reading: StepReading, node: Any) -> tuple[StepSpec, ...]:
     """Every step in order, each read by its kind; then each kind's checks across its steps."""
-    from ..steps.registry import KINDS as kinds  # the kinds read with this package's reader: a top import is a cycle
-
     r = reading.reader
+    every = kind_listed_as(reading.key)  # an older list's entries are all of its one kind
     entries: list[tuple[str, StepSpec]] = []
     for i, item in enumerate(r.sequence(node, reading.key, 1)):
         key = f"{reading.key}[{i}]"
-        kind = kinds[WHEEL_SETS_KIND] if reading.key == "wheel_sets" else kinds[_kind_name(r, item, key, kinds)]
+        kind = every or KINDS[_kind_name(r, item, key, KINDS)]
         entries.append((key, kind.read(item, key, reading)))
-    for name in kinds:
+    for name in KINDS:
         mine = [(key, spec) for key, spec in entries if spec.kind == name]
         if mine:  # a kind's checks look across its own steps only: with none there is nothing to check
-            kinds[name].check(mine, reading)
+            KINDS[name].check(mine, reading)
     return tuple(spec for _, spec in entries)
 
 

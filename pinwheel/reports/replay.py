@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING
 import yaml
 
 from ..plan import LockState, plan_variant
+from ..steps import ADOPT_PIP_INSTALL, kind_adopting
 
 if TYPE_CHECKING:
     from ..adopt import Adopted
@@ -48,19 +49,19 @@ def replay(adopted: Adopted, client: IndexClient, path, base: Inventory | None =
         m = manifest_mod.parse(yaml.safe_dump(copy_.manifest, sort_keys=False), path.with_name(path.name + ".yaml"))
         plan = plan_variant(m, "main")
         if base is not None:
-            plan = dataclasses.replace(plan, base_inventory=base,
+            plan = plan.with_resolution(base_inventory=base,
                                        inventory_state=LockState("ok", f"the base {base.image}, read for the replay"))
         resolved = resolve(plan, metadata_source(plan, client))
     except (ResolveError, IndexClientError, manifest_mod.ManifestError) as exc:
         return {**empty, "error": _located(str(exc), lines)}
     return {**empty, "hazards": [{**dataclasses.asdict(h), "dockerfile_line": lines.get(h.step)}
-                                 for h in resolved.hazards],
+                                 for h in resolved.resolution.hazards],
             "replacements": [{**dataclasses.asdict(h), "dockerfile_line": lines.get(h.step)}
-                             for h in resolved.replacements],
-            "suppressed": [dataclasses.asdict(e) for e in resolved.edges if e.verdict == "suppressed"],
-            "clashes": [dataclasses.asdict(c) for c in resolved.clashes],
+                             for h in resolved.resolution.replacements],
+            "suppressed": [dataclasses.asdict(e) for e in resolved.resolution.edges if e.verdict == "suppressed"],
+            "clashes": [dataclasses.asdict(c) for c in resolved.resolution.clashes],
             "overrides": _overrides(resolved, lines),
-            "unchecked": sum(1 for e in resolved.edges if e.verdict == "unchecked") + len(resolved.unjudged)}
+            "unchecked": sum(1 for e in resolved.resolution.edges if e.verdict == "unchecked") + len(resolved.resolution.unjudged)}
 
 
 def _replayable(adopted: Adopted) -> Adopted:
@@ -70,9 +71,10 @@ def _replayable(adopted: Adopted) -> Adopted:
 
 def _without_local_wheels(manifest: dict) -> list[str]:
     """Local wheels are absent in a replay: a `fail` policy would stop it, so each becomes `skip`."""
+    wheels = kind_adopting(ADOPT_PIP_INSTALL).name  # the kind import writes local wheels as
     absent = []
     for step in manifest.get("steps", ()):
-        for p in step.get("packages", ()) if step["kind"] == "wheels" else ():
+        for p in step.get("packages", ()) if step["kind"] == wheels else ():
             local = p.get("local")
             if local:
                 absent.append(local["glob"])
@@ -84,9 +86,9 @@ def _without_local_wheels(manifest: dict) -> list[str]:
 def _overrides(resolved, lines: dict[str, int]) -> list[dict]:
     """Each --no-deps install whose version is outside a pin another installed package declares for it."""
     no_deps = {(p.name, step.name) for step in resolved.steps for p in getattr(step, "packages", ()) if p.no_deps}
-    by_name = {i.name: i for i in resolved.installed}
+    by_name = {i.name: i for i in resolved.resolution.installed}
     out = []
-    for e in resolved.edges:
+    for e in resolved.resolution.edges:
         if e.verdict != "violated" or e.name not in by_name:
             continue
         inst = by_name[e.name]

@@ -34,7 +34,7 @@ def required_by(plan: Plan) -> dict[str, list[str]]:
     for name in plan.shared_pins:
         if "manifest" not in out[name]:
             out[name].append("shared pin")
-    for e in plan.edges:
+    for e in plan.resolution.edges:
         if e.verdict in ("satisfied", "violated", "base-broken", "overridden"):
             out[e.name].append(f"{e.parent} ({e.requirement.removeprefix(e.name) or 'any'})")
     return out
@@ -42,26 +42,26 @@ def required_by(plan: Plan) -> dict[str, list[str]]:
 
 def inventory_problem(plan: Plan) -> bool:
     """A base-environment variant whose committed inventory is missing or stale: never clean."""
-    return plan.inventory_state is not None and plan.inventory_state.status != "ok"
+    return plan.resolution.inventory_state is not None and plan.resolution.inventory_state.status != "ok"
 
 
 def base_findings(plan: Plan) -> dict | None:
     """What the image does to the base's environment: moves, intended replacements, removals, baseline."""
     if not (plan.on_base_environment or plan.variant.system_site_packages):
         return None
-    inv = plan.base_inventory
-    state = plan.inventory_state
+    inv = plan.resolution.base_inventory
+    state = plan.resolution.inventory_state
     return {
         "image": inv.image if inv else plan.variant.base,
         "image_id": inv.image_id if inv else None,
         "digest": inv.digest if inv else None,
         "inventory": dataclasses.asdict(state) if state else None,
-        "packages": sum(1 for i in plan.installed if i.source == BASE),
-        "moved": [dataclasses.asdict(h) for h in plan.hazards if h.earlier_step == BASE],
-        "intended": [dataclasses.asdict(h) for h in plan.replacements],
-        "removed": [dataclasses.asdict(r) for r in plan.removals],
-        "already_broken": [dataclasses.asdict(e) for e in plan.edges if e.verdict == "base-broken"],
-        "overridden": [dataclasses.asdict(e) for e in plan.edges if e.verdict == "overridden"],
+        "packages": sum(1 for i in plan.resolution.installed if i.source == BASE),
+        "moved": [dataclasses.asdict(h) for h in plan.resolution.hazards if h.earlier_step == BASE],
+        "intended": [dataclasses.asdict(h) for h in plan.resolution.replacements],
+        "removed": [dataclasses.asdict(r) for r in plan.resolution.removals],
+        "already_broken": [dataclasses.asdict(e) for e in plan.resolution.edges if e.verdict == "base-broken"],
+        "overridden": [dataclasses.asdict(e) for e in plan.resolution.edges if e.verdict == "overridden"],
         "kept_excluded": kept_excluded(plan),
     }
 
@@ -69,7 +69,7 @@ def base_findings(plan: Plan) -> dict | None:
 def kept_excluded(plan: Plan) -> list[dict]:
     """Packages an `exclude:` leaves out that the base holds anyway: the base keeps them (exclude removes
     nothing), so they are named, with the step that drops them."""
-    installed_by_steps = {i.name for i in plan.installed if i.source != BASE}
+    installed_by_steps = {i.name for i in plan.resolution.installed if i.source != BASE}
     return [{"package": name, "version": k["version"], "excluded_on": k["excluded_on"],
              "fix": f"add a `remove` step for {name} to drop the base's copy, or drop the exclusion"}
             for name, k in base_kept_excluded(plan, installed_by_steps).items()]
@@ -84,11 +84,11 @@ def hazard_text(h: Hazard) -> str:
 
 
 def shared_pin_findings(plan: Plan) -> list[dict]:
-    by_name = {i.name: i for i in plan.installed}
-    installed = {i.name: i.version for i in plan.installed}
+    by_name = {i.name: i for i in plan.resolution.installed}
+    installed = {i.name: i.version for i in plan.resolution.installed}
     out = []
     for name, version in plan.shared_pins.items():
-        relying = [e for e in plan.edges if e.name == name and e.verdict in ("satisfied", "violated", "suppressed")]
+        relying = [e for e in plan.resolution.edges if e.name == name and e.verdict in ("satisfied", "violated", "suppressed")]
         excluding = [e for e in relying if not Requirement(e.requirement).specifier.contains(version, prereleases=True)]
         breaking = [e for e in excluding if excludes_shared_pin(e, by_name, version)]
         reasons = []
@@ -117,7 +117,7 @@ def shared_pin_findings(plan: Plan) -> list[dict]:
 def no_deps_features(plan: Plan) -> list[dict]:
     """For each --no-deps package: what each of its requirement groups needs, and what the image has."""
     groups: dict[tuple[str, str | None], list[Edge]] = defaultdict(list)
-    for e in plan.edges:
+    for e in plan.resolution.edges:
         if e.verdict == "suppressed":
             groups[(e.parent, e.extra)].append(e)
     out = []
@@ -146,10 +146,10 @@ def dropped_requirements(plan: Plan) -> list[dict]:
     --no-deps install drops and the image leaves unmet: absent, or at a version outside its specifier.
     `allowed` holds when the manifest declares it (`allow_missing` with a why); any other one is a conflict,
     and the build's invariant fails on it."""
-    extras = {i.name: set(i.extras) for i in plan.installed}
+    extras = {i.name: set(i.extras) for i in plan.resolution.installed}
     allowed = allowances(plan)
     out = []
-    for e in plan.edges:
+    for e in plan.resolution.edges:
         if e.verdict != "suppressed" or (e.extra is not None and e.extra not in extras.get(e.parent, ())):
             continue
         if e.found is not None and Requirement(e.requirement).specifier.contains(e.found, prereleases=True):
@@ -190,9 +190,9 @@ def missing_on_platform(plan: Plan, source) -> list[dict]:
     build stops there), not a lookup that failed. A package whose files cannot be read is left to the
     lookups that say so. Only packages whose metadata the resolver could not read are looked up (a
     missing one is among them), so a clean report asks the index nothing more."""
-    unread = {e.parent for e in plan.edges if e.verdict == "unchecked"} | {u.package for u in plan.unjudged}
+    unread = {e.parent for e in plan.resolution.edges if e.verdict == "unchecked"} | {u.package for u in plan.resolution.unjudged}
     out = []
-    for inst in plan.installed:
+    for inst in plan.resolution.installed:
         if inst.source not in ("index", "fallback") or inst.name not in unread:
             continue
         try:
@@ -204,7 +204,7 @@ def missing_on_platform(plan: Plan, source) -> list[dict]:
             out.append(gap)
     # A dependency no release of which this platform installs is a clash (pip would stop there); when the
     # index has its wheels for other platforms only, that is what the clash is: named here, counted once.
-    for clash in plan.clashes:
+    for clash in plan.resolution.clashes:
         if clash.package in {d["package"] for d in out}:
             continue
         try:
@@ -237,24 +237,24 @@ def summarize(plan: Plan, shared: list[dict], allow_unchecked: bool = False, abi
               missing: list[dict] | None = None) -> dict:
     """Counts and the verdict. Unchecked is never clean: it is its own verdict unless allowed."""
     count = defaultdict(int)
-    for e in plan.edges:
+    for e in plan.resolution.edges:
         count[e.verdict] += 1
     shared_broken = [s for s in shared if s["broken"]]
-    stale = plan.lock_state is not None and plan.lock_state.status == "stale"
+    stale = plan.resolution.lock_state is not None and plan.resolution.lock_state.status == "stale"
     dropped = dropped_requirements(plan)
     dropped_unmet = sum(1 for d in dropped if not d["allowed"])
     absent = {d["package"] for d in missing or ()}
     # A missing package's clash, and the requirements on it left unmet, are its finding: counted once.
-    clashes = [c for c in plan.clashes if c.package not in absent]
-    count["violated"] = sum(1 for e in plan.edges if e.verdict == "violated" and not unmet_by_absence(e, absent))
-    conflicts = (count["violated"] + len(plan.hazards) + len(shared_broken) + len(clashes) + int(stale)
+    clashes = [c for c in plan.resolution.clashes if c.package not in absent]
+    count["violated"] = sum(1 for e in plan.resolution.edges if e.verdict == "violated" and not unmet_by_absence(e, absent))
+    conflicts = (count["violated"] + len(plan.resolution.hazards) + len(shared_broken) + len(clashes) + int(stale)
                  + int(inventory_problem(plan)) + dropped_unmet + len(absent))
     # A package missing on the platform has no metadata there: that is its finding, not a failed lookup.
     abi_unknown = sum(1 for row in abi or () if row["abi_class"] == "unknown" and row["name"] not in absent)
     # A failed lookup already behind an unchecked edge is counted once.
-    unchecked_edges = [e for e in plan.edges if e.verdict == "unchecked" and e.parent not in absent]
+    unchecked_edges = [e for e in plan.resolution.edges if e.verdict == "unchecked" and e.parent not in absent]
     unchecked_parents = {e.parent for e in unchecked_edges}
-    lookups = len({u.package for u in plan.unjudged} - unchecked_parents - absent)
+    lookups = len({u.package for u in plan.resolution.unjudged} - unchecked_parents - absent)
     unchecked = len(unchecked_edges) + lookups + abi_unknown + len(plan.todos)
     count["unchecked"] = len(unchecked_edges)
     if conflicts:
@@ -267,17 +267,17 @@ def summarize(plan: Plan, shared: list[dict], allow_unchecked: bool = False, abi
         "edges": {k: count[k] for k in ("satisfied", "violated", "suppressed", "unchecked", "extra-only", "marker-excluded",
                                         "base-broken", "overridden", "excluded")},
         "missing_on_platform": len(absent),  # their unchecked edges are counted here, not under edges
-        "hazards": len(plan.hazards),
-        "hazards_removed_by_lock": len(plan.unlocked_hazards) if plan.locked else 0,
+        "hazards": len(plan.resolution.hazards),
+        "hazards_removed_by_lock": len(plan.resolution.unlocked_hazards) if plan.resolution.locked else 0,
         "shared_pins_broken": len(shared_broken),
         "clashes": len(clashes),
-        "unjudged": len([u for u in plan.unjudged if u.package not in absent]),
+        "unjudged": len([u for u in plan.resolution.unjudged if u.package not in absent]),
         "abi_unknown": abi_unknown,
-        "lock": plan.lock_state.status if plan.lock_state else None,
-        "inventory": plan.inventory_state.status if plan.inventory_state else None,
-        "base_moved": sum(1 for h in plan.hazards if h.earlier_step == BASE),
-        "base_replaced": len(plan.replacements),
-        "removed": len(plan.removals),
+        "lock": plan.resolution.lock_state.status if plan.resolution.lock_state else None,
+        "inventory": plan.resolution.inventory_state.status if plan.resolution.inventory_state else None,
+        "base_moved": sum(1 for h in plan.resolution.hazards if h.earlier_step == BASE),
+        "base_replaced": len(plan.resolution.replacements),
+        "removed": len(plan.resolution.removals),
         "dropped_unmet": dropped_unmet,
         "dropped_allowed": len(dropped) - dropped_unmet,
         "conflicts": conflicts,
@@ -300,29 +300,29 @@ def to_json(plan: Plan, abi: list[dict] | None = None, allow_unchecked: bool = F
         "image": plan.image,
         "variant": plan.variant.name,
         "manifest_sha256": plan.manifest_sha256,
-        "locked": plan.locked,
-        "lock": dataclasses.asdict(plan.lock_state) if plan.lock_state else None,
+        "locked": plan.resolution.locked,
+        "lock": dataclasses.asdict(plan.resolution.lock_state) if plan.resolution.lock_state else None,
         "target": dataclasses.asdict(plan.target),
         "platform": plan.container_platform,
         "packages": [
             {**dataclasses.asdict(i), "extras": list(i.extras), "required_by": req_by.get(i.name, []),
              "moved": moved.get(i.name)}
-            for i in plan.installed
+            for i in plan.resolution.installed
         ],
-        "edges": [record_fields(e) for e in plan.edges],  # flat records: asdict's deep copy costs more
+        "edges": [record_fields(e) for e in plan.resolution.edges],  # flat records: asdict's deep copy costs more
         "no_deps_features": no_deps_features(plan),
         "dropped_requirements": dropped_requirements(plan),
         # requirements the manifest leaves out on purpose (exclude:, with a why): suppressed edges, not conflicts
-        "excluded": [dataclasses.asdict(e) for e in plan.edges if e.verdict == "excluded"],
+        "excluded": [dataclasses.asdict(e) for e in plan.resolution.edges if e.verdict == "excluded"],
         "shared_pins": shared,
-        "hazards": [dataclasses.asdict(h) for h in plan.hazards],
+        "hazards": [dataclasses.asdict(h) for h in plan.resolution.hazards],
         "base": base_findings(plan),
-        "replacements": [dataclasses.asdict(h) for h in plan.replacements],
-        "removals": [dataclasses.asdict(r) for r in plan.removals],
-        "unlocked_hazards": [dataclasses.asdict(h) for h in plan.unlocked_hazards],
+        "replacements": [dataclasses.asdict(h) for h in plan.resolution.replacements],
+        "removals": [dataclasses.asdict(r) for r in plan.resolution.removals],
+        "unlocked_hazards": [dataclasses.asdict(h) for h in plan.resolution.unlocked_hazards],
         "clashes": [{**dataclasses.asdict(c), "wanted": list(c.wanted), "reasons": list(c.reasons)}
-                    for c in plan.clashes],
-        "unjudged": [dataclasses.asdict(u) for u in plan.unjudged],
+                    for c in plan.resolution.clashes],
+        "unjudged": [dataclasses.asdict(u) for u in plan.resolution.unjudged],
         # what each step changes outside the Python environment (its kind's Effect.outside): Debian packages,
         # patches, environment variables, scripts the resolver does not judge; listed, never hidden
         "outside": outside_effects(plan),
@@ -343,13 +343,13 @@ def outside_effects(plan: Plan) -> list[dict]:
 def moved_pins(plan: Plan) -> dict[str, dict]:
     """Packages that a later step moved off what an earlier step installed: never shown as ok."""
     return {h.package: {"from": h.before, "to": h.after, "by": h.step, "pinned_in": h.earlier_step, "cause": h.cause}
-            for h in plan.hazards}
+            for h in plan.resolution.hazards}
 
 
 def replaced_pins(plan: Plan) -> dict[str, dict]:
     """Base packages the manifest replaces on purpose: shown, never counted as a conflict."""
     return {h.package: {"from": h.before, "to": h.after, "by": h.step, "pinned_in": h.earlier_step, "cause": h.cause}
-            for h in plan.replacements}
+            for h in plan.resolution.replacements}
 
 
 def next_steps(plan: Plan, shared: list[dict], summary: dict, abi: list[dict] | None = None,
@@ -360,14 +360,14 @@ def next_steps(plan: Plan, shared: list[dict], summary: dict, abi: list[dict] | 
         steps.append(f"{missing_text(d)}: pin a version of {d['package']} that has a {d['platform']} wheel, gate "
                      f"it off there (a gate on arch), or take {d['platform']} out of the variant's platforms")
     if inventory_problem(plan):
-        assert plan.inventory_state is not None
-        steps.append(f"the base inventory of {plan.variant.name} is {plan.inventory_state.status} "
-                     f"({plan.inventory_state.detail}): run `build.py base inventory --variant {plan.variant.name}` "
+        assert plan.resolution.inventory_state is not None
+        steps.append(f"the base inventory of {plan.variant.name} is {plan.resolution.inventory_state.status} "
+                     f"({plan.resolution.inventory_state.detail}): run `build.py base inventory --variant {plan.variant.name}` "
                      f"and commit it")
-    if plan.lock_state and plan.lock_state.status == "stale":
-        steps.append(f"the lock of {plan.variant.name} is stale ({plan.lock_state.detail}): "
+    if plan.resolution.lock_state and plan.resolution.lock_state.status == "stale":
+        steps.append(f"the lock of {plan.variant.name} is stale ({plan.resolution.lock_state.detail}): "
                      f"run `make lock` (build.py lock --variant {plan.variant.name}) and commit it")
-    for c in plan.clashes:
+    for c in plan.resolution.clashes:
         if c.package in {d["package"] for d in missing or ()}:
             continue  # said above: missing on the platform
         steps.append(f"wheel set {c.step}: make {c.package} satisfiable: " + "; ".join(c.wanted)
@@ -386,7 +386,7 @@ def next_steps(plan: Plan, shared: list[dict], summary: dict, abi: list[dict] | 
         steps.append(f"{len(plan.todos)} TODO(s) left by import (the manifest's todo: list): fill each in and drop "
                      "it from the list")
     if summary["unchecked"] - len(plan.todos) > 0:
-        names = sorted(({e.parent for e in plan.edges if e.verdict == "unchecked"} | {u.package for u in plan.unjudged}
+        names = sorted(({e.parent for e in plan.resolution.edges if e.verdict == "unchecked"} | {u.package for u in plan.resolution.unjudged}
                         | {row["name"] for row in abi or () if row["abi_class"] == "unknown"})
                        - {d["package"] for d in missing or ()})
         steps.append(f"{summary['unchecked'] - len(plan.todos)} requirement(s) could not be judged "
@@ -399,7 +399,7 @@ def violated_and_moved_steps(plan: Plan, absent: set[str]) -> list[str]:
     """What to do about each violated requirement (but those a package missing on the platform explains) and
     each pin a later step moves (next_steps)."""
     steps = []
-    for e in plan.edges:
+    for e in plan.resolution.edges:
         if unmet_by_absence(e, absent):
             continue
         if e.verdict == "violated" and e.parent in base_names(plan):
@@ -410,7 +410,7 @@ def violated_and_moved_steps(plan: Plan, absent: set[str]) -> list[str]:
             steps.append(f"{e.parent} {e.parent_version} requires {e.requirement}, but {e.detail}: pin {e.name} to a "
                          f"version that satisfies it, or pick a release of {e.parent} that accepts what is installed")
     pins = plan.manifest_pins()
-    for h in plan.hazards:
+    for h in plan.resolution.hazards:
         if h.earlier_step == BASE:
             steps.append(f"{hazard_text(h)}: pin {h.package} in the manifest (the replacement is then intended), or "
                          f"choose releases that accept the base's {h.before}")
@@ -428,7 +428,7 @@ def violated_and_moved_steps(plan: Plan, absent: set[str]) -> list[str]:
 def unchecked_advice(plan: Plan) -> str:
     """What to do about lookups that failed, by why they failed: an unset index variable, a cache an
     --offline run could not answer from, or the index itself."""
-    reasons = [u.reason for u in plan.unjudged] + [e.detail for e in plan.edges if e.verdict == "unchecked"]
+    reasons = [u.reason for u in plan.resolution.unjudged] + [e.detail for e in plan.resolution.edges if e.verdict == "unchecked"]
     unset = sorted(set(re.findall(r"\$([A-Z_][A-Z0-9_]*), which is not set", " ".join(reasons))))
     advice = [f"set ${v} (the index the variant reads torch from)" for v in unset]
     if any("offline: " in r for r in reasons):
@@ -447,14 +447,14 @@ def dropped_text(d: dict) -> str:
 
 def base_names(plan: Plan) -> set[str]:
     """The installed packages that are still the base's own."""
-    return {i.name for i in plan.installed if i.source == BASE}
+    return {i.name for i in plan.resolution.installed if i.source == BASE}
 
 
 def torch_abi(plan: Plan, source, client, workspace: Workspace, offline: bool) -> list[dict]:
     """Which compiled wheels in the image are tied to torch's ABI, and how (from their ELF imports)."""
-    by_name = {i.name: i for i in plan.installed}
+    by_name = {i.name: i for i in plan.resolution.installed}
     torch_reqs: dict[str, list] = defaultdict(list)
-    for e in plan.edges:
+    for e in plan.resolution.edges:
         if e.name == "torch" and e.verdict != "marker-excluded":
             torch_reqs[e.parent].append(Requirement(e.requirement))
     locals_by_name = {p.name: p for p in plan.packages() if p.local}

@@ -25,9 +25,9 @@ def _hazard_line(h: Hazard) -> str:
 
 
 def _evaluated_as(plan: Plan) -> str:
-    if plan.locked:
+    if plan.resolution.locked:
         return "as locked"
-    state = plan.lock_state.status if plan.lock_state else "missing"
+    state = plan.resolution.lock_state.status if plan.resolution.lock_state else "missing"
     return {"stale": "lock is STALE: as the manifest now asks, one plain pip install per wheel set",
             "ignored": "lock ignored (--no-lock): one plain pip install per wheel set"}.get(
         state, "no lock: one plain pip install per wheel set")
@@ -80,12 +80,12 @@ def print_report(plan: Plan, console: Console, verbose: bool = False, abi: list[
 def print_heading(c: Console, plan: Plan) -> None:
     """A missing or stale inventory or lock said first, then what is evaluated, for which target."""
     if inventory_problem(plan):
-        assert plan.inventory_state is not None
-        c.print(f"[red bold]base inventory of {escape(plan.variant.name)} is {plan.inventory_state.status}:[/red bold] "
-                f"{escape(plan.inventory_state.detail)}; run `build.py base inventory --variant "
+        assert plan.resolution.inventory_state is not None
+        c.print(f"[red bold]base inventory of {escape(plan.variant.name)} is {plan.resolution.inventory_state.status}:[/red bold] "
+                f"{escape(plan.resolution.inventory_state.detail)}; run `build.py base inventory --variant "
                 f"{escape(plan.variant.name)}`.")
-    if plan.lock_state and plan.lock_state.status == "stale":
-        c.print(f"[red bold]lock of {escape(plan.variant.name)} is stale:[/red bold] {escape(plan.lock_state.detail)}; "
+    if plan.resolution.lock_state and plan.resolution.lock_state.status == "stale":
+        c.print(f"[red bold]lock of {escape(plan.variant.name)} is stale:[/red bold] {escape(plan.resolution.lock_state.detail)}; "
                 f"not using it. Run `make lock`.")
     c.print(f"[bold]{escape(plan.image)}:{escape(plan.variant.name)}[/bold]  target: Python {plan.target.python}, "
             f"{plan.target.platform}" + (f" ({plan.container_platform})" if plan.variant.platforms else "")
@@ -96,7 +96,7 @@ def print_package_rows(c: Console, plan: Plan, absent: set[str], verbose: bool) 
     """One row per installed package the manifest names, that has a problem, or (--verbose) every one."""
     problems = defaultdict(list)
     suppressed: dict[str, int] = defaultdict(int)
-    for e in plan.edges:
+    for e in plan.resolution.edges:
         if e.verdict in ("violated", "unchecked"):
             problems[e.parent].append(e)
         if e.verdict == "suppressed":
@@ -110,7 +110,7 @@ def print_package_rows(c: Console, plan: Plan, absent: set[str], verbose: bool) 
     moved = moved_pins(plan)
 
     rows = []
-    for i in plan.installed:
+    for i in plan.resolution.installed:
         if i.name in absent:
             verdict = f"[red]missing on {escape(plan.container_platform)}[/red]"
         elif problems[i.name]:
@@ -131,7 +131,7 @@ def print_package_rows(c: Console, plan: Plan, absent: set[str], verbose: bool) 
         rows.append((escape(i.name), escape(i.version), escape(i.step), escape(", ".join(req_by.get(i.name, []))),
                      verdict, escape(whys.get(i.name) or i.why or "")))
     print_packages(c, rows)
-    hidden = sum(1 for i in plan.installed
+    hidden = sum(1 for i in plan.resolution.installed
                  if not (i.name in whys or i.source not in ("index", BASE) or problems[i.name] or i.name in moved
                          or i.name in replaced))
     if hidden and not verbose:
@@ -142,17 +142,17 @@ def print_base(c: Console, plan: Plan, base: dict) -> None:
     """What the image does to the base's environment (report.base_findings)."""
     c.print(f"\n[bold]Base environment[/bold] ({escape(str(base['image']))}: {base['packages']} of its packages "
             f"kept as they are)")
-    for h in plan.hazards:
+    for h in plan.resolution.hazards:
         if h.earlier_step == BASE:
             c.print(f"  [red]{escape(hazard_text(h))}[/red]")
-    for h in plan.replacements:
+    for h in plan.resolution.replacements:
         what = "the base's " if h.earlier_step == BASE else ""
         c.print(f"  [cyan]wheel set {escape(h.step)} replaces {escape(what)}{escape(h.package)} {escape(h.before)} → "
                 f"{escape(h.after)} (intended)[/cyan]")
-    for r in plan.removals:
+    for r in plan.resolution.removals:
         had = f"{r.package} {r.version}" if r.version else f"{r.package} (not installed there)"
         c.print(f"  step {escape(r.step)} removes {escape(had)}: {escape(r.why)}")
-    for e in plan.edges:
+    for e in plan.resolution.edges:
         if e.verdict == "base-broken":
             c.print(f"  [yellow]base: already broken[/yellow]: {escape(e.parent)} {escape(e.parent_version)} "
                     f"requires {escape(e.requirement)} ({escape(e.detail.removeprefix('base: already broken ').strip('()'))})")
@@ -164,7 +164,7 @@ def print_base(c: Console, plan: Plan, base: dict) -> None:
 def print_decided(c: Console, plan: Plan, data: dict) -> None:
     """What the manifest decided on purpose, and what the resolver does not judge: overrides, --no-deps
     suppressions, exclusions, the steps' changes outside the Python environment."""
-    overridden = [e for e in plan.edges if e.verdict == "overridden"]
+    overridden = [e for e in plan.resolution.edges if e.verdict == "overridden"]
     if overridden:  # on a venv too: an override is the manifest's decision, shown wherever it applies
         c.print("\n[bold]Overridden on purpose[/bold] (requirements a pin marked `override: true` contradicts)")
         for e in overridden:
@@ -204,7 +204,7 @@ def print_unmet(c: Console, plan: Plan, data: dict, absent: set[str]) -> None:
             else:
                 c.print(f"  [red]{escape(dropped_text(d))}[/red]")
 
-    clashes = [cl for cl in plan.clashes if cl.package not in absent]  # a missing one is listed as missing
+    clashes = [cl for cl in plan.resolution.clashes if cl.package not in absent]  # a missing one is listed as missing
     if clashes:
         c.print("\n[bold]Clashes[/bold] (no release satisfies everything a wheel set asks; plain pip stops at the first)")
         for cl in clashes:
@@ -222,7 +222,7 @@ def print_unmet(c: Console, plan: Plan, data: dict, absent: set[str]) -> None:
             c.print(f"  [red]{escape(missing_text(d))}[/red]")
             c.print(f"    the index has: {escape(', '.join(d['wheels']))}")
 
-    unjudged = [u for u in plan.unjudged if u.package not in absent]
+    unjudged = [u for u in plan.resolution.unjudged if u.package not in absent]
     if unjudged:
         c.print("\n[bold]Could not judge[/bold] (never counted as clean)")
         for u in unjudged:
@@ -261,16 +261,16 @@ def print_torch_abi(c: Console, data: dict) -> None:
 
 def print_install_order(c: Console, plan: Plan) -> None:
     c.print("\n[bold]Install order[/bold]")
-    if plan.hazards:
-        for h in plan.hazards:
+    if plan.resolution.hazards:
+        for h in plan.resolution.hazards:
             c.print(f"  [red]{escape(_hazard_line(h))}[/red]")
-    elif plan.locked:
+    elif plan.resolution.locked:
         c.print("  [green]no wheel set changes what an earlier one installed[/green] (each package is in one lock slice)")
-    if plan.locked and plan.unlocked_hazards:
+    if plan.resolution.locked and plan.resolution.unlocked_hazards:
         c.print("  Churn the lock removes (one plain pip install per wheel set would do this):")
-        for h in plan.unlocked_hazards:
+        for h in plan.resolution.unlocked_hazards:
             c.print(f"    {escape(_hazard_line(h))}")
-    if not plan.locked and not plan.hazards:
+    if not plan.resolution.locked and not plan.resolution.hazards:
         c.print("  [green]no wheel set changes what an earlier one installed[/green]")
 
 

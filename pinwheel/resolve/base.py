@@ -9,7 +9,6 @@ be a local build, a patched wheel or a release the index no longer has.
 """
 from __future__ import annotations
 
-import dataclasses
 import re
 from pathlib import Path
 
@@ -28,7 +27,7 @@ BASE = "base"
 
 def sees_base(plan: Plan) -> bool:
     """Does the image's Python environment include the base's own packages?"""
-    return plan.base_inventory is not None and reads_base(plan)
+    return plan.resolution.base_inventory is not None and reads_base(plan)
 
 
 def reads_base(plan: Plan) -> bool:
@@ -54,7 +53,7 @@ def with_inventory(plan: Plan, root: Path | str, engine=None) -> Plan:
         inventory = load_inventory(path) if status != "missing" else None
     except InventoryError as exc:
         status, detail, inventory = "stale", str(exc), None
-    return dataclasses.replace(plan, base_inventory=inventory, inventory_state=LockState(status, detail))
+    return plan.with_resolution(base_inventory=inventory, inventory_state=LockState(status, detail))
 
 
 def _site_python(site: str) -> str | None:
@@ -78,11 +77,11 @@ def base_distributions(plan: Plan) -> dict[str, Distribution]:
     """
     if not sees_base(plan):
         return {}
-    assert plan.base_inventory is not None
-    sites = base_environment_sites(plan.base_inventory, plan.target.python)
+    assert plan.resolution.base_inventory is not None
+    sites = base_environment_sites(plan.resolution.base_inventory, plan.target.python)
     out: dict[str, Distribution] = {}
     for site in sites:
-        for d in plan.base_inventory.distributions:
+        for d in plan.resolution.base_inventory.distributions:
             if d.site == site:
                 out.setdefault(canonicalize_name(d.name), d)
     return out

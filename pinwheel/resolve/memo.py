@@ -144,15 +144,15 @@ def record_fields(x) -> dict:
 
 
 def _resolved_json(plan: Plan) -> dict:
-    return {"locked": plan.locked, **{f: [record_fields(x) for x in getattr(plan, f)] for f in _RESOLVED}}
+    return {"locked": plan.resolution.locked, **{f: [record_fields(x) for x in getattr(plan.resolution, f)] for f in _RESOLVED}}
 
 
 def _resolved_from_json(plan: Plan, data: dict) -> Plan:
     def build(cls, d: dict):
         return cls(**{k: tuple(v) if isinstance(v, list) else v for k, v in d.items()})
 
-    return dataclasses.replace(plan, locked=data["locked"],
-                               **{f: tuple(build(cls, d) for d in data[f]) for f, cls in _RESOLVED.items()})
+    return plan.with_resolution(locked=data["locked"],
+                                **{f: tuple(build(cls, d) for d in data[f]) for f, cls in _RESOLVED.items()})
 
 
 def resolve_memoized(plan: Plan, source, cache_dir: Path, wheels_dir: Path | None = None,

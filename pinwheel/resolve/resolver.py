@@ -508,8 +508,7 @@ def resolve(plan: Plan, source: MetadataSource, wheels_dir: Path | None = None,
                 if e.verdict == "violated"}
     edges = resolver.judge(plan, installed, baseline)
     replaced = [h for h in hazards if intended_change(plan, h)]
-    return dataclasses.replace(
-        plan,
+    return plan.with_resolution(
         installed=tuple(sorted(installed.values(), key=lambda i: (_step_index(plan, i.step), i.name))),
         edges=tuple(edges),
         hazards=tuple(h for h in hazards if h not in replaced),
@@ -548,7 +547,7 @@ class _NoIndex:
 
 def fully_judged(plan: Plan) -> bool:
     """True when every lookup succeeded and no edge is unchecked: only then may a result be remembered."""
-    return not plan.unjudged and not any(e.verdict == "unchecked" for e in plan.edges)
+    return not plan.resolution.unjudged and not any(e.verdict == "unchecked" for e in plan.resolution.edges)
 
 
 def _step_index(plan: Plan, step: str) -> int:

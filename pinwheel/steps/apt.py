@@ -34,9 +34,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from ..manifest.reader import Reader, StepReading
-from ..manifest.source import show
-from .base import Effect, KindView, SbomPart, Staging, StagingError, StepKind, read_unique
+from ..model.reader import Reader, StepReading
+from ..model.source import show
+from .base import ADOPT_APT_INSTALL, Effect, KindView, SbomPart, Staging, StagingError, StepKind, read_unique
 from .downloads import stage_file
 from .openpgp import KeyFileError, armored, fingerprint
 
@@ -284,6 +284,7 @@ class AptView(KindView):
 class Apt(StepKind):
     name = "apt"
     noun = "apt step"
+    adopts = ADOPT_APT_INSTALL
 
     def read(self, node: Any, key: str, reading: StepReading) -> AptStep:
         r = reading.reader

@@ -36,10 +36,10 @@ from typing import TYPE_CHECKING, Any, ClassVar, Sequence
 from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
-from ..manifest.model import StepSpec, pinned_version
-from ..manifest.reader import Reader, StepReading
-from ..manifest.source import Node, show
-from .base import DirectInstall, Effect, KindView, SbomPart, Staging, StepKind
+from ..model.manifest import StepSpec, pinned_version
+from ..model.reader import Reader, StepReading
+from ..model.source import Node, show
+from .base import ADOPT_WHEEL_DOWNLOAD, DirectInstall, Effect, KindView, SbomPart, Staging, StepKind
 from .downloads import DownloadError, download, stage_file
 
 AssetError = DownloadError  # an asset could not be downloaded, or is not the pinned one
@@ -173,6 +173,8 @@ class AssetView(KindView):
 class Assets(StepKind):
     name = "asset"
     noun = "asset step"
+    adopts = ADOPT_WHEEL_DOWNLOAD
+    named_by_package = True
 
     def read(self, node: Any, key: str, reading: StepReading) -> AssetStep:
         r = reading.reader

@@ -16,7 +16,9 @@ registry. The pipeline asks the kind of each step, never the step's type:
   context, ``identity`` for what of the step joins the image's content identity
   (under the kind's ``identity_section``), ``sbom`` for the SBOM components of
   each such entry, and ``label_entries`` for what the image's label
-  ``io.pinwheel.<label>`` says of the step.
+  ``io.pinwheel.<label>`` says of the step;
+- import (pinwheel.adopt) asks the kind that ``adopts`` what it found in a
+  hand-written Dockerfile (one of ADOPTS) for an ``entry`` and its ``adopted_name``.
 """
 from __future__ import annotations
 
@@ -24,12 +26,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, Mapping, Protocol, Sequence
 
-from ..manifest.model import StepSpec
-from ..manifest.reader import StepReading
+from ..model.manifest import StepSpec
+from ..model.reader import StepReading
 
 if TYPE_CHECKING:
     from ..plan import Plan, Step
-    from .wheels import PlannedPackage
+    from ..model.packages import PlannedPackage
 
 
 @dataclass(frozen=True)
@@ -66,6 +68,16 @@ class Effect:
     def empty(self) -> bool:
         """True when the Python environment is the same after the step as before it."""
         return not (self.installs or self.removes or self.direct)
+
+
+# What of a hand-written Dockerfile `import` writes as a manifest entry: each is the one kind's whose ``adopts``
+# names it, so import asks for the kind by what it found, never by the kind's name.
+ADOPT_PIP_INSTALL = "pip install"  # index requirements and local wheels; `python -c` checks attach to these
+ADOPT_PIP_UNINSTALL = "pip uninstall"
+ADOPT_APT_INSTALL = "apt-get install"
+ADOPT_WHEEL_DOWNLOAD = "wheel download"  # a wheel fetched by URL, then pip-installed
+ADOPT_GIT_SOURCE = "git source"  # a git URL, or a checkout the RUN cloned
+ADOPTS = (ADOPT_PIP_INSTALL, ADOPT_PIP_UNINSTALL, ADOPT_APT_INSTALL, ADOPT_WHEEL_DOWNLOAD, ADOPT_GIT_SOURCE)
 
 
 class StagingError(Exception):
@@ -196,6 +208,24 @@ class StepKind:
     def view(self, step: Step) -> PartialView:
         """What the partial reads for this step."""
         raise NotImplementedError
+
+    # True where what it installs is built inside the image (no wheel of it exists on the host: the ABI check
+    # reads its ELF from the built image). A direct install's ``source`` is its kind's name.
+    builds_in_image: ClassVar[bool] = False
+
+    # -- import: what of a hand-written Dockerfile it expresses
+
+    adopts: ClassVar[str | None] = None  # one of ADOPTS: what import writes as a step of this kind
+    named_by_package: ClassVar[bool] = False  # an imported step is named by its first package alone
+
+    def entry(self, why: str, **fields: Any) -> dict:
+        """A manifest entry of this kind as import writes it: its name is given once all steps are known."""
+        return {"name": "", "kind": self.name, "why": why, **fields}
+
+    def adopted_name(self, base: str) -> str:
+        """An imported step's name, from its first package's (``base``): prefixed by the kind's, unless the
+        kind is ``named_by_package``."""
+        return base if self.named_by_package else f"{self.name}-{base}"[:40].strip("-")
 
     # -- the build: its context, its identity, its SBOM and labels
 

@@ -27,9 +27,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from ..manifest.model import StepSpec
-from ..manifest.reader import Reader, StepReading
-from ..manifest.source import show
+from ..model.manifest import StepSpec
+from ..model.reader import Reader, StepReading
+from ..model.source import show
 from .base import Effect, KindView, StepKind
 
 if TYPE_CHECKING:

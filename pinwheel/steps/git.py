@@ -50,10 +50,10 @@ from typing import TYPE_CHECKING, Any, ClassVar, Sequence
 from packaging.utils import canonicalize_name
 
 from ..fsutil import sha256_file
-from ..manifest.model import StepSpec, pinned_version
-from ..manifest.reader import Reader, StepReading
-from ..manifest.source import show
-from .base import DirectInstall, Effect, KindView, SbomPart, Staging, StepKind
+from ..model.manifest import StepSpec, pinned_version
+from ..model.reader import Reader, StepReading
+from ..model.source import show
+from .base import ADOPT_GIT_SOURCE, DirectInstall, Effect, KindView, SbomPart, Staging, StepKind
 from .patch import read_patch_file, read_strip, stage_patch_file
 from .source_meta import git_metadata, read_or_reason
 
@@ -177,17 +177,6 @@ def read_needs(reading: StepReading, m: dict, key: str, isolation: bool) -> tupl
     return tuple(out)
 
 
-def build_point(step: Step, steps: Sequence[Step]) -> Step | None:
-    """The last earlier step that installs a package the step's build needs: its builder stage starts from the
-    image as it is after that step. None: the build needs nothing installed."""
-    needs = set(getattr(step.spec, "needs", ()) or ())
-    if not needs:
-        return None
-    from .registry import kind_of  # the registry imports every kind module, this one included
-    providers = [s for s in steps if s.index < step.index and needs & set(kind_of(s).provides(s))]
-    return providers[-1] if providers else None
-
-
 @dataclass(frozen=True)
 class GitView(KindView):
     """A git step as its partial reads it."""
@@ -285,6 +274,9 @@ class GitView(KindView):
 class Git(StepKind):
     name = "git"
     noun = "git step"
+    adopts = ADOPT_GIT_SOURCE
+    named_by_package = True
+    builds_in_image = True
 
     def read(self, node: Any, key: str, reading: StepReading) -> GitStep:
         r = reading.reader

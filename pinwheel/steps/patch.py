@@ -36,10 +36,10 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from packaging.utils import canonicalize_name
 
-from ..manifest.model import pinned_version
+from ..model.manifest import pinned_version
 from ..fsutil import sha256_file
-from ..manifest.reader import Reader, StepReading
-from ..manifest.source import Scalar, show
+from ..model.reader import Reader, StepReading
+from ..model.source import Scalar, show
 from ..workspace import OutsideProject, inside_project
 from .base import Effect, KindView, SbomPart, Staging, StagingError, StepKind
 

@@ -7,9 +7,12 @@ kind is first asked for, so a command pays only for the kinds its manifest uses.
 from __future__ import annotations
 
 from importlib import import_module
-from typing import Iterator, Mapping
+from typing import TYPE_CHECKING, Iterator, Mapping, Sequence
 
-from .base import StepKind
+from .base import ADOPTS, StepKind
+
+if TYPE_CHECKING:
+    from ..plan import Step
 
 _MODULES = (
     "wheels",  # index, local and fallback packages
@@ -23,6 +26,8 @@ _MODULES = (
     "run",  # a shell script the resolver does not judge, its downloads checked, maybe in a builder stage
     "uv-project",  # a project installed from its pyproject.toml and uv.lock (uv sync --frozen), a fixed set
 )
+# The manifest's older top-level lists, each of one kind's entries only: `wheel_sets:` is `steps:` of wheel sets.
+_OLDER_LISTS = {"wheel_sets": "wheels"}
 
 
 def _kind(name: str) -> StepKind:
@@ -62,3 +67,32 @@ KINDS: Mapping[str, StepKind] = _Kinds(_MODULES)
 def kind_of(step) -> StepKind:
     """The kind of a Plan step (or of a manifest entry)."""
     return KINDS[step.kind]
+
+
+def kind_listed_as(key: str) -> StepKind | None:
+    """The kind every entry of the manifest's older top-level list `key` is (wheel_sets); None for `steps`."""
+    return KINDS[_OLDER_LISTS[key]] if key in _OLDER_LISTS else None
+
+
+def kind_adopting(what: str) -> StepKind:
+    """The kind whose steps express `what` (one of ADOPTS) of a hand-written Dockerfile, for import."""
+    assert what in ADOPTS, what
+    found = [KINDS[name] for name in KINDS if KINDS[name].adopts == what]
+    assert len(found) == 1, f"{len(found)} kinds adopt {what!r}"
+    return found[0]
+
+
+def built_in_image(source: str) -> bool:
+    """Whether a distribution of this source (Installed.source) is built inside the image: a direct install's
+    source is its kind's name."""
+    return source in KINDS and KINDS[source].builds_in_image
+
+
+def build_point(step: Step, steps: Sequence[Step]) -> Step | None:
+    """The last earlier step that installs a package the step's build needs (its spec's ``needs``): its builder
+    stage starts from the image as it is after that step. None: the build needs nothing installed."""
+    needs = set(getattr(step.spec, "needs", ()) or ())
+    if not needs:
+        return None
+    providers = [s for s in steps if s.index < step.index and needs & set(kind_of(s).provides(s))]
+    return providers[-1] if providers else None

@@ -29,9 +29,9 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from packaging.utils import canonicalize_name
 
-from ..manifest.reader import Reader, StepReading
-from ..manifest.source import show
-from .base import Effect, KindView, StepKind, read_unique
+from ..model.reader import Reader, StepReading
+from ..model.source import show
+from .base import ADOPT_PIP_UNINSTALL, Effect, KindView, StepKind, read_unique
 
 if TYPE_CHECKING:
     from ..plan import Step
@@ -81,6 +81,7 @@ class RemoveView(KindView):
 class Remove(StepKind):
     name = "remove"
     noun = "remove step"
+    adopts = ADOPT_PIP_UNINSTALL
 
     def read(self, node: Any, key: str, reading: StepReading) -> RemoveStep:
         r = reading.reader

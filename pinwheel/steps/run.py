@@ -34,8 +34,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from ..manifest.reader import Reader, StepReading
-from ..manifest.source import BAD_CATEGORIES, Scalar, show
+from ..model.reader import Reader, StepReading
+from ..model.source import BAD_CATEGORIES, Scalar, show
 from .base import Effect, KindView, SbomPart, Staging, StepKind
 from .downloads import stage_file
 

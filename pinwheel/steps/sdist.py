@@ -35,8 +35,8 @@ from typing import TYPE_CHECKING, Any, ClassVar, Sequence
 from packaging.utils import canonicalize_name, parse_sdist_filename, InvalidSdistFilename
 from packaging.version import Version
 
-from ..manifest.model import StepSpec, pinned_version
-from ..manifest.reader import StepReading
+from ..model.manifest import StepSpec, pinned_version
+from ..model.reader import StepReading
 from .base import DirectInstall, Effect, KindView, StepKind
 from .git import read_env, read_needs
 from .source_meta import Unreadable, read_or_reason, sdist_metadata, temporary_download
@@ -119,6 +119,7 @@ class SdistView(KindView):
 class Sdist(StepKind):
     name = "sdist"
     noun = "sdist step"
+    builds_in_image = True
 
     def read(self, node: Any, key: str, reading: StepReading) -> SdistStep:
         r = reading.reader

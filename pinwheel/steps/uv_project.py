@@ -36,8 +36,8 @@ from packaging.markers import InvalidMarker, Marker, default_environment
 from packaging.utils import canonicalize_name
 
 from ..fsutil import sha256_file
-from ..manifest.reader import Reader, StepReading
-from ..manifest.source import show
+from ..model.reader import Reader, StepReading
+from ..model.source import show
 from .base import DirectInstall, Effect, KindView, Staging, StagingError, StepKind
 
 if TYPE_CHECKING:

@@ -1,8 +1,9 @@
 """Wheel sets: install steps of index, local and fallback packages.
 
 The building block of kind `wheels`:
-- manifest: WheelSet, Package, LocalWheel (a wheel in wheels/, under a policy
-  for when it is missing) and Provenance, read and checked here. A package may
+- manifest: WheelSet, its Packages, each maybe a LocalWheel (a wheel in wheels/,
+  under a policy for when it is missing) with its Provenance, read and checked
+  here (the values themselves are pinwheel.model.packages'). A package may
   be an `override: true` (with a why): a deliberate replacement that contradicts
   another package's requirement, which the resolver judges `overridden`;
 - plan: every package becomes a PlannedPackage (Step.packages);
@@ -23,15 +24,15 @@ import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar, Mapping, Sequence
 
-from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 
-from ..manifest.model import Gate, StepSpec, pinned_version
-from ..manifest.reader import Reader, StepReading
-from ..manifest.source import show
+from ..model.manifest import Gate, StepSpec, pinned_version
+from ..model.reader import Reader, StepReading
+from ..model.packages import AllowMissing, Exclude, LocalWheel, Package, PlannedPackage, Provenance, Verify
+from ..model.source import show
 from ..smoke_payload import NAMED_CHECKS
 from ..workspace import InContext, LockFiles
-from .base import Effect, StepKind
+from .base import ADOPT_PIP_INSTALL, Effect, KindView, StepKind
 
 if TYPE_CHECKING:
     from ..plan import Step
@@ -46,85 +47,6 @@ _ARCH = re.compile(r"^\d+\.\d+a?$")
 
 
 # ---------------------------------------------------------------- manifest
-
-
-@dataclass(frozen=True)
-class Provenance:
-    torch: str | None
-    cuda: str | None
-    arch_list: tuple[str, ...]
-
-
-@dataclass(frozen=True)
-class LocalWheel:
-    glob: str
-    built_against: Provenance
-    if_missing: str
-    how_to_provide: str
-    line: int
-
-
-@dataclass(frozen=True)
-class AllowMissing:
-    """A base requirement of a --no-deps package that the image may leave unmet (absent, or at a
-    version outside its specifier), and why that is intended."""
-
-    name: str  # canonical project name of the requirement
-    why: str
-    line: int
-
-
-@dataclass(frozen=True)
-class Exclude:
-    """A requirement of a package that the image leaves out on purpose, and why: the lock drops it (and
-    whatever only it reached), the report shows the edge as excluded, the build's pip check allows it."""
-
-    name: str  # canonical project name of the requirement
-    why: str
-    line: int
-
-
-@dataclass(frozen=True)
-class Verify:
-    """A package's own check: modules to import and/or a Python snippet that must exit 0, and where it runs."""
-
-    imports: tuple[str, ...]
-    python: str | None
-    needs: str  # cpu: the build's invariant; driver: the smoke's import level; gpu: its gpu level
-    line: int
-    check: str | None = None  # a check the smoke payload provides (NAMED_CHECKS), run once for all who name it
-
-
-@dataclass(frozen=True)
-class Package:
-    requirement: Requirement
-    no_deps: bool
-    why: str | None
-    gate: str | None
-    local: LocalWheel | None
-    fallback: "Package | None"
-    line: int
-    # A deliberate replacement that contradicts another package's requirement (judged `overridden`,
-    # not `violated`); it must say why. Rendering does not change with it.
-    override: bool = False
-    # Base requirements --no-deps drops that the image may leave unmet; any other unmet one fails the build.
-    allow_missing: tuple[AllowMissing, ...] = ()
-    # `needs: driver`: its modules import only with a GPU driver; the build skips them (with needs_why),
-    # the smoke's import level imports them
-    needs: str | None = None
-    needs_why: str | None = None
-    verify: Verify | None = None
-    # Requirements left out of the image on purpose (manifest `exclude:`), each with its why.
-    exclude: tuple[Exclude, ...] = ()
-    index: Any = None  # the NamedIndex it comes from, only (manifest `index: NAME`); None: the default index
-
-    @property
-    def name(self) -> str:
-        return canonicalize_name(self.requirement.name)
-
-    @property
-    def version(self) -> str | None:
-        return pinned_version(self.requirement)
 
 
 @dataclass(frozen=True)
@@ -305,30 +227,6 @@ def _local(r: Reader, node: Any, key: str) -> LocalWheel:
 # -------------------------------------------------------------------- plan
 
 
-@dataclass(frozen=True)
-class PlannedPackage:
-    name: str
-    requirement: str
-    version: str | None
-    no_deps: bool
-    why: str | None
-    gate: str | None
-    local: LocalWheel | None
-    fallback: "PlannedPackage | None"
-    active: bool  # False when its gate (or its wheel set's) is off for this variant
-    override: bool = False  # a deliberate replacement that contradicts a requirement (manifest `override: true`)
-    allow_missing: tuple[AllowMissing, ...] = ()  # dropped base requirements the image may leave unmet
-    needs: str | None = None  # "driver": its modules are imported by the smoke, not at build time
-    needs_why: str | None = None
-    verify: Verify | None = None  # its own check (manifest `verify:`)
-    exclude: tuple[Exclude, ...] = ()  # its requirements left out on purpose (manifest `exclude:`)
-    index: Any = None  # the NamedIndex it comes from, only (manifest `index: NAME`)
-
-    @property
-    def pinned(self) -> str:
-        return f"{self.name}=={self.version}" if self.version else self.requirement
-
-
 def _planned(p: Package, active: bool) -> PlannedPackage:
     return PlannedPackage(
         name=p.name,
@@ -365,28 +263,16 @@ class LocalView:
 
 
 @dataclass(frozen=True)
-class StepView:
+class StepView(KindView):
     """A wheel set as its partial reads it: the step's fields, and its local wheels with their messages."""
 
-    step: Step
-    packages: tuple[PlannedPackage | LocalView, ...]
+    spec: WheelSet
+    packages: tuple[PlannedPackage | LocalView, ...]  # the step's, each local wheel as its LocalView
     locals: tuple[LocalView, ...]
 
     @property
-    def partial(self) -> str:
-        return KIND.partial
-
-    @property
-    def invariant(self) -> tuple[Any, ...]:
-        return KIND.invariant(self.step)
-
-    @property
     def index_packages(self) -> tuple[PlannedPackage, ...]:
-        return KIND.slice_packages(self.step)
-
-    @property
-    def gate_off_message(self) -> str:
-        return f"pinwheel: {self.step.gate}=0: skipping wheel set {self.step.name}"
+        return self.kind.slice_packages(self.step)
 
     @property
     def wheels_dir(self) -> str:
@@ -395,40 +281,17 @@ class StepView:
         leaves this set's layer cached."""
         return InContext.wheel_set(self.step.name)
 
-    def __getattr__(self, name: str):
-        return getattr(self.step, name)
-
 
 def fallback_lock_file(step: Step, package: PlannedPackage) -> str:
     return LockFiles.fallback(step.index, step.name, package.name)
 
 
-def missing_wheel(p: PlannedPackage) -> tuple[str, str]:
-    """(ERROR or WARNING, what it means) for a missing local wheel under its policy.
-
-    The same words in the image's guards and in `build`'s check on the host.
-    """
-    assert p.local is not None
-    where = f"wheels/{p.local.glob}"
-    if p.local.if_missing == "fallback" and p.fallback:
-        flags = " --no-deps" if p.fallback.no_deps else ""
-        return "WARNING", f"{where} is missing; installing fallback {p.fallback.requirement}{flags}"
-    if p.local.if_missing == "skip":
-        return "WARNING", f"{where} is missing; skipping {p.name}. To include it: {p.local.how_to_provide}"
-    return "ERROR", f"{where} is missing and {p.name} is required. {p.local.how_to_provide}"
-
-
-def multiple_wheels(p: PlannedPackage) -> str:
-    assert p.local is not None
-    return f"more than one wheel in wheels/ matches {p.local.glob}; keep one:"
-
-
 def _local_view(step: Step, p: PlannedPackage) -> LocalView:
-    level, missing = missing_wheel(p)
+    level, missing = p.missing_wheel()
     return LocalView(
         package=p,
         fallback_lock_file=fallback_lock_file(step, p) if p.fallback else None,
-        multiple_message=f"pinwheel: ERROR: {multiple_wheels(p)}",
+        multiple_message=f"pinwheel: ERROR: {p.multiple_wheels()}",
         missing_message=f"pinwheel: {level}: {missing}",
     )
 
@@ -439,6 +302,8 @@ def _local_view(step: Step, p: PlannedPackage) -> LocalView:
 class WheelSets(StepKind):
     name = "wheels"
     noun = "wheel set"
+    adopts = ADOPT_PIP_INSTALL
+    named_by_package = True
 
     def read(self, node: Any, key: str, reading: StepReading) -> WheelSet:
         r = reading.reader
@@ -504,7 +369,7 @@ class WheelSets(StepKind):
     def view(self, step: Step) -> StepView:
         locals_ = tuple(_local_view(step, p) for p in step.packages if p.local)
         by_name = {lv.package.name: lv for lv in locals_}
-        return StepView(step, tuple(by_name.get(p.name, p) for p in step.packages), locals_)
+        return StepView(step, step.spec, self, tuple(by_name.get(p.name, p) for p in step.packages), locals_)
 
 
 KIND = WheelSets()

@@ -12,7 +12,7 @@ import pytest
 from pinwheel import cli, manifest
 from pinwheel.lock import check_lock, lock_installs, lock_sha256, locked_versions, read_lock
 from pinwheel.plan import plan_platforms, plan_variant
-from pinwheel.render import StepView
+from pinwheel.steps.wheels import KIND as WHEEL_SETS
 
 ROOT = Path(__file__).resolve().parents[2]
 MANIFEST = ROOT / "wheels_manifest.yaml"
@@ -54,7 +54,7 @@ def test_slices_match_the_dockerfile_and_the_design():
     m = manifest.load(MANIFEST)
     plan = plan_variant(m, "cu130")
     lock = read_lock(CU130)
-    wanted = [s.lock_file for s in plan.steps if StepView(s, (), ()).index_packages]
+    wanted = [s.lock_file for s in plan.steps if WHEEL_SETS.slice_packages(s)]
     assert [s.file for s in lock.slices] == wanted
     dockerfile = (ROOT / "images" / "train" / "Dockerfile").read_text()
     copied = re.findall(r"^COPY --from=lock /(\S+) ", dockerfile, re.M)

@@ -80,13 +80,13 @@ def setup(index, tmp_path, steps: str, inventory: Inventory | None = BASE):
 
 def resolved(m, client, inventory=BASE, **plan_changes):
     plan = plan_variant(m, "t")
-    plan = dataclasses.replace(plan, base_inventory=inventory, inventory_state=LockState("ok", "test"), **plan_changes)
+    plan = plan.with_resolution(base_inventory=inventory, inventory_state=LockState("ok", "test"), **plan_changes)
     return resolve(plan, client)
 
 
 def edge(plan, parent, dep):
-    hits = [e for e in plan.edges if e.parent == parent and e.name == dep]
-    assert len(hits) == 1, (parent, dep, plan.edges)
+    hits = [e for e in plan.resolution.edges if e.parent == parent and e.name == dep]
+    assert len(hits) == 1, (parent, dep, plan.resolution.edges)
     return hits[0]
 
 
@@ -110,10 +110,10 @@ def test_the_miles_hazard_by_name(index, tmp_path):
     """A later wheel set drags the base's apache-tvm-ffi 0.1.11 down to 0.1.10: named, and not clean."""
     m, client, _ = setup(index, tmp_path, KERNELS)
     plan = resolved(m, client)
-    by = {i.name: i for i in plan.installed}
+    by = {i.name: i for i in plan.resolution.installed}
     assert (by["apache-tvm-ffi"].version, by["apache-tvm-ffi"].step) == ("0.1.10", "kernels")
     assert (by["flashinfer-python"].source, by["flashinfer-python"].step) == ("base", "base")
-    (h,) = plan.hazards
+    (h,) = plan.resolution.hazards
     assert (h.step, h.package, h.before, h.after, h.earlier_step, h.cause) == (
         "kernels", "apache-tvm-ffi", "0.1.11", "0.1.10", "base", "old-kernel 1.0")
     broken = edge(plan, "flashinfer-python", "apache-tvm-ffi")
@@ -132,7 +132,7 @@ def test_base_metadata_comes_from_the_inventory(index, tmp_path):
     m, client, _ = setup(index, tmp_path, KERNELS)
     plan = resolved(m, client)
     assert edge(plan, "trainer", "shared-lib").verdict == "satisfied"
-    assert {i.name for i in plan.installed if i.source == "base"} >= {"trainer", "flashinfer-python", "shared-lib"}
+    assert {i.name for i in plan.resolution.installed if i.source == "base"} >= {"trainer", "flashinfer-python", "shared-lib"}
 
 
 def test_baseline_is_base_broken_and_does_not_make_the_image_unclean(index, tmp_path):
@@ -172,8 +172,8 @@ steps:
       - {requirement: "shared-lib==2.0"}
 """)
     plan = resolved(m, client)
-    assert plan.hazards == ()
-    (r,) = plan.replacements
+    assert plan.resolution.hazards == ()
+    (r,) = plan.resolution.replacements
     assert (r.package, r.before, r.after, r.earlier_step, r.step) == ("shared-lib", "1.0", "2.0", "base", "libs")
     data = to_json(plan)
     assert data["summary"]["verdict"] == "clean"
@@ -217,7 +217,7 @@ def test_override_is_overridden_not_violated(index, tmp_path):
     assert to_json(plain)["summary"]["verdict"] == "conflicts"
 
     plan = plan_variant(m, "t")
-    plan = _override(dataclasses.replace(plan, base_inventory=BASE, inventory_state=LockState("ok", "test")))
+    plan = _override(plan.with_resolution(base_inventory=BASE, inventory_state=LockState("ok", "test")))
     over = resolve(plan, client)
     e = edge(over, "trainer", "nvidia-cudnn-cu13")
     assert (e.verdict, e.found, e.requirement) == ("overridden", "9.22.0.52", "nvidia-cudnn-cu13==9.20.0.48")
@@ -250,9 +250,9 @@ def test_a_removal_takes_the_base_package_out(index, tmp_path):
         pytest.skip("the remove step kind is not registered yet")
     m, client, _ = setup(index, tmp_path, REMOVE)
     plan = resolved(m, client)
-    names = {i.name for i in plan.installed}
+    names = {i.name for i in plan.resolution.installed}
     assert "transformer-engine" not in names
-    (r,) = plan.removals
+    (r,) = plan.resolution.removals
     assert (r.step, r.package, r.version, r.earlier_step, r.why) == (
         "drop-te", "transformer-engine", "1.0", "base", "we install our own triplet")
     e = edge(plan, "te-user", "transformer-engine")
@@ -299,10 +299,11 @@ def test_venv_variant_is_unchanged_by_an_inventory(index, tmp_path):
     """A plain venv does not see the base: an inventory changes nothing."""
     m, client, _ = setup(index, tmp_path, KERNELS)
     plan = plan_variant(m, "t")
-    venv = dataclasses.replace(plan, variant=dataclasses.replace(plan.variant, environment="venv"), base_inventory=BASE)
+    venv = dataclasses.replace(plan, variant=dataclasses.replace(plan.variant, environment="venv")).with_resolution(
+        base_inventory=BASE)
     r = resolve(venv, client)
-    assert not any(i.source == "base" for i in r.installed)
-    assert r.hazards == () and to_json(r)["base"] is None
+    assert not any(i.source == "base" for i in r.resolution.installed)
+    assert r.resolution.hazards == () and to_json(r)["base"] is None
 
 
 def test_bump_on_a_base_environment_starts_from_the_base(index, tmp_path, capsys):

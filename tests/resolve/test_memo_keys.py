@@ -25,7 +25,7 @@ def plans(tmp_path):
     assert amd64.target != arm64.target and amd64.container_platform != arm64.container_platform
     installed = (Installed("pwt-torchy", "2.0", "base", "index", False, (), None),
                  Installed("pwt-kern", "1.0", "kernels", "index", False, (), None))
-    return [dataclasses.replace(p, installed=installed) for p in (amd64, arm64)]
+    return [p.with_resolution(installed=installed) for p in (amd64, arm64)]
 
 
 def misses(tmp_path, baseline: tuple, variants: dict[str, tuple]) -> dict[str, bool]:
@@ -60,8 +60,8 @@ def test_the_resolve_key_misses_when_any_input_changes_alone(tmp_path, plans):
 
 def test_the_torch_abi_key_misses_when_any_input_changes_alone(tmp_path, plans):
     amd64, arm64 = plans
-    other_version = dataclasses.replace(amd64, installed=amd64.installed[:1] + (
-        dataclasses.replace(amd64.installed[1], version="1.1"),))
+    other_version = amd64.with_resolution(installed=amd64.resolution.installed[:1] + (
+        dataclasses.replace(amd64.resolution.installed[1], version="1.1"),))
     args = dict(resolved=amd64, wheels=[], source=Source("http://127.0.0.1:1/simple"),
                 default_source=Source("http://127.0.0.1:1/simple"), offline=False, classifier="abc")
     changed = {"resolved (platform)": ("resolved", arm64), "resolved (a version)": ("resolved", other_version),

@@ -62,15 +62,15 @@ def demo(local_index, tmp_path):
 
 
 def edge(plan, parent, dep):
-    hits = [e for e in plan.edges if e.parent == parent and e.name == dep]
-    assert len(hits) == 1, (parent, dep, plan.edges)
+    hits = [e for e in plan.resolution.edges if e.parent == parent and e.name == dep]
+    assert len(hits) == 1, (parent, dep, plan.resolution.edges)
     return hits[0]
 
 
 def test_every_verdict(demo):
     m, client, _ = demo
     plan = resolve(plan_variant(m, "t"), client)
-    versions = {i.name: i.version for i in plan.installed}
+    versions = {i.name: i.version for i in plan.resolution.installed}
     assert versions == {"app": "1.0", "shared-dsl": "1.5", "base-lib": "2.0", "pinner": "1.0",
                         "frontend": "1.0", "mystery": "1.0"}
 
@@ -86,13 +86,13 @@ def test_every_verdict(demo):
     dsl = edge(plan, "frontend", "shared-dsl")
     assert (dsl.verdict, dsl.extra, dsl.detail) == ("suppressed", "dsl", "would downgrade shared-dsl 1.5 → 1.0")
 
-    unknown = [e for e in plan.edges if e.parent == "mystery"]
+    unknown = [e for e in plan.resolution.edges if e.parent == "mystery"]
     assert [e.verdict for e in unknown] == ["unchecked"]
     assert "sdist" in unknown[0].detail
 
-    hazards = [(h.step, h.package, h.before, h.after, h.earlier_step) for h in plan.hazards]
+    hazards = [(h.step, h.package, h.before, h.after, h.earlier_step) for h in plan.resolution.hazards]
     assert hazards == [("two", "base-lib", "2.0", "1.0", "one"), ("four", "base-lib", "1.0", "2.0", "two")]
-    assert plan.hazards[0].cause == "pinner 1.0"
+    assert plan.resolution.hazards[0].cause == "pinner 1.0"
 
 
 def test_lock_removes_order_hazards_but_remembers_them(demo):
@@ -100,8 +100,8 @@ def test_lock_removes_order_hazards_but_remembers_them(demo):
     locked = {"one": {"app": "1.0", "shared-dsl": "1.5", "base-lib": "2.0"}, "two": {"pinner": "1.0"},
               "three": {}, "four": {}}
     plan = resolve(plan_variant(m, "t"), client, locked=locked)
-    assert plan.locked and plan.hazards == ()
-    assert [h.package for h in plan.unlocked_hazards] == ["base-lib", "base-lib"]
+    assert plan.resolution.locked and plan.resolution.hazards == ()
+    assert [h.package for h in plan.resolution.unlocked_hazards] == ["base-lib", "base-lib"]
 
 
 def test_a_package_in_two_slices_is_a_hazard(demo):
@@ -109,7 +109,7 @@ def test_a_package_in_two_slices_is_a_hazard(demo):
     locked = {"one": {"app": "1.0", "shared-dsl": "1.5", "base-lib": "2.0"}, "two": {"pinner": "1.0", "base-lib": "1.0"},
               "three": {}, "four": {}}
     plan = resolve(plan_variant(m, "t"), client, locked=locked)
-    assert [(h.package, h.before, h.after) for h in plan.hazards][0] == ("base-lib", "2.0", "1.0")
+    assert [(h.package, h.before, h.after) for h in plan.resolution.hazards][0] == ("base-lib", "2.0", "1.0")
 
 
 def test_report_json_and_exit_code(demo, capsys, monkeypatch, tmp_path):

@@ -1,8 +1,6 @@
 """What the report advises for requirements it could not judge follows why they could not be judged."""
 from __future__ import annotations
 
-import dataclasses
-
 from pinwheel.plan import Unjudged, plan_variant
 from pinwheel.reports.report import unchecked_advice
 
@@ -16,7 +14,7 @@ NETWORK = "cannot list releases of six: connection refused (http://127.0.0.1:9/s
 
 def advice(tmp_path, *reasons: str) -> str:
     plan = plan_variant(load_text(manifest_yaml(steps=STEPS, variants=[variant()]), tmp_path), "cu130")
-    return unchecked_advice(dataclasses.replace(plan, unjudged=tuple(Unjudged("p", r) for r in reasons)))
+    return unchecked_advice(plan.with_resolution(unjudged=tuple(Unjudged("p", r) for r in reasons)))
 
 
 def test_an_offline_cache_miss_says_to_run_online_not_to_check_the_network(tmp_path):

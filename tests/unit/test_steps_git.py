@@ -171,10 +171,10 @@ class NoIndex:
 def test_the_resolver_installs_a_git_package_with_its_requirements_unchecked(tmp_path):
     only_git = STEPS.split("  - name: bridge\n")[1].split("  - name: lm\n")[0]
     plan = resolve(plan_variant(load(tmp_path, "  - name: bridge\n" + only_git), "cu130"), NoIndex())
-    [inst] = plan.installed
+    [inst] = plan.resolution.installed
     assert (inst.name, inst.version, inst.source, inst.no_deps, inst.step) == ("pw-bridge", "0.3.0", "git", True,
                                                                                "bridge")
-    [edge] = plan.edges
+    [edge] = plan.resolution.edges
     assert (edge.parent, edge.verdict) == ("pw-bridge", "unchecked")
     assert f"built from commit {REV}" in edge.detail
 

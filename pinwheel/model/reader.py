@@ -14,7 +14,7 @@ from typing import Any
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.version import InvalidVersion, Version
 
-from .model import Gate, SharedPin, pinned_version
+from .manifest import Gate, SharedPin, pinned_version
 from .source import BAD_CATEGORIES, ManifestError, Node, Scalar, join, show
 
 # Names that end up in image references, ARGs, paths and shell words: keep them

@@ -19,7 +19,7 @@ from ..index.target import container_arch, container_platform, platform_for
 from .source import ManifestError
 
 if TYPE_CHECKING:
-    from ..steps.wheels import Package, WheelSet
+    from .packages import Package
 
 MANIFEST_VERSION = 1
 GATE_VARIABLES = ("cuda", "python", "torch", "arch")
@@ -202,11 +202,11 @@ class Manifest:
         return self.variants[name]
 
     @property
-    def wheel_sets(self) -> tuple[WheelSet, ...]:
+    def wheel_sets(self) -> tuple[StepSpec, ...]:
         """The steps that are wheel sets, in order."""
         return tuple(s for s in self.steps if getattr(s, "is_wheel_set", False))  # type: ignore[misc]
 
-    def packages(self) -> list[tuple[WheelSet, Package]]:
+    def packages(self) -> list[tuple[StepSpec, Package]]:
         return [(ws, p) for ws in self.wheel_sets for p in ws.packages]
 
 
