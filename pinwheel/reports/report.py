@@ -1,6 +1,6 @@
 """The conflict report: a view of a resolved Plan, as a rich table or stable JSON.
 
-JSON schema "pinwheel.report/1" is documented in the README; fields are only
+JSON schema "pinwheel.report/1" is documented in docs/report.md; fields are only
 ever added, never renamed or removed, within one schema version.
 """
 from __future__ import annotations
