@@ -1,7 +1,7 @@
 """The conflict report: a view of a resolved Plan, its findings and stable JSON (report_printing.py
 prints them as a rich table).
 
-JSON schema "pinwheel.report/1" is documented in the README; fields are only
+JSON schema "pinwheel.report/1" is documented in docs/report.md; fields are only
 ever added, never renamed or removed, within one schema version.
 """
 from __future__ import annotations
