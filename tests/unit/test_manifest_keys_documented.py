@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from pinwheel.manifest.reader import Reader, StepReading
+from pinwheel.model.reader import Reader, StepReading
 from pinwheel.steps.registry import KINDS
 
 manifest_load = import_module("pinwheel.manifest.load")  # the module: the package exports its load()
