@@ -29,7 +29,7 @@ from packaging.utils import canonicalize_name
 from ..manifest.model import Gate, StepSpec, pinned_version
 from ..manifest.reader import Reader, StepReading
 from ..manifest.source import show
-from ..smoke_payload import NAMED_CHECKS
+from ..smoke import NAMED_CHECKS
 from ..workspace import InContext, LockFiles
 from .base import Effect, StepKind
 
