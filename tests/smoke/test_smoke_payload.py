@@ -13,6 +13,7 @@ import os
 import re
 import subprocess
 import sys
+import zipfile
 from pathlib import Path
 
 import pytest
@@ -344,7 +345,7 @@ def test_a_named_check_runs_once_for_every_package_declaring_it_and_a_device_ski
 
 def test_named_checks_is_the_check_modules_own_entries():
     """One table: NAMED_CHECKS is each check module's ENTRY, and every module under checks/ is one of them."""
-    shipped = {n.split("/")[-1][:-3] for n in __import__("zipfile").ZipFile(PAYLOAD).namelist()
+    shipped = {n.split("/")[-1][:-3] for n in zipfile.ZipFile(PAYLOAD).namelist()
                if n.startswith("pinwheel_smoke/checks/") and not n.endswith("/__init__.py")}
     assert {m.__name__.rsplit(".", 1)[-1] for m in checks.MODULES} == shipped == {"dsa_forward"}
     assert checks.NAMED_CHECKS == {"dsa-forward": dsa.ENTRY} and dsa.ENTRY["needs"] == "gpu"
