@@ -83,6 +83,7 @@ class InContext:
     names them."""
 
     WHEELS = "wheels"  # the local wheels the Plan's globs match, for this platform, one directory per wheel set
+    SMOKE_PAYLOAD = "smoke_payload.pyz"  # the smoke payload, one zipapp (image.payload)
 
     @staticmethod
     def wheel_set(step_name: str) -> str:
@@ -94,7 +95,7 @@ class InImage:
     """Paths inside the build and the image that the template, the build context and the smoke share."""
 
     TOOL_DIR = "/opt/pinwheel"
-    SMOKE_PAYLOAD = "/opt/pinwheel/smoke_payload.py"
+    SMOKE_PAYLOAD = "/opt/pinwheel/smoke_payload.pyz"
     EXPECT = "/opt/pinwheel/expect.json"
     WHEELS_MOUNT = "/tmp/wheels"
     LOCK_DIR = "/tmp/pinwheel/lock"

@@ -17,7 +17,8 @@ the pins change, because the host supplies torch and the CUDA libraries at its o
 - DIR/smoke-h200-failures.json: the same run with each stage's kernel output corrupted, with a pin the
   site does not match, and (with --old-site) with an nvidia-cudnn-frontend that has no cudnn.DSA.
 
-Standard library only, like the payload: it runs where nothing can be installed.
+Standard library only, like the payload: it runs where nothing can be installed. It builds the payload
+from this checkout into DIR (DIR/smoke_payload.pyz, the bytes a build ships) and runs that.
 """
 from __future__ import annotations
 
@@ -30,7 +31,18 @@ import sys
 import time
 from pathlib import Path
 
-PAYLOAD = Path(__file__).resolve().parents[1] / "pinwheel" / "smoke_payload.py"
+ROOT = Path(__file__).resolve().parents[1]
+PAYLOAD_NAME = "smoke_payload.pyz"  # the name a build gives it (InContext.SMOKE_PAYLOAD)
+
+
+def build_payload(out: Path) -> Path:
+    """The payload as a build ships it (pinwheel.image.payload: standard library only), from this checkout."""
+    sys.path.insert(0, str(ROOT))
+    from pinwheel.image import payload
+
+    path = out / PAYLOAD_NAME
+    path.write_bytes(payload.build())
+    return path
 
 
 def normalize(name: str) -> str:
@@ -57,7 +69,8 @@ def host_expect(image: dict, carried: dict[str, str]) -> dict:
 def run(name: str, what: str, expect: Path, out: Path, sites: list[Path], level: str, require: str | None,
         env_extra: dict[str, str] | None = None) -> dict:
     result_path = out / f".{name}.json"
-    cmd = [sys.executable, str(PAYLOAD), "--expect", str(expect), "--level", level,
+    payload = out / PAYLOAD_NAME  # build_payload's
+    cmd = [sys.executable, str(payload), "--expect", str(expect), "--level", level,
            *(["--require", require] if require else []), *[a for s in sites for a in ("--site", str(s))],
            "--json", str(result_path)]
     # PYTHONPATH puts the sites before the host's own packages (a carried cuda-bindings wins over the
@@ -71,7 +84,7 @@ def run(name: str, what: str, expect: Path, out: Path, sites: list[Path], level:
     result_path.unlink(missing_ok=True)
     shown = " ".join(f"{k}={v}" for k, v in (env_extra or {}).items())
     return {"name": name, "what": what, "command": (shown + " " if shown else "") + " ".join(
-                ["python", "pinwheel/smoke_payload.py", *[expect.name if a == str(expect) else a for a in cmd[2:-1]],
+                ["python", payload.name, *[expect.name if a == str(expect) else a for a in cmd[2:-1]],
                  f"{name}.json"]),
             "exit_code": proc.returncode, "seconds": seconds,
             "failed_stages": [f"{s['level']}/{s['name']}" for s in (doc or {}).get("stages", [])
@@ -87,6 +100,7 @@ def main() -> int:
     p.add_argument("--out", type=Path, required=True)
     args = p.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
+    build_payload(args.out)
     image = json.loads(args.expect.read_text())
 
     pins_doc = run("image-pins", "the image's expect.json unchanged, static level: every pin the host differs on",

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import datetime as dt
 import hashlib
-import importlib.resources
 import os
 import json
 import shutil
@@ -22,6 +21,7 @@ from typing import TYPE_CHECKING, Callable, Sequence
 from pathlib import Path
 
 from . import labels
+from . import payload as smoke_payload
 from .identity import ContentInputs, base_digest, content_inputs
 from .labels import BASE_DIGEST_KIND, CONTENT_TAG, OCI_BASE_DIGEST, OCI_SOURCE
 from .base import platform_base
@@ -37,9 +37,6 @@ from ..render import dockerfile_groups, render_dockerfile
 if TYPE_CHECKING:
     from ..manifest import Manifest
 
-# The smoke payload is a module of this package, so it ships in the wheel; the
-# build context gets its bytes from wherever the package was imported from.
-PAYLOAD = importlib.resources.files("pinwheel").joinpath("smoke_payload.py")
 LABEL_PREFIX = labels.PREFIX
 
 
@@ -245,8 +242,8 @@ def assemble_context(plan: Plan, inputs: BuildInputs, context: Path, dockerfile:
         target = context / "lock" / plan.variant.name / path.relative_to(inputs.lock_dir)
         target.parent.mkdir(parents=True, exist_ok=True)
         shutil.copy2(path, target)
-    payload = context / "smoke_payload.py"
-    payload.write_bytes(PAYLOAD.read_bytes())
+    payload = context / InContext.SMOKE_PAYLOAD  # pinwheel.smoke, as one zipapp (image.payload)
+    payload.write_bytes(smoke_payload.build())
     payload.chmod(0o644)
     (context / InContext.WHEELS).mkdir()
     for step in plan.steps:  # each wheel set's own local wheels in a directory of its own, which its step mounts

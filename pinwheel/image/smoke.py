@@ -1,6 +1,6 @@
 """Run the smoke payload inside a built image and remember the verdict per image id.
 
-The payload (smoke_payload.py) is standalone; this stage only starts it in
+The payload (pinwheel.smoke, shipped as smoke_payload.pyz) is standalone; this stage only starts it in
 the image's `smoke` target, with the GPU when the host has one, and records
 the result where `publish` looks for it.
 
@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..fsutil import UnreadableFile, atomic_write, read_regular_text
-from ..smoke_payload import _level_status as level_status  # one judgement of a level, the payload's own
+from ..smoke import level_status  # one judgement of a level, the payload's own
 from ..workspace import InImage
 from .engine import Engine
 

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Mapping, Sequence
 
 from . import labels
+from ..workspace import InContext
 from .smoke import SmokeRecordError, recorded
 
 LEVELS = ("static", "import", "gpu")  # cumulative, as the smoke payload runs them
@@ -58,7 +59,7 @@ class DeclaredSmoke:
 def declared_smoke(dockerfile: Path, root: Path | None = None) -> DeclaredSmoke:
     """The levels the Dockerfile's `smoke` target runs; every level when nothing declares them.
 
-    The target's CMD (or ENTRYPOINT) runs smoke_payload.py; its `--level` is
+    The target's CMD (or ENTRYPOINT) runs the payload (smoke_payload.pyz); its `--level` is
     the highest level run (levels are cumulative) and `--require` one that
     must not be skipped. Either raises what is required.
     """
@@ -67,7 +68,7 @@ def declared_smoke(dockerfile: Path, root: Path | None = None) -> DeclaredSmoke:
     except ValueError:
         shown = str(dockerfile)
     every = DeclaredSmoke(LEVELS, f"nothing declares the smoke's levels ({shown} has no `{SMOKE_TARGET}` target "
-                                  "running smoke_payload.py), so every level is required")
+                                  f"running {InContext.SMOKE_PAYLOAD}), so every level is required")
     try:
         text = dockerfile.read_text()
     except (OSError, UnicodeDecodeError):
@@ -87,7 +88,8 @@ def declared_smoke(dockerfile: Path, root: Path | None = None) -> DeclaredSmoke:
         if LEVELS.index(value) > LEVELS.index(highest):
             highest = value
     levels = LEVELS[: LEVELS.index(highest) + 1]
-    return DeclaredSmoke(levels, f"declared by {shown}, target {SMOKE_TARGET}: smoke_payload.py {' '.join(said)}".rstrip())
+    return DeclaredSmoke(levels, f"declared by {shown}, target {SMOKE_TARGET}: {InContext.SMOKE_PAYLOAD} "
+                                 f"{' '.join(said)}".rstrip())
 
 
 def _instructions(text: str) -> list[tuple[str, str]]:
@@ -111,7 +113,8 @@ def _instructions(text: str) -> list[tuple[str, str]]:
 
 
 def _smoke_command(text: str) -> list[str] | None:
-    """The argv of the `smoke` target's CMD/ENTRYPOINT from smoke_payload.py on; None if there is none."""
+    """The argv of the `smoke` target's CMD/ENTRYPOINT from the payload (smoke_payload.pyz) on; None if there
+    is none."""
     in_smoke = False
     command: list[str] | None = None
     for head, rest in _instructions(text):
@@ -127,7 +130,7 @@ def _smoke_command(text: str) -> list[str] | None:
             continue
         if not isinstance(argv, list) or not all(isinstance(a, str) for a in argv):
             continue
-        at = next((i for i, a in enumerate(argv) if a.endswith("smoke_payload.py")), None)
+        at = next((i for i, a in enumerate(argv) if a.endswith(InContext.SMOKE_PAYLOAD)), None)
         if at is not None:
             command = argv[at:]
     return command

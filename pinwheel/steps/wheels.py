@@ -30,7 +30,7 @@ from ..model.manifest import Gate, StepSpec, pinned_version
 from ..model.reader import Reader, StepReading
 from ..model.packages import AllowMissing, Exclude, LocalWheel, Package, PlannedPackage, Provenance, Verify
 from ..model.source import show
-from ..smoke_payload import NAMED_CHECKS
+from ..smoke import NAMED_CHECKS
 from ..workspace import InContext, LockFiles
 from .base import ADOPT_PIP_INSTALL, Effect, KindView, StepKind
 

@@ -113,16 +113,16 @@ RUN --mount=type=cache,target=/root/.cache/pip,sharing=locked \
 # top-level modules of every installed distribution import on the CPU, except
 # those the manifest marks `needs: driver` (the smoke imports them).
 COPY --from=lock /expect.json /opt/pinwheel/expect.json
-COPY smoke_payload.py /opt/pinwheel/smoke_payload.py
+COPY smoke_payload.pyz /opt/pinwheel/smoke_payload.pyz
 # A passing `pip check` or import check is reused while every input it read is
 # unchanged (the payload's --cache-dir says how that is known); the results live
 # in a BuildKit cache mount, in no layer. `build.py build --fresh-checks` sets
 # PINWHEEL_FRESH_CHECKS=1: every check runs again.
 ARG PINWHEEL_FRESH_CHECKS=0
 RUN --mount=type=cache,id=pinwheel-invariant,target=/var/cache/pinwheel,sharing=locked \
-    python /opt/pinwheel/smoke_payload.py --expect /opt/pinwheel/expect.json --level static --check-pip --check-imports --cache-dir /var/cache/pinwheel
+    python /opt/pinwheel/smoke_payload.pyz --expect /opt/pinwheel/expect.json --level static --check-pip --check-imports --cache-dir /var/cache/pinwheel
 
 # `docker run --gpus all <image>:...-smoke` on a GPU host: imports and the DSA
 # forward, checked against references; a missing GPU fails it rather than passing.
 FROM image AS smoke
-CMD ["python", "/opt/pinwheel/smoke_payload.py", "--expect", "/opt/pinwheel/expect.json", "--level", "gpu", "--require", "gpu"]
+CMD ["python", "/opt/pinwheel/smoke_payload.pyz", "--expect", "/opt/pinwheel/expect.json", "--level", "gpu", "--require", "gpu"]

@@ -26,7 +26,7 @@ LEVELS = ("static", "import", "gpu")
 
 
 def payload_document(**levels: str) -> dict:
-    """The payload's document shape (smoke_payload.run): levels judged from their stages."""
+    """The payload's document shape (pinwheel.smoke: levels.run): levels judged from their stages."""
     stages = [{"level": lv, "name": "pins" if lv == "static" else "imports", "status": st,
                **({"reason": "no usable NVIDIA driver: nvidia-smi not found"} if st == "skipped" else {})}
               for lv, st in levels.items()]

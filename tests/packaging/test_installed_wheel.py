@@ -14,6 +14,7 @@ Offline by construction:
 """
 from __future__ import annotations
 
+import hashlib
 import os
 import shutil
 import site
@@ -25,6 +26,8 @@ from pathlib import Path
 
 import pytest
 from packaging.requirements import Requirement
+
+from pinwheel.image import payload
 
 ROOT = Path(__file__).resolve().parents[2]
 # report's exit code for "could not judge": an empty cache, offline, is never clean
@@ -107,14 +110,17 @@ def project(tmp_path: Path) -> Path:
 
 def test_the_installed_package_is_the_wheel_not_the_checkout(installed: Path, project: Path, tmp_path: Path):
     proc = run([str(installed / "python"), "-I", "-c",
-                "import pinwheel.render, pinwheel.image.build as b; print(pinwheel.render.__file__); print(b.PAYLOAD)"],
+                "import hashlib, pinwheel.render, pinwheel.smoke, pinwheel.image.payload as p; "
+                "print(pinwheel.render.__file__); print(pinwheel.smoke.__file__); "
+                "print(hashlib.sha256(p.build()).hexdigest())"],
                project, clean_env(tmp_path))
     assert proc.returncode == 0, proc.stderr
-    render_file, payload = proc.stdout.split()
+    render_file, smoke_package, payload_sha = proc.stdout.split()
     site_dir = installed.parent / "lib"
     assert Path(render_file).is_relative_to(site_dir), render_file
-    assert Path(payload).is_relative_to(site_dir) and Path(payload).is_file(), payload
-    assert Path(payload).read_bytes() == (ROOT / "pinwheel" / "smoke_payload.py").read_bytes()
+    assert Path(smoke_package).is_relative_to(site_dir), smoke_package
+    # the installed package ships every module of the payload: its archive is the checkout's, byte for byte
+    assert payload_sha == hashlib.sha256(payload.build()).hexdigest()
 
 
 def test_installed_render_writes_the_committed_dockerfile(installed: Path, project: Path, tmp_path: Path):

@@ -140,7 +140,7 @@ def test_a_variant_on_a_third_party_base_builds_and_its_invariant_holds_the_base
             expect_path.write_text(saved)
         assert refused.returncode == 2, refused.output[-3000:]
         assert "expect.json: base_unchanged is not what the manifest and the lock's slices say" in refused.stderr
-        script = ('printf %s "$EXPECT" > /tmp/edited.json && exec /usr/bin/python3 /opt/pinwheel/smoke_payload.py '
+        script = ('printf %s "$EXPECT" > /tmp/edited.json && exec /usr/bin/python3 /opt/pinwheel/smoke_payload.pyz '
                   '--expect /tmp/edited.json --level static --check-pip')
         failed = engine.run(image["image_id"], ["-c", script], env={"EXPECT": edited}, entrypoint="/bin/sh")
         said = failed.stdout + failed.stderr

@@ -75,7 +75,7 @@ def test_the_same_with_allow_missing_builds_and_lists_it(base_project: Project, 
 
     built = project.cli("build", "--variant", "cu130", "--quiet", "--json", check=True)
     tag = json.loads(built.stdout)["tags"][0]
-    run = engine.run(tag, ["sh", "-c", "python /opt/pinwheel/smoke_payload.py --expect /opt/pinwheel/expect.json "
+    run = engine.run(tag, ["sh", "-c", "python /opt/pinwheel/smoke_payload.pyz --expect /opt/pinwheel/expect.json "
                                        "--json /tmp/out.json >/dev/null && cat /tmp/out.json"])
     assert run.ok, run.stderr
     dropped = next(s for s in json.loads(run.stdout)["stages"] if s["name"] == "dropped")

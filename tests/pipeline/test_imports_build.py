@@ -58,7 +58,7 @@ def test_needs_driver_skips_it_with_its_reason(base_project: Project, tmp_path: 
         "pw-gpuonly": "needs: driver: its extension links libpwdriver.so.1, which only a GPU host has"}
     built = project.cli("build", "--variant", "cu130", "--quiet", "--json", check=True)
     tag = json.loads(built.stdout)["tags"][0]
-    run = engine.run(tag, ["sh", "-c", "python /opt/pinwheel/smoke_payload.py --expect /opt/pinwheel/expect.json "
+    run = engine.run(tag, ["sh", "-c", "python /opt/pinwheel/smoke_payload.pyz --expect /opt/pinwheel/expect.json "
                                        "--check-imports --json /tmp/out.json >/dev/null && cat /tmp/out.json"])
     assert run.ok, run.stderr
     imports = next(s for s in json.loads(run.stdout)["stages"] if s["name"] == "imports")

@@ -58,7 +58,7 @@ def test_the_override_is_locked_reported_and_accepted_by_the_invariant(project: 
 
     built = project.cli("build", "--variant", "cu130", "--quiet", "--json", check=True)
     tag = json.loads(built.stdout)["tags"][0]
-    run = engine.run(tag, ["sh", "-c", "python /opt/pinwheel/smoke_payload.py --expect /opt/pinwheel/expect.json "
+    run = engine.run(tag, ["sh", "-c", "python /opt/pinwheel/smoke_payload.pyz --expect /opt/pinwheel/expect.json "
                                        "--check-pip --json /tmp/out.json >/dev/null; cat /tmp/out.json"])
     assert run.ok, run.stderr
     check = next(s for s in json.loads(run.stdout)["stages"] if s["name"] == "pip-check")

@@ -49,7 +49,7 @@ def test_a_passing_verify_snippet_passes(base_project: Project, tmp_path: Path, 
     assert json.loads((project.lock_dir / "expect.json").read_text())["verify"]["pw-top"]["needs"] == "cpu"
     built = project.cli("build", "--variant", "cu130", "--quiet", "--json", check=True)
     tag = json.loads(built.stdout)["tags"][0]
-    run = engine.run(tag, ["sh", "-c", "python /opt/pinwheel/smoke_payload.py --expect /opt/pinwheel/expect.json "
+    run = engine.run(tag, ["sh", "-c", "python /opt/pinwheel/smoke_payload.pyz --expect /opt/pinwheel/expect.json "
                                        "--check-imports --json /tmp/out.json >/dev/null && cat /tmp/out.json"])
     assert run.ok, run.stderr
     verify = next(s for s in json.loads(run.stdout)["stages"] if s["name"] == "verify:pw-top")

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-PAYLOAD = Path(__file__).resolve().parents[2] / "pinwheel" / "smoke_payload.py"
+from payload_archive import PAYLOAD  # the zipapp the build ships
 
 # name, version, Requires-Dist: what the "image" holds after its last step
 SITE = [

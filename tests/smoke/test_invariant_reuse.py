@@ -8,11 +8,13 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
+import zipfile
 from pathlib import Path
 
-PAYLOAD = Path(__file__).resolve().parents[2] / "pinwheel" / "smoke_payload.py"
+from payload_archive import PAYLOAD, load  # the zipapp the build ships, and its modules
 
 
 def add_dist(site: Path, name: str, modules: dict[str, str], top_level: bool = True) -> Path:
@@ -128,11 +130,11 @@ def test_the_absent_names_alone_decide_when_nothing_else_changed(tmp_path):
     inputs = json.loads(stored(tmp_path, "imports")[0].read_text())["inputs"]
     assert ["pwi_late", None] in inputs["absent"]
     inputs["directories"] = {}  # leave the listing of the site out of it: only the absent names can tell
-    check = ("import json, sys; sys.path.insert(0, sys.argv[1]); import smoke_payload as sp; "
-             "sp._SITES[:] = [sys.argv[2]]; print(json.dumps(sp.unchanged_since(json.loads(sys.stdin.read()))))")
+    check = ("import json, sys; sys.path.insert(0, sys.argv[1]); from pinwheel_smoke import cache, sites; "
+             "sites.SITES[:] = [sys.argv[2]]; print(json.dumps(cache.unchanged_since(json.loads(sys.stdin.read()))))")
 
     def changed():
-        proc = subprocess.run([sys.executable, "-S", "-c", check, str(PAYLOAD.parent), str(site)],
+        proc = subprocess.run([sys.executable, "-S", "-c", check, str(PAYLOAD), str(site)],
                               input=json.dumps(inputs), capture_output=True, text=True, timeout=120)
         assert proc.returncode == 0, proc.stderr
         return json.loads(proc.stdout)
@@ -184,10 +186,9 @@ def test_the_gpu_smoke_never_uses_the_cache(tmp_path):
 
 
 def test_the_payload_reads_the_build_arg_the_template_sets():
-    from pinwheel import smoke_payload
     from pinwheel.workspace import InImage
 
-    assert smoke_payload.FRESH_CHECKS_ENV == InImage.FRESH_CHECKS_ARG
+    assert load("cache").FRESH_CHECKS_ENV == InImage.FRESH_CHECKS_ARG
 
 
 def test_an_import_that_runs_a_program_is_not_stored_unless_the_program_is_absent(tmp_path):
@@ -227,9 +228,11 @@ def test_a_stored_result_that_cannot_be_read_checks_afresh(tmp_path):
 def test_another_version_of_the_payload_reuses_nothing(tmp_path):
     site = make_site(tmp_path)
     assert run(tmp_path, site)[0].returncode == 0
-    other = tmp_path / "other" / "smoke_payload.py"
+    other = tmp_path / "other" / PAYLOAD.name
     other.parent.mkdir()
-    other.write_text(PAYLOAD.read_text() + "# another version of the checks\n")
+    shutil.copy(PAYLOAD, other)
+    with zipfile.ZipFile(other, "a") as archive:  # the same modules, and one byte more: another version
+        archive.comment = b"another version of the checks"
     expect = tmp_path / "expect.json"
     proc = subprocess.run([sys.executable, "-S", str(other), "--expect", str(expect), "--check-imports", "--check-pip",
                            "--site", str(site), "--cache-dir", str(tmp_path / "cache"), "--json", str(tmp_path / "o.json")],
@@ -242,14 +245,13 @@ def test_another_version_of_the_payload_reuses_nothing(tmp_path):
 def test_reused_findings_that_this_expect_json_does_not_allow_are_printed_as_the_failure():
     """A pip check's stored findings are judged against the current expect.json: a finding it no longer allows
     fails the stage, and the line names the finding (not the stored run's "no unexpected findings")."""
-    from pinwheel import smoke_payload
     finding = "pw-orphan 1.0.0 requires pw-absent, which is not installed."
     failed = {"level": "static", "name": "pip-check", "status": "failed", "reused": True, "unexpected": [finding],
               "error": "pip check: " + finding, "cache_key": "sha256:" + "0" * 64, "passed_at": "2026-12-01T00:00:00Z",
               "accepted_suppressed": [], "checked_with": "pip check", "seconds": 0.01}
     doc = {"schema": 1, "requested": "static", "device": None, "host": {}, "stages": [failed],
            "failed_levels": ["static"], "ok": False}
-    text = smoke_payload.summary(doc)
+    text = load("summary").summary(doc)
     line = next(x for x in text.splitlines() if "static/pip-check" in x)
     assert line.startswith("[   FAIL]") and finding in line and "no unexpected findings" not in line
     assert "reused" in line and "0" * 64 in line

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-PAYLOAD = Path(__file__).resolve().parents[2] / "pinwheel" / "smoke_payload.py"
+from payload_archive import PAYLOAD  # the zipapp the build ships
 
 
 @pytest.fixture(scope="module")

@@ -6,21 +6,21 @@ test marked `gpu`, which is skipped (reported as SKIPPED) where no GPU is found.
 
 from __future__ import annotations
 
-import ast
 import ctypes
 import importlib.metadata
-import importlib.util
 import json
 import os
 import re
 import subprocess
 import sys
+import zipfile
 from pathlib import Path
 
 import pytest
 
+from payload_archive import PAYLOAD, load  # the zipapp the build ships, and its modules
+
 ROOT = Path(__file__).resolve().parents[2]
-PAYLOAD = ROOT / "pinwheel" / "smoke_payload.py"
 DOCS = ROOT / "docs"
 REQUESTS_VERSION = importlib.metadata.version("requests")
 # The shipped cu130 image's expect.json: its checks (import_skip, verify) are what the smoke runs.
@@ -28,14 +28,9 @@ SHIPPED_EXPECT = json.loads((ROOT / "images" / "train" / "lock" / "cu130" / "exp
 SHIPPED_CHECKS = {"pins": {}, "import_skip": SHIPPED_EXPECT["import_skip"], "verify": SHIPPED_EXPECT["verify"]}
 
 
-def _load_module():
-    spec = importlib.util.spec_from_file_location("smoke_payload_under_test", PAYLOAD)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
-
-
-sp = _load_module()
+checks = load("checks")
+dsa = load("checks.dsa_forward")
+req = load("requirements")
 
 
 def _has_driver() -> bool:
@@ -82,21 +77,6 @@ def stage(doc, level, name):
 
 # ---------------------------------------------------------------------------
 # standalone
-
-def test_payload_imports_only_the_standard_library_at_module_level():
-    tree = ast.parse(PAYLOAD.read_text())
-    top = set()
-    for node in tree.body:
-        if isinstance(node, ast.Import):
-            top.update(a.name.split(".")[0] for a in node.names)
-        elif isinstance(node, ast.ImportFrom):
-            top.add((node.module or "").split(".")[0])
-    top.discard("__future__")
-    assert top <= set(sys.stdlib_module_names), top - set(sys.stdlib_module_names)
-    anywhere = {(n.module or "").split(".")[0] for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)}
-    anywhere |= {a.name.split(".")[0] for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
-    assert "pinwheel" not in anywhere and "packaging" not in anywhere
-
 
 # ---------------------------------------------------------------------------
 # static level
@@ -363,8 +343,15 @@ def test_a_named_check_runs_once_for_every_package_declaring_it_and_a_device_ski
     assert "RESULT: FAILED (required level skipped)" in proc.stdout
 
 
-def test_every_named_check_has_a_runner():
-    assert set(sp.CHECK_RUNNERS) == set(sp.NAMED_CHECKS) and sp.NAMED_CHECKS["dsa-forward"]["needs"] == "gpu"
+def test_named_checks_is_the_check_modules_own_entries():
+    """One table: NAMED_CHECKS is each check module's ENTRY, and every module under checks/ is one of them."""
+    shipped = {n.split("/")[-1][:-3] for n in zipfile.ZipFile(PAYLOAD).namelist()
+               if n.startswith("pinwheel_smoke/checks/") and not n.endswith("/__init__.py")}
+    assert {m.__name__.rsplit(".", 1)[-1] for m in checks.MODULES} == shipped == {"dsa_forward"}
+    assert checks.NAMED_CHECKS == {"dsa-forward": dsa.ENTRY} and dsa.ENTRY["needs"] == "gpu"
+    assert checks.module("dsa-forward") is dsa and callable(dsa.run)
+    from pinwheel.smoke import NAMED_CHECKS  # what the manifest reader reads: the same table
+    assert NAMED_CHECKS == checks.NAMED_CHECKS
 
 
 def test_an_unknown_named_check_is_a_usage_error(tmp_path):
@@ -398,31 +385,31 @@ def test_corrupt_hook_is_recorded_and_never_turns_a_skip_into_a_pass(tmp_path, s
 # plain-python pieces: verdicts, requirement strings, versions
 
 def test_judge_indexer():
-    ok, msg = sp.judge_indexer({"max_rel_err": 2.7e-7, "mask_mismatch": 0})
+    ok, msg = dsa.judge_indexer({"max_rel_err": 2.7e-7, "mask_mismatch": 0})
     assert ok and "2.7e-07" in msg
-    assert not sp.judge_indexer({"max_rel_err": 1e-3, "mask_mismatch": 0})[0]
-    ok, msg = sp.judge_indexer({"max_rel_err": 0.0, "mask_mismatch": 5})
+    assert not dsa.judge_indexer({"max_rel_err": 1e-3, "mask_mismatch": 0})[0]
+    ok, msg = dsa.judge_indexer({"max_rel_err": 0.0, "mask_mismatch": 5})
     assert not ok and "causal mask" in msg
-    assert not sp.judge_indexer({"max_rel_err": float("nan"), "mask_mismatch": 0})[0]
-    assert not sp.judge_indexer({"max_rel_err": float("inf"), "mask_mismatch": 0})[0]
+    assert not dsa.judge_indexer({"max_rel_err": float("nan"), "mask_mismatch": 0})[0]
+    assert not dsa.judge_indexer({"max_rel_err": float("inf"), "mask_mismatch": 0})[0]
 
 
 def test_judge_topk():
     clean = {k: 0 for k in ("count_mismatch_rows", "out_of_range", "duplicate_rows", "value_mismatch_rows",
                             "returned_value_mismatch", "reference_violation_rows")}
-    assert sp.judge_topk(dict(clean, rows=4096, reference_overlap=1.0))[0]
+    assert dsa.judge_topk(dict(clean, rows=4096, reference_overlap=1.0))[0]
     for key in clean:
-        ok, msg = sp.judge_topk(dict(clean, **{key: 3}))
+        ok, msg = dsa.judge_topk(dict(clean, **{key: 3}))
         assert not ok and msg.startswith("topk: 3 ")
 
 
 def test_judge_mla():
     good = {"max_abs_err": 0.01, "max_err_over_bound": 0.2, "rows_checked": 4093, "nonfinite": 0}
-    assert sp.judge_mla(good)[0]
-    assert not sp.judge_mla(dict(good, max_err_over_bound=1.01))[0]
-    assert not sp.judge_mla(dict(good, max_err_over_bound=float("nan")))[0]
-    assert not sp.judge_mla(dict(good, nonfinite=1))[0]
-    assert not sp.judge_mla(dict(good, rows_checked=0))[0]
+    assert dsa.judge_mla(good)[0]
+    assert not dsa.judge_mla(dict(good, max_err_over_bound=1.01))[0]
+    assert not dsa.judge_mla(dict(good, max_err_over_bound=float("nan")))[0]
+    assert not dsa.judge_mla(dict(good, nonfinite=1))[0]
+    assert not dsa.judge_mla(dict(good, rows_checked=0))[0]
 
 
 def _markdown_tables(text: str, heading: str) -> list[dict[str, str]]:
@@ -451,33 +438,33 @@ def test_tolerances_are_the_documented_ones():
     rows = {r["stage"]: r for r in _markdown_tables(doc, "Tolerances, and why")}
     assert {"indexer", "topk", "mla"} <= set(rows), sorted(rows)
 
-    assert float(rows["indexer"]["tolerance"]) == sp.INDEXER_REL_TOL
+    assert float(rows["indexer"]["tolerance"]) == dsa.INDEXER_REL_TOL
 
     topk = re.fullmatch(r"exactly (\S+)", rows["topk"]["tolerance"])
     assert topk, rows["topk"]["tolerance"]
-    assert float(topk.group(1)) == sp.TOPK_VALUE_TOL
+    assert float(topk.group(1)) == dsa.TOPK_VALUE_TOL
 
     # the check states the bound's factor; the tolerance and reason say it is 4x the first-order error
     factor = re.search(r"≤ (2\^-?\d+)·\(", rows["mla"]["check"])
     assert factor, rows["mla"]["check"]
-    assert _power_of_two(factor.group(1)) == sp.MLA_BOUND_FACTOR
+    assert _power_of_two(factor.group(1)) == dsa.MLA_BOUND_FACTOR
     times = re.fullmatch(r"(\d+)× first order", rows["mla"]["tolerance"])
     unit = re.search(r"error of at most (2\^-?\d+)·", rows["mla"]["reason"])
     assert times and unit, (rows["mla"]["tolerance"], rows["mla"]["reason"])
-    assert int(times.group(1)) * _power_of_two(unit.group(1)) == sp.MLA_BOUND_FACTOR
+    assert int(times.group(1)) * _power_of_two(unit.group(1)) == dsa.MLA_BOUND_FACTOR
 
     # the H200 results quote the same tolerances
     results = {r["stage"]: r for r in _markdown_tables(doc, "What ran on an H200 (`docs/smoke-h200.json`)")}
-    assert float(results["indexer"]["tolerance"]) == sp.INDEXER_REL_TOL
-    assert results["topk"]["tolerance"] == "exact" and sp.TOPK_VALUE_TOL == 0.0
+    assert float(results["indexer"]["tolerance"]) == dsa.INDEXER_REL_TOL
+    assert results["topk"]["tolerance"] == "exact" and dsa.TOPK_VALUE_TOL == 0.0
 
 
 def test_parse_requirement():
-    r = sp.parse_requirement('nvidia-cutlass-dsl[cu13]==4.5.0; extra == "cutedsl"')
+    r = req.parse_requirement('nvidia-cutlass-dsl[cu13]==4.5.0; extra == "cutedsl"')
     assert r == {"name": "nvidia-cutlass-dsl", "normalized": "nvidia-cutlass-dsl", "extras": ["cu13"],
                  "specifier": "==4.5.0", "marker": 'extra == "cutedsl"'}
-    assert sp.parse_requirement("Foo_Bar.baz (>=1.0)")["specifier"] == ">=1.0"
-    assert sp.parse_requirement("Foo_Bar.baz")["normalized"] == "foo-bar-baz"
+    assert req.parse_requirement("Foo_Bar.baz (>=1.0)")["specifier"] == ">=1.0"
+    assert req.parse_requirement("Foo_Bar.baz")["normalized"] == "foo-bar-baz"
 
 
 @pytest.mark.parametrize("version,spec,want", [
@@ -494,7 +481,7 @@ def test_parse_requirement():
     ("1.0", "==1.*", None),
 ])
 def test_specifier_satisfied(version, spec, want):
-    assert sp.specifier_satisfied(version, spec) is want
+    assert req.specifier_satisfied(version, spec) is want
 
 
 @pytest.mark.parametrize("installed,pinned,want", [
@@ -506,7 +493,7 @@ def test_specifier_satisfied(version, spec, want):
     ("0.6.15.post1", "0.6.15", False),
 ])
 def test_pin_matches(installed, pinned, want):
-    assert sp.pin_matches(installed, pinned)[0] is want
+    assert req.pin_matches(installed, pinned)[0] is want
 
 
 # ---------------------------------------------------------------------------
@@ -522,10 +509,10 @@ def test_committed_h200_pass_is_a_real_gpu_pass():
     forward = {s["name"]: s for s in doc["stages"] if s.get("in_check") == "dsa-forward"}
     assert set(forward) == {"torch", "cudnn.DSA", "flash_mla", "indexer", "topk", "mla"}
     assert all(s["status"] == "passed" for s in forward.values())
-    assert sp.judge_indexer(forward["indexer"]["metrics"])[0]
-    assert sp.judge_topk(forward["topk"]["metrics"])[0]
-    assert sp.judge_mla(forward["mla"]["metrics"])[0]
-    for s in (forward[n] for n in sp.GPU_STAGES):
+    assert dsa.judge_indexer(forward["indexer"]["metrics"])[0]
+    assert dsa.judge_topk(forward["topk"]["metrics"])[0]
+    assert dsa.judge_mla(forward["mla"]["metrics"])[0]
+    for s in (forward[n] for n in dsa.STAGES):
         assert s["corrupted"] is False
         assert s["kernel"]["median_ms"] > 0 and s["reference"]["median_ms"] > 0
     # per package: what the shipped image declares, run; the local FlashMLA wheel was not there

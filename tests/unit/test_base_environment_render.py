@@ -154,19 +154,19 @@ RUN set -eu; \\
 # at its inventory version, every removed one is gone, and `pip check` may find
 # only what the base already broke and what the manifest declares.
 COPY --from=lock /expect.json /opt/pinwheel/expect.json
-COPY smoke_payload.py /opt/pinwheel/smoke_payload.py
+COPY smoke_payload.pyz /opt/pinwheel/smoke_payload.pyz
 # A passing `pip check` or import check is reused while every input it read is
 # unchanged (the payload's --cache-dir says how that is known); the results live
 # in a BuildKit cache mount, in no layer. `build.py build --fresh-checks` sets
 # PINWHEEL_FRESH_CHECKS=1: every check runs again.
 ARG PINWHEEL_FRESH_CHECKS=0
 RUN --mount=type=cache,id=pinwheel-invariant,target=/var/cache/pinwheel,sharing=locked \\
-    /usr/bin/python3 /opt/pinwheel/smoke_payload.py --expect /opt/pinwheel/expect.json --level static --check-pip --check-imports --cache-dir /var/cache/pinwheel
+    /usr/bin/python3 /opt/pinwheel/smoke_payload.pyz --expect /opt/pinwheel/expect.json --level static --check-pip --check-imports --cache-dir /var/cache/pinwheel
 
 # `docker run --gpus all <image>:...-smoke` on a GPU host: imports and the DSA
 # forward, checked against references; a missing GPU fails it rather than passing.
 FROM image AS smoke
-CMD ["/usr/bin/python3", "/opt/pinwheel/smoke_payload.py", "--expect", "/opt/pinwheel/expect.json", "--level", "gpu", "--require", "gpu"]
+CMD ["/usr/bin/python3", "/opt/pinwheel/smoke_payload.pyz", "--expect", "/opt/pinwheel/expect.json", "--level", "gpu", "--require", "gpu"]
 """
 
 # The venv that sees the base's packages: made from the declared interpreter, removals run with it.
@@ -252,19 +252,19 @@ RUN set -eu; \\
 # at its inventory version, every removed one is gone, and `pip check` may find
 # only what the base already broke and what the manifest declares.
 COPY --from=lock /expect.json /opt/pinwheel/expect.json
-COPY smoke_payload.py /opt/pinwheel/smoke_payload.py
+COPY smoke_payload.pyz /opt/pinwheel/smoke_payload.pyz
 # A passing `pip check` or import check is reused while every input it read is
 # unchanged (the payload's --cache-dir says how that is known); the results live
 # in a BuildKit cache mount, in no layer. `build.py build --fresh-checks` sets
 # PINWHEEL_FRESH_CHECKS=1: every check runs again.
 ARG PINWHEEL_FRESH_CHECKS=0
 RUN --mount=type=cache,id=pinwheel-invariant,target=/var/cache/pinwheel,sharing=locked \\
-    python /opt/pinwheel/smoke_payload.py --expect /opt/pinwheel/expect.json --level static --check-pip --check-imports --cache-dir /var/cache/pinwheel
+    python /opt/pinwheel/smoke_payload.pyz --expect /opt/pinwheel/expect.json --level static --check-pip --check-imports --cache-dir /var/cache/pinwheel
 
 # `docker run --gpus all <image>:...-smoke` on a GPU host: imports and the DSA
 # forward, checked against references; a missing GPU fails it rather than passing.
 FROM image AS smoke
-CMD ["python", "/opt/pinwheel/smoke_payload.py", "--expect", "/opt/pinwheel/expect.json", "--level", "gpu", "--require", "gpu"]
+CMD ["python", "/opt/pinwheel/smoke_payload.pyz", "--expect", "/opt/pinwheel/expect.json", "--level", "gpu", "--require", "gpu"]
 """
 
 
@@ -309,7 +309,7 @@ def test_an_interpreter_of_its_own_is_quoted_and_used_everywhere(tmp_path):
            "--require-hashes -r" in sys_file
     assert "/opt/conda/bin/python -m pip install --no-deps --require-hashes --target /opt/pinwheel/uv -r" in sys_file
     assert "    /opt/conda/bin/python -m pip uninstall -y transformer-engine flash-attn-4\n" in sys_file
-    assert 'CMD ["/opt/conda/bin/python", "/opt/pinwheel/smoke_payload.py"' in sys_file
+    assert 'CMD ["/opt/conda/bin/python", "/opt/pinwheel/smoke_payload.pyz"' in sys_file
     assert "/usr/bin/python3" not in sys_file
 
 

@@ -42,19 +42,19 @@ def no_gpu() -> dict:
 def test_the_shipped_image_declares_every_level_gpu_included():
     declared = declared_smoke(ROOT / "images" / "train" / "Dockerfile", ROOT)
     assert declared.levels == ("static", "import", "gpu")
-    assert declared.source == "declared by images/train/Dockerfile, target smoke: smoke_payload.py --level gpu --require gpu"
+    assert declared.source == "declared by images/train/Dockerfile, target smoke: smoke_payload.pyz --level gpu --require gpu"
 
 
 @pytest.mark.parametrize("cmd, levels", [
-    ('CMD ["python", "/opt/pinwheel/smoke_payload.py", "--expect", "e.json", "--level", "import"]', ("static", "import")),
-    ('CMD ["python", "/opt/pinwheel/smoke_payload.py", "--level=static"]', ("static",)),
-    ('CMD ["python", "/opt/pinwheel/smoke_payload.py", "--level", "static", "--require", "gpu"]', LEVELS),
-    ('CMD python /opt/pinwheel/smoke_payload.py \\\n    --level import', ("static", "import")),
-    ('CMD ["python", "/opt/pinwheel/smoke_payload.py"]', ("static",)),  # the payload's default level
+    ('CMD ["python", "/opt/pinwheel/smoke_payload.pyz", "--expect", "e.json", "--level", "import"]', ("static", "import")),
+    ('CMD ["python", "/opt/pinwheel/smoke_payload.pyz", "--level=static"]', ("static",)),
+    ('CMD ["python", "/opt/pinwheel/smoke_payload.pyz", "--level", "static", "--require", "gpu"]', LEVELS),
+    ('CMD python /opt/pinwheel/smoke_payload.pyz \\\n    --level import', ("static", "import")),
+    ('CMD ["python", "/opt/pinwheel/smoke_payload.pyz"]', ("static",)),  # the payload's default level
 ])
 def test_declared_levels_come_from_the_smoke_targets_command(tmp_path: Path, cmd: str, levels: tuple):
     dockerfile = tmp_path / "Dockerfile"
-    dockerfile.write_text(f"FROM base AS image\nCMD [\"python\", \"/opt/pinwheel/smoke_payload.py\", \"--level\", \"gpu\"]\n"
+    dockerfile.write_text(f"FROM base AS image\nCMD [\"python\", \"/opt/pinwheel/smoke_payload.pyz\", \"--level\", \"gpu\"]\n"
                           f"# the smoke\nFROM image AS smoke\n{cmd}\n")
     assert declared_smoke(dockerfile, tmp_path).levels == levels
 
@@ -62,7 +62,7 @@ def test_declared_levels_come_from_the_smoke_targets_command(tmp_path: Path, cmd
 @pytest.mark.parametrize("text", [
     "FROM base AS image\nRUN true\n",  # no smoke target
     "FROM base AS image\nFROM image AS smoke\nCMD [\"python\", \"-c\", \"print(1)\"]\n",  # not the payload
-    "FROM image AS smoke\nCMD [\"python\", \"smoke_payload.py\", \"--level\", \"everything\"]\n",  # unknown level
+    "FROM image AS smoke\nCMD [\"python\", \"smoke_payload.pyz\", \"--level\", \"everything\"]\n",  # unknown level
 ])
 def test_nothing_declared_means_every_level(tmp_path: Path, text: str):
     dockerfile = tmp_path / "Dockerfile"
