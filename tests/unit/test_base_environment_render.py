@@ -13,9 +13,9 @@ from pinwheel.render import dockerfile_groups, dockerfile_name, render_dockerfil
 from pinwheel.steps import kind_of
 from pinwheel.steps.remove import RemovedPackage, RemoveStep
 
-from manifests import assert_refused_at, load_text
+from tests.support.manifests import assert_refused_at, load_text
 
-from test_render import run_scripts
+from tests.support.render import run_scripts
 
 MANIFEST = """\
 manifest_version: 1

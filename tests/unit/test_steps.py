@@ -17,9 +17,9 @@ from pinwheel.render import render_dockerfile
 from pinwheel.steps import KINDS, Effect, kind_of
 from pinwheel.steps.wheels import WheelSet
 
-from manifests import assert_refused_at, load_text
+from tests.support.manifests import assert_refused_at, load_text
 
-from test_render import GOLDEN, POLICIES
+from tests.support.render import GOLDEN, POLICIES
 
 ROOT = Path(__file__).resolve().parents[2]
 
