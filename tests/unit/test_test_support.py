@@ -1,5 +1,6 @@
 """The tests' own layout: every test directory is a package under `tests`, what test modules share is imported
-from tests.support, and no test module changes sys.path or imports another test module.
+from tests.support, no test module changes sys.path or imports another test module, and every step kind has
+its own test module.
 
 Child interpreters a test starts may be handed a path of their own (a string the test passes them, as
 tests/smoke/test_invariant_reuse.py does for the smoke payload): that is code the child runs, not the tests'.
@@ -11,6 +12,8 @@ import importlib.util
 from pathlib import Path
 
 import pytest
+
+from pinwheel.steps import KINDS
 
 TESTS = Path(__file__).resolve().parents[1]
 
@@ -90,3 +93,8 @@ def test_the_scan_passes_support_imports_and_a_child_interpreters_path():
               "CHILD = 'import sys; sys.path.insert(0, sys.argv[1])'\n")
     assert problems(source, "t.py", loose_names()) == []
 
+
+def test_every_step_kind_has_its_own_test_module():
+    missing = [name for name in KINDS
+               if not (TESTS / "unit" / f"test_steps_{name.replace('-', '_')}.py").is_file()]
+    assert not missing, f"step kinds without tests/unit/test_steps_<kind>.py: {missing}"
