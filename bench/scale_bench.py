@@ -2,7 +2,7 @@
 """How report, lock and render cost grows with the manifest's size, against `uv pip compile --offline`.
 
 For each size N (10, 50, 200 by default) a seeded generator writes a local index
-(tests/localindex.py, served over HTTP on 127.0.0.1) of N packages with a
+(tests/support/local_index.py, served over HTTP on 127.0.0.1) of N packages with a
 realistic dependency shape, and a manifest that lists those N packages:
 
 - each package requires a few earlier ones, with specifiers that admit the
@@ -110,7 +110,7 @@ def _admitting(rng: random.Random, versions: list[str], pinned: str) -> str:
 
 
 def generate(index, n: int, seed: int = 17) -> Generated:
-    """Publish N packages on `index` (a tests/localindex.py LocalIndex) and return the manifest that lists
+    """Publish N packages on `index` (a tests/support/local_index.py LocalIndex) and return the manifest that lists
     them; the same seed and N give the same packages and manifest."""
     rng = random.Random(f"pinwheel-scale-{seed}-{n}")
     versions: dict[int, list[str]] = {}
@@ -221,7 +221,7 @@ def peer_inputs(manifest_path: Path, variant: str, tmp: Path) -> tuple[Path, Pat
 class Size:
     n: int
     root: Path
-    index: object  # tests/localindex.py's LocalIndex, serving this size's packages
+    index: object  # tests/support/local_index.py's LocalIndex, serving this size's packages
     gen: Generated
     env: dict
     commands: dict[str, list[str]]
@@ -235,9 +235,10 @@ class Size:
 
 
 def prepare(base: Path, n: int, seed: int) -> Size:
-    # tests/ is on the path (main); its server answers without Nagle's 40 ms wait, as a real index does: with it,
-    # a 200-package lock (which revalidates every page one after another) took 12 s instead of 2
-    from localindex import LocalIndex
+    # the repository root is on the path (main); the tests' index server answers without Nagle's 40 ms wait,
+    # as a real index does: with it, a 200-package lock (which revalidates every page one after another) took
+    # 12 s instead of 2
+    from tests.support.local_index import LocalIndex
 
     root = base / f"n{n}"
     index = LocalIndex(root / "index")
@@ -396,7 +397,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--keep", type=Path, help="generate into this directory and keep it (default: a temporary one)")
     args = ap.parse_args(argv)
     # here, not at import: the generator's test imports this module and must not see build.py as `build`
-    sys.path[:0] = [str(ROOT), str(ROOT / "tests")]  # pinwheel, and the local index the tests serve
+    sys.path[:0] = [str(ROOT)]  # pinwheel, and the local index the tests serve (tests.support.local_index)
     sizes = sorted({int(s) for s in args.sizes.split(",")})
     base = args.keep or Path(tempfile.mkdtemp(prefix="pinwheel-scale-"))
     if args.keep:

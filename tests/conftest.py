@@ -16,10 +16,8 @@ import pytest
 from pinwheel.image.base import BaseImageError, base_ref, ensure_base
 from pinwheel.image.engine import Engine
 
-try:  # tests/ as a package or as a plain directory on sys.path
-    from .localindex import LocalIndex
-except ImportError:
-    from localindex import LocalIndex
+from tests.support.engine import BASE_PYTHON, BASE_SUITE, REGISTRY_ADDR, REPO_ROOT, engine_unavailable
+from tests.support.local_index import LocalIndex
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -51,12 +49,6 @@ def local_project(tmp_path, monkeypatch):
         return root
 
     return project
-
-
-try:
-    from .engine_support import BASE_PYTHON, BASE_SUITE, REGISTRY_ADDR, REPO_ROOT, engine_unavailable
-except ImportError:
-    from engine_support import BASE_PYTHON, BASE_SUITE, REGISTRY_ADDR, REPO_ROOT, engine_unavailable
 
 
 @pytest.fixture(scope="session")

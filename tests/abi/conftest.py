@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from abi_builders import EMPTY_C, NONE_C, NONE_CPP, STABLE_CPP, UNSTABLE_CPP, fatbin_c
+from tests.support.abi_builders import EMPTY_C, NONE_C, NONE_CPP, STABLE_CPP, UNSTABLE_CPP, fatbin_c
 
 
 # --------------------------------------------------------------------------- #

@@ -6,7 +6,7 @@ import struct
 
 import pytest
 
-from abi_builders import UNSTABLE_SYMBOLS, fatbin_bytes
+from tests.support.abi_builders import UNSTABLE_SYMBOLS, fatbin_bytes
 from pinwheel.abi import elf
 from pinwheel.abi.elf import ElfAbi, WheelAbi, classify_elf, classify_wheel
 from pinwheel.abi.provenance import provenance_mismatches

@@ -2,78 +2,43 @@
 from __future__ import annotations
 
 import hashlib
-import http.server
-import socket
-import subprocess
-import threading
-import time
-from pathlib import Path
 
 import pytest
 import yaml
 
 from pinwheel import cli, manifest as manifest_mod
 
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def git(*args: str, cwd: Path) -> str:
-    return subprocess.run(["git", *args], cwd=cwd, check=True, capture_output=True, text=True,
-                          env={"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t", "GIT_COMMITTER_NAME": "t",
-                               "GIT_COMMITTER_EMAIL": "t@t", "HOME": str(cwd), "PATH": "/usr/bin:/bin"}).stdout.strip()
+from tests.support.file_server import serve_files
+from tests.support.git_daemon import free_port, git, serve_git
 
 
 @pytest.fixture
 def git_daemon(tmp_path):
     """Two repositories served by `git daemon` on 127.0.0.1: tools (branch main) and kernels (annotated tag v1)."""
     root = tmp_path / "git"
+    root.mkdir()
     commits = {}
     for name, ref in (("tools", "main"), ("kernels", "v1")):
         work = tmp_path / f"work-{name}"
         work.mkdir()
-        git("init", "-q", "-b", "main", cwd=work)
+        git(work, "init", "-q", "-b", "main")
         (work / "README").write_text(name)
-        git("add", "README", cwd=work)
-        git("commit", "-q", "-m", "one", cwd=work)
+        git(work, "add", "README")
+        git(work, "commit", "-q", "-m", "one")
         if ref == "v1":
-            git("tag", "-a", "v1", "-m", "v1", cwd=work)
-        commits[name] = git("rev-parse", "HEAD", cwd=work)
-        root.mkdir(exist_ok=True)
-        git("clone", "-q", "--bare", str(work), str(root / f"{name}.git"), cwd=tmp_path)
-    port = free_port()
-    proc = subprocess.Popen(["git", "daemon", "--export-all", "--reuseaddr", f"--base-path={root}",
-                             "--listen=127.0.0.1", f"--port={port}", str(root)],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    try:
-        for _ in range(100):  # bounded: the daemon listens within a few seconds
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
-                break
-            except OSError:
-                time.sleep(0.05)
-        yield f"git://127.0.0.1:{port}", commits
-    finally:
-        proc.terminate()
-        proc.wait(timeout=10)
+            git(work, "tag", "-a", "v1", "-m", "v1")
+        commits[name] = git(work, "rev-parse", "HEAD")
+        git(tmp_path, "clone", "-q", "--bare", str(work), str(root / f"{name}.git"))
+    with serve_git(root) as url:
+        yield url, commits
 
 
 @pytest.fixture
 def http_files(tmp_path):
     served = tmp_path / "served"
     served.mkdir()
-    handler = lambda *a: http.server.SimpleHTTPRequestHandler(*a, directory=str(served))  # noqa: E731
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield served, f"http://127.0.0.1:{server.server_address[1]}"
-    finally:
-        server.shutdown()
-        server.server_close()
+    with serve_files(served) as url:
+        yield served, url
 
 
 def test_pin_fills_what_the_servers_answer_and_leaves_the_rest_todo(tmp_path, local_index, git_daemon, http_files,

@@ -11,10 +11,7 @@ from pathlib import Path
 
 from pinwheel import cli
 
-try:  # tests/ as a package or as a plain directory on sys.path
-    from ..localindex import LocalIndex
-except ImportError:
-    from localindex import LocalIndex
+from tests.support.local_index import LocalIndex
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -29,21 +29,18 @@ import hashlib
 import re
 import shutil
 import subprocess
-import sys
 import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "abi"))
-from abi_builders import EMPTY_C, STABLE_CPP, UNSTABLE_CPP  # noqa: E402
-from localindex import LocalIndex, _Entry, metadata_text  # noqa: E402
-
-from pinwheel import manifest  # noqa: E402
-from pinwheel.lock import lock_inputs_digest  # noqa: E402
-from pinwheel.lock.format import with_resolution_digest  # noqa: E402
-from pinwheel.plan import plan_variant  # noqa: E402
+from pinwheel import manifest
+from pinwheel.lock import lock_inputs_digest
+from pinwheel.lock.format import with_resolution_digest
+from pinwheel.plan import plan_variant
+from tests.support.abi_builders import EMPTY_C, STABLE_CPP, UNSTABLE_CPP
+from tests.support.local_index import LocalIndex, _Entry, metadata_text
 
 LINUX = '; platform_system == "Linux"'
 
@@ -151,7 +148,7 @@ LOCK = {
 
 @pytest.fixture(scope="session")
 def bump_sos(tmp_path_factory) -> dict[str, Path]:
-    """Shared objects of each ABI class (see tests/abi/abi_builders.py), built once per session."""
+    """Shared objects of each ABI class (see tests/support/abi_builders.py), built once per session."""
     gcc, gxx = shutil.which("gcc"), shutil.which("g++")
     if not gcc or not gxx:
         pytest.skip("gcc/g++ not found: the bump tests compile their own shared objects")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from localindex import LocalIndex
+from tests.support.local_index import LocalIndex
 from pinwheel import manifest as manifest_mod
 from pinwheel.reports.bump import BumpInputError, bump
 from pinwheel.index import IndexClient

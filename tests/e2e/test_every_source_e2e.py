@@ -16,17 +16,12 @@ Run with `make e2e` (pytest -m e2e): it installs torch and compiles against it.
 """
 from __future__ import annotations
 
-import functools
 import hashlib
-import http.server
 import json
 import os
 import shutil
-import socket
 import subprocess
 import sys
-import threading
-import time
 import uuid
 from pathlib import Path
 
@@ -38,9 +33,11 @@ from pinwheel.image.engine import Engine
 from pinwheel.index import IndexClient
 from pinwheel.index.config import default_index_url
 
-from engine_support import engine_unavailable
-from localindex import build_wheel
-from pipeline.pipeline_support import bridge_address
+from tests.support.engine import engine_unavailable
+from tests.support.file_server import serve_files
+from tests.support.git_daemon import git, serve_git
+from tests.support.local_index import build_wheel
+from tests.support.pipeline import bridge_address
 
 pytestmark = [pytest.mark.e2e, pytest.mark.engine, pytest.mark.network]
 
@@ -79,13 +76,6 @@ PATCH = """\
  MARK = 'first'
 +PATCHED = 'by pinwheel'
 """
-
-
-def git(repo: Path, *args: str) -> str:
-    env = {"GIT_AUTHOR_NAME": "pinwheel", "GIT_AUTHOR_EMAIL": "pinwheel@invalid", "GIT_COMMITTER_NAME": "pinwheel",
-           "GIT_COMMITTER_EMAIL": "pinwheel@invalid", "PATH": "/usr/bin:/bin", "HOME": str(repo)}
-    return subprocess.run(["git", "-C", str(repo), *args], check=True, capture_output=True, text=True,
-                          env=env).stdout.strip()
 
 
 def commit(repo: Path, files: dict[str, str], message: str) -> str:
@@ -134,27 +124,13 @@ def cli(root: Path, *args: str) -> subprocess.CompletedProcess:
 @pytest.fixture()
 def served(engine: Engine, tmp_path: Path):
     """Serves a git root with git daemon on the bridge address, and an asset directory over HTTP on loopback."""
-    host = bridge_address(engine)
     root = tmp_path / "git"
     root.mkdir()
-    with socket.socket() as s:
-        s.bind((host, 0))
-        port = s.getsockname()[1]
-    daemon = subprocess.Popen(["git", "daemon", "--reuseaddr", "--export-all", f"--base-path={root}",
-                               f"--listen={host}", f"--port={port}", str(root)],
-                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     assets = tmp_path / "assets"
     assets.mkdir()
-    server = http.server.ThreadingHTTPServer(
-        ("127.0.0.1", 0), functools.partial(http.server.SimpleHTTPRequestHandler, directory=str(assets)))
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    try:
-        yield root, f"git://{host}:{port}", assets, f"http://127.0.0.1:{server.server_address[1]}"
-    finally:
-        server.shutdown()
-        server.server_close()
-        daemon.terminate()
-        daemon.wait(timeout=10)
+    with serve_git(root, bridge_address(engine), unavailable=engine_unavailable) as git_url, \
+            serve_files(assets) as asset_url:
+        yield root, git_url, assets, asset_url
 
 
 def test_every_source_kind_in_one_image(engine: Engine, base_image: str, served, tmp_path: Path):
@@ -167,10 +143,6 @@ def test_every_source_kind_in_one_image(engine: Engine, base_image: str, served,
     commit(repo, {k: v.format(version="0.4.0", mark="second") for k, v in GITPKG.items()}, "0.4.0")
     edit_rev = commit(new_repo(git_root, "pw-edit"), EDITABLE, "0.2.0")
     ext_rev = commit(new_repo(git_root, "pw-torchext"), TORCHEXT, "0.1.0")
-    for _ in range(50):
-        if subprocess.run(["git", "ls-remote", f"{git_url}/pw-gitpkg.git"], capture_output=True).returncode == 0:
-            break
-        time.sleep(0.1)
 
     # the release asset, and the sdist's digest as the index lists it
     asset = build_wheel(tmp_path / "asset-build", "pw-asset", "1.0.0", payload_size=64)

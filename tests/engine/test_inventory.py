@@ -225,12 +225,10 @@ RUN set -e; d={site}; for spec in fancy_ext:unstable stable_ext:stable; do n=${{
 def test_inspect_classifies_the_installed_shared_objects(engine: Engine, base_image: str, tmp_path: Path):
     import shutil
     import subprocess
-    import sys as _sys
 
     if not shutil.which("g++"):
         pytest.skip("g++ not found: this test compiles its own shared objects")
-    _sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "abi"))
-    from abi_builders import EMPTY_C, STABLE_CPP, UNSTABLE_CPP
+    from tests.support.abi_builders import EMPTY_C, STABLE_CPP, UNSTABLE_CPP
 
     def build(name: str, source: str, compiler: str, extra: list[str], soname: str | None = None) -> Path:
         src = tmp_path / (name + (".cpp" if compiler == "g++" else ".c"))

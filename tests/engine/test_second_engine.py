@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from engine_support import REPO_ROOT, second_engine
+from tests.support.engine import REPO_ROOT, second_engine
 from pinwheel.commands.common import engine_for
 from pinwheel.image.engine import CacheExport, Engine
 from pinwheel.reports.layers import compare_layers

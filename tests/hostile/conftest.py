@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from manifests import manifest_yaml, variant
+from tests.support.manifests import manifest_yaml, variant
 
 APP_SET = """\
   - name: one

@@ -1,11 +1,11 @@
-"""A small project locked against the local HTTP index (tests/localindex.py): one wheel set, one platform,
+"""A small project locked against the local HTTP index (tests/support/local_index.py): one wheel set, one platform,
 the lock written by the real `lock` command. What the hostile lock, publish and path cases start from."""
 from __future__ import annotations
 
 import sys
 from pathlib import Path
 
-from manifests import manifest_yaml, variant
+from tests.support.manifests import manifest_yaml, variant
 from pinwheel import cli
 
 PY = f"{sys.version_info.major}.{sys.version_info.minor}"

@@ -6,9 +6,9 @@ import re
 
 import pytest
 
-from hostile.hostile_index import Drip, Flood, HostileIndex, Static, assert_no_traceback, run_bounded
+from .hostile_index import Drip, Flood, HostileIndex, Static, assert_no_traceback, run_bounded
 
-from localindex import build_wheel
+from tests.support.local_index import build_wheel
 
 NAME = "pw_asset-1.0.0-py3-none-any.whl"
 

@@ -37,7 +37,7 @@ def payload_document(**levels: str) -> dict:
 @pytest.fixture(scope="module")
 def project(tmp_path_factory, engine: Engine, registry: str):
     """A locked project and two tiny images (A, B) of its repository, each a different file."""
-    from localindex import LocalIndex
+    from tests.support.local_index import LocalIndex
 
     base = tmp_path_factory.mktemp("gate")
     index = LocalIndex(base / "index")

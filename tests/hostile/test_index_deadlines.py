@@ -2,7 +2,7 @@
 with an honest verdict (could not judge, exit 3), one JSON document, and no traceback."""
 from __future__ import annotations
 
-from hostile.hostile_index import Drip, DripHeaders, HostileIndex, Static, assert_no_traceback, html_page, reasons, \
+from .hostile_index import Drip, DripHeaders, HostileIndex, Static, assert_no_traceback, html_page, reasons, \
     run_bounded
 
 # 1 byte a second: main's client read this page for as long as it lasted (600 s), --index-deadline included

@@ -7,9 +7,9 @@ import hashlib
 
 import pytest
 
-from hostile.hostile_index import HostileIndex, Static, assert_no_traceback, html_page, reasons, run_bounded
+from .hostile_index import HostileIndex, Static, assert_no_traceback, html_page, reasons, run_bounded
 
-from localindex import LocalIndex, build_wheel, metadata_text
+from tests.support.local_index import LocalIndex, build_wheel, metadata_text
 
 
 def report(project, url):

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from hostile.hostile_index import JSON, HostileIndex, Static, assert_no_traceback, reasons, run_bounded
+from .hostile_index import JSON, HostileIndex, Static, assert_no_traceback, reasons, run_bounded
 
 WHEEL = "app-1.0-py3-none-any.whl"
 PAGES = {

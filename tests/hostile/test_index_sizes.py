@@ -10,10 +10,10 @@ import zipfile
 
 import pytest
 
-from hostile.hostile_index import JSON, Flood, HostileIndex, Static, assert_no_traceback, html_page, reasons, \
+from .hostile_index import JSON, Flood, HostileIndex, Static, assert_no_traceback, html_page, reasons, \
     run_bounded
 
-from localindex import build_wheel, metadata_text
+from tests.support.local_index import build_wheel, metadata_text
 
 LINK = '<a href="../../files/app-1.0.{i}-py3-none-any.whl#sha256=' + "0" * 64 + '">app-1.0.{i}-py3-none-any.whl</a>\n'
 JSON_FILE = ('{{"filename": "app-1.0.{i}-py3-none-any.whl", "url": "../../files/app-1.0.{i}-py3-none-any.whl", '

@@ -9,7 +9,7 @@ from pathlib import Path
 import dockerfile
 import pytest
 
-from manifests import CUDA_13_GATE, manifest_yaml
+from tests.support.manifests import CUDA_13_GATE, manifest_yaml
 from pinwheel import manifest
 from pinwheel.plan import plan_variant
 from pinwheel.render import render_dockerfile

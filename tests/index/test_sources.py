@@ -6,8 +6,8 @@ import hashlib
 
 import pytest
 
-from localindex import LocalIndex
-from manifests import manifest_yaml, variant
+from tests.support.local_index import LocalIndex
+from tests.support.manifests import manifest_yaml, variant
 from pinwheel import manifest
 from pinwheel.index import HashMismatch, IndexClient, IndexNotConfigured, RoutedSource, metadata_source
 from pinwheel.plan import plan_variant

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from manifests import manifest_yaml, variant
+from tests.support.manifests import manifest_yaml, variant
 from pinwheel import cli
 
 PY = f"{sys.version_info.major}.{sys.version_info.minor}"

@@ -13,11 +13,11 @@ from pathlib import Path
 
 import pytest
 
-from manifests import assert_refused_at, manifest_yaml, variant
+from tests.support.manifests import assert_refused_at, manifest_yaml, variant
 from pinwheel import cli
 from pinwheel.lock import parse_requirements
 
-from localindex import LocalIndex
+from tests.support.local_index import LocalIndex
 
 PY = f"{sys.version_info.major}.{sys.version_info.minor}"
 WHY = "the kernel cubins are published on the vendor's own page"

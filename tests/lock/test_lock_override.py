@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from manifests import manifest_yaml, variant
+from tests.support.manifests import manifest_yaml, variant
 from pinwheel import cli
 from pinwheel.lock import parse_requirements
 

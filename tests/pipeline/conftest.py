@@ -12,12 +12,13 @@ from typing import Iterator
 
 import pytest
 
-from engine_support import REGISTRY_ADDR, engine_unavailable
 from pinwheel.image.engine import Engine
 
-from pipeline_support import (
+from tests.support.engine import REGISTRY_ADDR, engine_unavailable
+from tests.support.pipeline import (
     Project,
     TLSIndex,
+    base_with_debian_packages,
     bridge_address,
     build_local_wheels,
     make_ca,
@@ -79,6 +80,14 @@ def host_env(tls_index: TLSIndex) -> dict[str, str]:
 @pytest.fixture(scope="module")
 def local_wheel_files(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     return build_local_wheels(tmp_path_factory.mktemp("local-wheels"))
+
+
+@pytest.fixture(scope="module")
+def git_builder(engine: Engine, base_image: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """The base with Debian's git: the image a git step's builder stage starts from (the base has no git)."""
+    with base_with_debian_packages(engine, base_image, tmp_path_factory.mktemp("git-builder"), "git-builder",
+                                   "git") as ref:
+        yield ref
 
 
 @pytest.fixture(scope="module")

@@ -18,8 +18,9 @@ import pytest
 
 from pinwheel.image.engine import Engine
 
-from engine_support import engine_unavailable
-from pipeline_support import Project
+from tests.support.engine import engine_unavailable
+from tests.support.manifests import as_steps
+from tests.support.pipeline import Project
 
 pytestmark = pytest.mark.engine
 
@@ -39,16 +40,13 @@ def archive_version(engine: Engine, base: str) -> str:
 
 def with_apt_step(manifest: str, version: str) -> str:
     """The project's manifest as a steps: list, an apt step first and every wheel set marked as one."""
-    steps = re.sub(r"^  - name: (\S+)\n", r"  - name: \1\n    kind: wheels\n", manifest, flags=re.M)
-    apt = ("steps:\n"
-           "  - name: tools\n"
+    apt = ("  - name: tools\n"
            "    kind: apt\n"
            '    why: "a banner printer, standing in for the RDMA and NCCL libraries of a real image"\n'
            "    packages:\n"
            f'      - {{name: {PACKAGE}, version: "{version}", why: "small, and only libc6 below it"}}\n'
            "\n")
-    assert steps.count("wheel_sets:\n") == 1
-    return steps.replace("wheel_sets:\n", apt)
+    return as_steps(manifest, first=apt)
 
 
 def printed(log: str, text: str) -> bool:

@@ -3,20 +3,18 @@ by its sha256, installed and held by an apt step; the invariant finds it at its 
 """
 from __future__ import annotations
 
-import functools
 import hashlib
-import http.server
 import json
-import re
 import subprocess
-import threading
 from pathlib import Path
 
 import pytest
 
 from pinwheel.image.engine import Engine
 
-from pipeline_support import Project
+from tests.support.file_server import serve_files
+from tests.support.manifests import as_steps
+from tests.support.pipeline import Project
 
 pytestmark = pytest.mark.engine
 
@@ -41,27 +39,18 @@ def tiny_deb(directory: Path) -> Path:
 @pytest.fixture(scope="module")
 def deb_server(tmp_path_factory: pytest.TempPathFactory):
     root = tmp_path_factory.mktemp("deb-server")
-    handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory=str(root))
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    try:
-        yield root, f"http://127.0.0.1:{server.server_address[1]}"
-    finally:
-        server.shutdown()
-        server.server_close()
+    with serve_files(root) as url:
+        yield root, url
 
 
 def with_apt_step(manifest: str, url: str, sha256: str) -> str:
-    steps = re.sub(r"^  - name: (\S+)\n", r"  - name: \1\n    kind: wheels\n", manifest, flags=re.M)
-    assert steps.count("wheel_sets:\n") == 1
-    apt = ("steps:\n"
-           "  - name: profiler\n"
+    apt = ("  - name: profiler\n"
            "    kind: apt\n"
            '    why: "a tool published as a .deb on no apt source"\n'
            "    debs:\n"
            f'      - {{name: pw-tinydeb, version: "{VERSION}", url: "{url}", sha256: "{sha256}", why: "the vendor\'s .deb"}}\n'
            "    hold: [pw-tinydeb]\n\n")
-    return steps.replace("wheel_sets:\n", apt)
+    return as_steps(manifest, first=apt)
 
 
 def test_a_deb_from_a_url_is_installed_at_its_pin_and_held(project_factory, engine: Engine, deb_server):

@@ -15,7 +15,7 @@ import pytest
 
 from pinwheel.image.engine import Engine
 
-from pipeline_support import Project, registry_get, require_qemu
+from tests.support.pipeline import Project, registry_get, require_qemu
 
 OWN = "    platform: manylinux_2_36_x86_64\n"
 ARM_WHY = "no arm64 GPU runner; its static smoke runs under QEMU"

@@ -7,21 +7,19 @@ reads it from its context, so the server listens on loopback only.
 """
 from __future__ import annotations
 
-import functools
 import hashlib
-import http.server
 import json
-import re
 import shutil
-import threading
 from pathlib import Path
 
 import pytest
 
 from pinwheel.image.engine import Engine
 
-from localindex import build_wheel
-from pipeline_support import Project
+from tests.support.file_server import serve_files
+from tests.support.local_index import build_wheel
+from tests.support.manifests import as_steps
+from tests.support.pipeline import Project, without_nodeps
 
 pytestmark = pytest.mark.engine
 
@@ -30,25 +28,14 @@ pytestmark = pytest.mark.engine
 def asset_server(tmp_path_factory: pytest.TempPathFactory):
     """(directory served, its base URL): a plain HTTP file server on loopback."""
     root = tmp_path_factory.mktemp("asset-server")
-    handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory=str(root))
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield root, f"http://127.0.0.1:{server.server_address[1]}/releases"
-    finally:
-        server.shutdown()
-        server.server_close()
+    with serve_files(root) as url:
+        yield root, f"{url}/releases"
 
 
 def with_asset_step(manifest: str, entry: str) -> str:
     """The project's manifest as a steps: list, with the asset entry after the wheel sets (less the --no-deps
     one, whose dropped requirements have tests of their own)."""
-    manifest, dropped = re.subn(r"^  - name: nodeps\n.*?(?=^  - name: )", "", manifest, flags=re.M | re.S)
-    assert dropped == 1
-    steps = re.sub(r"^  - name: (\S+)\n", r"  - name: \1\n    kind: wheels\n", manifest, flags=re.M)
-    assert steps.count("wheel_sets:\n") == 1
-    return steps.replace("wheel_sets:\n", "steps:\n").rstrip("\n") + "\n\n" + entry
+    return as_steps(without_nodeps(manifest), last=entry)
 
 
 def sha256(path: Path) -> str:

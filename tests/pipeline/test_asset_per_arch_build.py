@@ -7,18 +7,16 @@ file for both, fails here. The host downloads each platform's asset (the server 
 """
 from __future__ import annotations
 
-import functools
 import hashlib
-import http.server
 import json
-import threading
 
 import pytest
 
 from pinwheel.image.engine import Engine
 
-from localindex import build_wheel
-from pipeline_support import Project, require_qemu
+from tests.support.file_server import serve_files
+from tests.support.local_index import build_wheel
+from tests.support.pipeline import Project, require_qemu
 
 pytestmark = pytest.mark.engine
 
@@ -60,14 +58,8 @@ def served(tmp_path_factory: pytest.TempPathFactory):
         (root / arch).mkdir()
         wheels[arch] = build_wheel(root / arch, "pw-archasset", "1.0.0", module_source=f'ARCH = "{arch}"\n')
     assert wheels["amd64"].name == wheels["arm64"].name
-    handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory=str(root))
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    try:
-        yield wheels, f"http://127.0.0.1:{server.server_address[1]}"
-    finally:
-        server.shutdown()
-        server.server_close()
+    with serve_files(root) as url:
+        yield wheels, url
 
 
 @pytest.fixture(scope="module")

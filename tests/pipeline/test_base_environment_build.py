@@ -19,7 +19,7 @@ import pytest
 
 from pinwheel.image.engine import Engine
 
-from pipeline_support import Project
+from tests.support.pipeline import Project
 
 pytestmark = pytest.mark.engine
 

@@ -12,7 +12,7 @@ import pytest
 
 from pinwheel.image.engine import Engine
 
-from pipeline_support import Project, require_qemu
+from tests.support.pipeline import Project, require_qemu
 
 OWN = "    platform: manylinux_2_36_x86_64\n"
 BOTH = "    platforms: [linux/amd64, linux/arm64]\n"

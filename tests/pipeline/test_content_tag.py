@@ -8,15 +8,13 @@ import uuid
 import pytest
 
 from pinwheel.image.engine import Engine
-from pinwheel.image.smoke import SmokeResult, record
-from pinwheel.workspace import Workspace
 
-from pipeline_support import Project, registry_get
+from tests.support.pipeline import Project, registry_get
+from tests.support.smoke_records import NO_GPU, record_smoke
 
 pytestmark = pytest.mark.engine
 
 ACCEPT = ("application/vnd.docker.distribution.manifest.v2+json", "application/vnd.oci.image.manifest.v1+json")
-NO_GPU = {"static": "passed", "import": "skipped", "gpu": "skipped"}
 FIRST, REWORDED = "no GPU runner for this release", "no GPU runner for this release (reworded)"
 
 
@@ -40,9 +38,7 @@ def test_the_content_tag_never_moves_and_a_dated_tag_move_is_printed(project_fac
     assert built["labels"]["io.pinwheel.base.digest-kind"] == "image-id"
     assert built["labels"]["org.opencontainers.image.base.digest"] == engine.image_id(built["labels"][
         "org.opencontainers.image.base.name"])
-    document = {"ok": True, "levels": {k: {"status": v} for k, v in NO_GPU.items()},  # the payload's shape:
-                "stages": [{"level": k, "name": "pins", "status": v} for k, v in NO_GPU.items()]}  # levels from stages
-    record(SmokeResult(built["image_id"], True, NO_GPU, document, ""), Workspace(project.root, "").smoke_results)
+    record_smoke(project.root, built["image_id"], NO_GPU)
     ns = f"ct-{uuid.uuid4().hex[:10]}"
     target, repository = f"{registry}/{ns}", f"{ns}/{project.repository}"
     dated_name, content_name = dated.split(":", 1)[1], content.split(":", 1)[1]

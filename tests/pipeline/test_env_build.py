@@ -5,19 +5,18 @@ exactly as the manifest wrote it.
 from __future__ import annotations
 
 import json
-import re
 
 import pytest
 
 from pinwheel.image.engine import Engine
 
-from pipeline_support import Project
+from tests.support.manifests import as_steps
+from tests.support.pipeline import Project
 
 pytestmark = pytest.mark.engine
 
 NOTE = 'say "hi" \\ cost $5 $ (x)'
 ENV_STEP = """\
-steps:
   - name: toolchain
     kind: env
     why: "where the toolchain is, for every later step and at run time"
@@ -33,9 +32,7 @@ steps:
 
 
 def with_env_step(manifest: str) -> str:
-    steps = re.sub(r"^  - name: (\S+)\n", r"  - name: \1\n    kind: wheels\n", manifest, flags=re.M)
-    assert steps.count("wheel_sets:\n") == 1
-    return steps.replace("wheel_sets:\n", ENV_STEP)
+    return as_steps(manifest, first=ENV_STEP)
 
 
 def test_the_image_has_each_variable(project_factory, engine: Engine):

@@ -5,25 +5,23 @@ points at the second. `git daemon` serves it on the Docker bridge address (a
 build step reaches the host there, as it reaches the test index). The step
 pins the first commit: the image holds that commit's code, not the branch's.
 The bootstrap base has no git, so the builder stage starts from an image made
-here from the base with Debian's git (the step's `builder`); the package is
+from the base with Debian's git (the step's `builder`, the pipeline tests' git_builder); the package is
 built there without isolation, with the base's own setuptools.
 """
 from __future__ import annotations
 
 import json
 import re
-import socket
-import subprocess
-import time
-import uuid
 from pathlib import Path
 
 import pytest
 
 from pinwheel.image.engine import Engine
 
-from engine_support import engine_unavailable
-from pipeline_support import Project, bridge_address
+from tests.support.engine import engine_unavailable
+from tests.support.git_daemon import git, serve_git
+from tests.support.manifests import as_steps
+from tests.support.pipeline import Project, bridge_address, without_nodeps
 
 pytestmark = pytest.mark.engine
 
@@ -40,13 +38,6 @@ dependencies = ["pw-core>=1.0"]
 """
 
 
-def git(repo: Path, *args: str) -> str:
-    env = {"GIT_AUTHOR_NAME": "pinwheel", "GIT_AUTHOR_EMAIL": "pinwheel@invalid", "GIT_COMMITTER_NAME": "pinwheel",
-           "GIT_COMMITTER_EMAIL": "pinwheel@invalid", "PATH": "/usr/bin:/bin", "HOME": str(repo)}
-    return subprocess.run(["git", "-C", str(repo), *args], check=True, capture_output=True, text=True,
-                          env=env).stdout.strip()
-
-
 def commit(repo: Path, version: str, mark: str) -> str:
     (repo / "pyproject.toml").write_text(PYPROJECT.format(version=version))
     (repo / "pw_gitpkg").mkdir(exist_ok=True)
@@ -54,12 +45,6 @@ def commit(repo: Path, version: str, mark: str) -> str:
     git(repo, "add", "-A")
     git(repo, "commit", "-q", "-m", f"pw-gitpkg {version}")
     return git(repo, "rev-parse", "HEAD")
-
-
-def free_port(host: str) -> int:
-    with socket.socket() as s:
-        s.bind((host, 0))
-        return s.getsockname()[1]
 
 
 @pytest.fixture(scope="module")
@@ -72,54 +57,14 @@ def served_repo(engine: Engine, tmp_path_factory: pytest.TempPathFactory):
     first = commit(repo, "0.3.0", "first")
     second = commit(repo, "0.4.0", "second")  # where the branch points: what a floating rev would get
     git(repo, "config", "uploadpack.allowReachableSHA1InWant", "true")
-    host = bridge_address(engine)
-    port = free_port(host)
-    daemon = subprocess.Popen(["git", "daemon", "--reuseaddr", "--export-all", "--informative-errors",
-                               f"--base-path={root}", f"--listen={host}", f"--port={port}", str(root)],
-                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    url = f"git://{host}:{port}/pw-gitpkg.git"
-    try:
-        for _ in range(50):
-            probe = subprocess.run(["git", "ls-remote", url], capture_output=True, text=True)
-            if probe.returncode == 0:
-                break
-            time.sleep(0.1)
-        else:
-            engine_unavailable(f"git daemon on the bridge address {host} does not answer: {probe.stderr.strip()}")
-        yield url, first, second
-    finally:
-        daemon.terminate()
-        daemon.wait(timeout=10)
-
-
-@pytest.fixture(scope="module")
-def git_builder(engine: Engine, base_image: str, tmp_path_factory: pytest.TempPathFactory):
-    """The base with Debian's git: the builder stage's image."""
-    ref = f"pinwheel-test/git-builder-{uuid.uuid4().hex[:8]}:1"
-    ctx = tmp_path_factory.mktemp("git-builder")
-    (ctx / "Dockerfile").write_text(
-        f"FROM {base_image}\n"
-        "RUN apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends git "
-        "&& rm -rf /var/lib/apt/lists/*\n")
-    proc = subprocess.run(["docker", "build", "-q", "-t", ref, str(ctx)], capture_output=True, text=True)
-    if proc.returncode != 0:
-        engine_unavailable(f"cannot install git into {base_image} from its apt sources: {proc.stderr.strip()[-300:]}")
-    try:
-        yield ref
-    finally:
-        engine.remove(ref, force=True)
+    with serve_git(root, bridge_address(engine), unavailable=engine_unavailable) as base:
+        yield f"{base}/pw-gitpkg.git", first, second
 
 
 def with_git_step(manifest: str, url: str, rev: str, builder: str) -> str:
     """The project's manifest as a steps: list, with a git step after the wheel sets (less the --no-deps one,
     whose dropped requirements have tests of their own)."""
-    manifest, dropped = re.subn(r"^  - name: nodeps\n.*?(?=^  - name: )", "", manifest, flags=re.M | re.S)
-    assert dropped == 1
-    steps = re.sub(r"^  - name: (\S+)\n", r"  - name: \1\n    kind: wheels\n", manifest, flags=re.M)
-    assert steps.count("wheel_sets:\n") == 1
-    steps = steps.replace("wheel_sets:\n", "steps:\n")
-    return steps.rstrip("\n") + (
-        "\n\n"
+    return as_steps(without_nodeps(manifest), last=(
         "  - name: src\n"
         "    kind: git\n"
         '    why: "a fix that is on no release yet"\n'
@@ -127,7 +72,7 @@ def with_git_step(manifest: str, url: str, rev: str, builder: str) -> str:
         f'    url: "{url}"\n'
         f'    rev: "{rev}"\n'
         "    isolation: false\n"
-        f'    builder: "{builder}"\n')
+        f'    builder: "{builder}"\n'))
 
 
 def printed(log: str, text: str) -> bool:

@@ -6,18 +6,15 @@ test_git_build.py does.
 from __future__ import annotations
 
 import json
-import re
-import subprocess
-import time
-import uuid
-from pathlib import Path
 
 import pytest
 
 from pinwheel.image.engine import Engine
 
-from engine_support import engine_unavailable
-from pipeline_support import Project, bridge_address
+from tests.support.engine import engine_unavailable
+from tests.support.git_daemon import git, serve_git
+from tests.support.manifests import as_steps
+from tests.support.pipeline import Project, bridge_address
 
 pytestmark = pytest.mark.engine
 
@@ -38,21 +35,6 @@ PATCH = """\
 """
 
 
-def git(repo: Path, *args: str) -> str:
-    env = {"GIT_AUTHOR_NAME": "pinwheel", "GIT_AUTHOR_EMAIL": "pinwheel@invalid", "GIT_COMMITTER_NAME": "pinwheel",
-           "GIT_COMMITTER_EMAIL": "pinwheel@invalid", "PATH": "/usr/bin:/bin", "HOME": str(repo)}
-    return subprocess.run(["git", "-C", str(repo), *args], check=True, capture_output=True, text=True, env=env,
-                          timeout=60).stdout.strip()
-
-
-def free_port(host: str) -> int:
-    import socket
-
-    with socket.socket() as s:
-        s.bind((host, 0))
-        return s.getsockname()[1]
-
-
 @pytest.fixture(scope="module")
 def served(engine: Engine, tmp_path_factory: pytest.TempPathFactory):
     """(url, commit) of pw-gitsuper, whose vendor/sub is a submodule; both served by git daemon."""
@@ -65,54 +47,17 @@ def served(engine: Engine, tmp_path_factory: pytest.TempPathFactory):
     (sub / "__init__.py").write_text('VALUE = "from the submodule"\n')
     git(sub, "add", "-A")
     git(sub, "commit", "-q", "-m", "sub")
-    host = bridge_address(engine)
-    port = free_port(host)
-    daemon = subprocess.Popen(["git", "daemon", "--reuseaddr", "--export-all", "--informative-errors",
-                               f"--base-path={root}", f"--listen={host}", f"--port={port}", str(root)],
-                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    base = f"git://{host}:{port}"
-    try:
-        for _ in range(50):
-            probe = subprocess.run(["git", "ls-remote", f"{base}/sub.git"], capture_output=True, text=True, timeout=30)
-            if probe.returncode == 0:
-                break
-            time.sleep(0.1)
-        else:
-            engine_unavailable(f"git daemon on the bridge address {host} does not answer: {probe.stderr.strip()}")
+    with serve_git(root, bridge_address(engine), unavailable=engine_unavailable) as base:
         (top / "setup.py").write_text(SETUP)
         (top / "pw_gitsuper.py").write_text("from pw_gitsub import VALUE\nPATCHED = False\n")
         git(top, "submodule", "add", "-q", f"{base}/sub.git", "vendor/sub")
         git(top, "add", "-A")
         git(top, "commit", "-q", "-m", "super with a submodule")
         yield f"{base}/pw-gitsuper.git", git(top, "rev-parse", "HEAD")
-    finally:
-        daemon.terminate()
-        daemon.wait(timeout=10)
-
-
-@pytest.fixture(scope="module")
-def git_builder(engine: Engine, base_image: str, tmp_path_factory: pytest.TempPathFactory):
-    """The base with Debian's git: the builder stage's image."""
-    ref = f"pinwheel-test/git-submodules-builder-{uuid.uuid4().hex[:8]}:1"
-    ctx = tmp_path_factory.mktemp("git-builder")
-    (ctx / "Dockerfile").write_text(
-        f"FROM {base_image}\n"
-        "RUN apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends git "
-        "&& rm -rf /var/lib/apt/lists/*\n")
-    proc = subprocess.run(["docker", "build", "-q", "-t", ref, str(ctx)], capture_output=True, text=True)
-    if proc.returncode != 0:
-        engine_unavailable(f"cannot install git into {base_image} from its apt sources: {proc.stderr.strip()[-300:]}")
-    try:
-        yield ref
-    finally:
-        engine.remove(ref, force=True)
 
 
 def with_git_step(manifest: str, url: str, rev: str, builder: str) -> str:
-    steps = re.sub(r"^  - name: (\S+)\n", r"  - name: \1\n    kind: wheels\n", manifest, flags=re.M)
-    assert steps.count("wheel_sets:\n") == 1
-    return steps.replace("wheel_sets:\n", "steps:\n").rstrip("\n") + (
-        "\n\n"
+    return as_steps(manifest, last=(
         "  - name: super\n"
         "    kind: git\n"
         '    why: "a commit whose package sits partly in a submodule, with a fix on top"\n'
@@ -123,7 +68,7 @@ def with_git_step(manifest: str, url: str, rev: str, builder: str) -> str:
         f'    builder: "{builder}"\n'
         "    submodules: true\n"
         "    patches:\n"
-        '      - {file: patches/patched.patch, strip: 1, why: "the fix upstream has not merged"}\n')
+        '      - {file: patches/patched.patch, strip: 1, why: "the fix upstream has not merged"}\n'))
 
 
 def test_a_commit_with_a_submodule_and_a_patch_builds_into_the_image(project_factory, engine: Engine, served,

@@ -10,7 +10,7 @@ from pathlib import Path
 from pinwheel.image.engine import Engine
 from pinwheel.image.inventory import history, save_and
 
-from pipeline_support import Project
+from tests.support.pipeline import Project
 
 SEED_STYLE = """\
 ARG BASE={base}

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from localindex import build_wheel
-from pipeline_support import LOCAL_VERSION, LOCAL_WHEELS, Project, TLSIndex
+from tests.support.local_index import build_wheel
+from tests.support.pipeline import LOCAL_VERSION, LOCAL_WHEELS, Project, TLSIndex
 
 pytestmark = pytest.mark.engine
 

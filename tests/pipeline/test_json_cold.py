@@ -17,7 +17,7 @@ import pytest
 
 from pinwheel.image.engine import Engine
 
-from pipeline_support import REPO_ROOT, make_project
+from tests.support.pipeline import REPO_ROOT, make_project
 
 pytestmark = pytest.mark.engine
 

@@ -11,7 +11,7 @@ import pytest
 
 from pinwheel.image.engine import Engine
 
-from pipeline_support import LOCAL_WHEELS, Project, TLSIndex
+from tests.support.pipeline import LOCAL_WHEELS, Project, TLSIndex
 
 pytestmark = pytest.mark.engine
 

@@ -9,15 +9,13 @@ from __future__ import annotations
 
 import json
 import re
-import subprocess
-import uuid
 
 import pytest
 
 from pinwheel.image.engine import Engine
 
-from engine_support import engine_unavailable
-from pipeline_support import Project
+from tests.support.manifests import as_steps
+from tests.support.pipeline import Project, base_with_debian_packages, without_nodeps
 
 pytestmark = pytest.mark.engine
 
@@ -40,37 +38,22 @@ BAD_HUNK = """\
 @pytest.fixture(scope="module")
 def patch_base(engine: Engine, base_image: str, tmp_path_factory: pytest.TempPathFactory):
     """The base with Debian's patch."""
-    ref = f"pinwheel-test/patch-base-{uuid.uuid4().hex[:8]}:1"
-    ctx = tmp_path_factory.mktemp("patch-base")
-    (ctx / "Dockerfile").write_text(
-        f"FROM {base_image}\n"
-        "RUN apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends patch "
-        "&& rm -rf /var/lib/apt/lists/*\n")
-    proc = subprocess.run(["docker", "build", "-q", "-t", ref, str(ctx)], capture_output=True, text=True)
-    if proc.returncode != 0:
-        engine_unavailable(f"cannot install patch into {base_image} from its apt sources: {proc.stderr.strip()[-300:]}")
-    try:
+    with base_with_debian_packages(engine, base_image, tmp_path_factory.mktemp("patch-base"), "patch-base",
+                                   "patch") as ref:
         yield ref
-    finally:
-        engine.remove(ref, force=True)
 
 
 def with_patch_step(manifest: str, base: str, applies_to: str) -> str:
     """The project's manifest on the patch base, as a steps: list with a patch step after the wheel sets (less
     the --no-deps one, whose dropped requirements have tests of their own)."""
-    manifest, dropped = re.subn(r"^  - name: nodeps\n.*?(?=^  - name: )", "", manifest, flags=re.M | re.S)
-    assert dropped == 1
-    manifest, based = re.subn(r"^    base: .*$", f"    base: {base}", manifest, flags=re.M)
+    manifest, based = re.subn(r"^    base: .*$", f"    base: {base}", without_nodeps(manifest), flags=re.M)
     assert based == 1
-    steps = re.sub(r"^  - name: (\S+)\n", r"  - name: \1\n    kind: wheels\n", manifest, flags=re.M)
-    assert steps.count("wheel_sets:\n") == 1
-    return steps.replace("wheel_sets:\n", "steps:\n").rstrip("\n") + (
-        "\n\n"
+    return as_steps(manifest, last=(
         "  - name: fixes\n"
         "    kind: patch\n"
         '    why: "a fix upstream has not released"\n'
         "    patches:\n"
-        f'      - {{file: patches/core.patch, applies_to: "{applies_to}", strip: 1, why: "marks the module"}}\n')
+        f'      - {{file: patches/core.patch, applies_to: "{applies_to}", strip: 1, why: "marks the module"}}\n'))
 
 
 def printed(log: str, text: str) -> bool:

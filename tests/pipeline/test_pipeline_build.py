@@ -1,7 +1,7 @@
 """The whole pipeline on the real engine: manifest -> render -> lock -> build -> smoke -> publish.
 
 The image is tiny: every package is a generated wheel on a test index (see
-pipeline_support for how a build step reaches it), on the bootstrap base.
+tests/support/pipeline.py for how a build step reaches it), on the bootstrap base.
 Builds go through `pinwheel.image.build.build_image` and through `python build.py`.
 """
 from __future__ import annotations
@@ -19,7 +19,7 @@ from pinwheel.image.engine import Engine
 from pinwheel.lock import lock_sha256
 from pinwheel.workspace import Workspace
 
-from pipeline_support import (
+from tests.support.pipeline import (
     LOCAL_VERSION,
     LOCAL_WHEELS,
     Project,

@@ -17,7 +17,7 @@ import pytest
 from pinwheel.image.build import BuildError, BuildInputs, assemble_context, check_local_wheels, write_secrets
 from pinwheel.image.engine import BuildFailed, Engine
 
-from pipeline_support import Project, steps_in
+from tests.support.pipeline import Project, steps_in
 
 pytestmark = pytest.mark.engine
 
@@ -64,7 +64,7 @@ def test_a_changed_local_wheel_reruns_the_preflight_but_no_layer_below_it(projec
     its marker, whose bytes never change, so the wheel sets below stay cached up to the local one."""
     from pinwheel.image.build import build_image
 
-    from pipeline_support import LOCAL_WHEELS, replace_local_wheel
+    from tests.support.pipeline import LOCAL_WHEELS, replace_local_wheel
 
     project: Project = project_factory("preflight-cache")
     project.set_wheels(*LOCAL_WHEELS)

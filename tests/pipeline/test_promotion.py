@@ -13,19 +13,18 @@ import uuid
 
 import pytest
 
-from localindex import build_wheel
 from pinwheel.image.engine import Engine
 from pinwheel.image.sbom import validate
-from pinwheel.image.smoke import SmokeResult, record
 from pinwheel.workspace import Workspace
 
-from pipeline_support import LOCAL_VERSION, Project, registry_get
+from tests.support.local_index import build_wheel
+from tests.support.pipeline import LOCAL_VERSION, Project, registry_get
+from tests.support.smoke_records import ALL_PASSED, record_smoke
 
 pytestmark = pytest.mark.engine
 
 ACCEPT = ("application/vnd.docker.distribution.manifest.v2+json", "application/vnd.oci.image.manifest.v1+json")
 EPOCH = "1700000000"  # 2023-11-14T22:13:20Z
-PASSED = {"static": "passed", "import": "passed", "gpu": "passed"}
 
 
 @pytest.fixture(scope="module")
@@ -43,10 +42,7 @@ def build(project: Project) -> dict:
 def builds(project: Project, tmp_path_factory) -> dict[str, dict]:
     """A with the session's wheels (its smoke passed), then B: pw-kern-skip replaced by other bytes."""
     a = build(project)
-    document = {"ok": True, "levels": {lv: {"status": "passed"} for lv in PASSED},  # the payload's shape
-                "stages": [{"level": lv, "name": "pins", "status": "passed"} for lv in PASSED]}
-    record(SmokeResult(a["image_id"], True, PASSED, document, ""),
-           Workspace(project.root, "").smoke_results)
+    record_smoke(project.root, a["image_id"], ALL_PASSED)
     wheels = project.root / "wheels"
     old = wheels / project.local_wheels["pw-kern-skip"].name
     other = build_wheel(tmp_path_factory.mktemp("other-wheel"), "pw-kern-skip", LOCAL_VERSION, payload_size=64)

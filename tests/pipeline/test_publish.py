@@ -14,10 +14,11 @@ import uuid
 import pytest
 
 from pinwheel.image.engine import Engine
-from pinwheel.image.smoke import SmokeResult, record, recorded
+from pinwheel.image.smoke import record, recorded
 from pinwheel.workspace import Workspace
 
-from pipeline_support import Project, registry_get
+from tests.support.pipeline import Project, registry_get
+from tests.support.smoke_records import ALL_PASSED, record_smoke, restore_smoke
 
 pytestmark = pytest.mark.engine
 
@@ -49,10 +50,6 @@ def no_gpu_smoke(project: Project, built: dict) -> dict:
     return saved
 
 
-def restore(project: Project, saved: dict) -> None:
-    record(SmokeResult(saved["image_id"], saved["ok"], saved["levels"], saved["document"], ""), Workspace(project.root, "").smoke_results)
-
-
 def namespace(registry: str) -> tuple[str, str]:
     ns = f"pub-{uuid.uuid4().hex[:10]}"
     return f"{registry}/{ns}", ns
@@ -81,7 +78,7 @@ def pushed_config(registry: str, repository: str, tag: str) -> tuple[str, dict, 
 
 
 def test_skipped_gpu_level_is_refused_by_default(project: Project, built: dict, no_gpu_smoke: dict, registry: str):
-    restore(project, no_gpu_smoke)
+    restore_smoke(project.root, no_gpu_smoke)
     target, ns = namespace(registry)
     refused = publish(project, target)
     assert refused.returncode == 1, refused.output[-3000:]
@@ -102,7 +99,7 @@ def test_skipped_gpu_level_is_refused_by_default(project: Project, built: dict, 
 
 
 def test_an_allowance_needs_a_reason(project: Project, no_gpu_smoke: dict, registry: str):
-    restore(project, no_gpu_smoke)
+    restore_smoke(project.root, no_gpu_smoke)
     target, ns = namespace(registry)
     bad = publish(project, target, "--allow-skipped", "import,gpu")
     assert bad.returncode == 2, bad.output[-2000:]
@@ -112,7 +109,7 @@ def test_an_allowance_needs_a_reason(project: Project, no_gpu_smoke: dict, regis
 
 def test_allowed_skip_is_recorded_in_the_pushed_image(project: Project, built: dict, no_gpu_smoke: dict,
                                                        registry: str, engine: Engine):
-    restore(project, no_gpu_smoke)
+    restore_smoke(project.root, no_gpu_smoke)
     target, ns = namespace(registry)
     repository = f"{ns}/{project.repository}"
     first = publish(project, target, "--allow-skipped", "import", "--allow-skipped", f"gpu={REASON}", "--reason", REASON)
@@ -184,10 +181,7 @@ def test_a_failed_smoke_pushes_nothing(project: Project, built: dict, registry: 
 def test_every_level_passed_pushes_the_smoked_image_itself(project: Project, built: dict, registry: str,
                                                            no_gpu_smoke: dict):
     # What a GPU host records (the payload's own GPU runs are in tests/smoke and docs/smoke-h200.json).
-    passed = {"static": "passed", "import": "passed", "gpu": "passed"}
-    document = {"ok": True, "levels": {lv: {"status": "passed"} for lv in passed},  # the payload's shape
-                "stages": [{"level": lv, "name": "pins", "status": "passed"} for lv in passed]}
-    record(SmokeResult(built["image_id"], True, passed, document, ""), Workspace(project.root, "").smoke_results)
+    record_smoke(project.root, built["image_id"], ALL_PASSED)
     try:
         target, ns = namespace(registry)
         result = publish(project, target)
@@ -200,4 +194,4 @@ def test_every_level_passed_pushes_the_smoked_image_itself(project: Project, bui
         noted = publish(project, target, "--allow-skipped", "gpu", "--reason", REASON)
         assert noted.returncode == 0 and "not needed, gpu passed" in noted.stderr, noted.output[-2000:]
     finally:
-        restore(project, no_gpu_smoke)
+        restore_smoke(project.root, no_gpu_smoke)

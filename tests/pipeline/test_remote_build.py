@@ -8,10 +8,10 @@ import uuid
 
 import pytest
 
-from engine_support import second_engine
+from tests.support.engine import second_engine
 from pinwheel.image.engine import Engine
 
-from pipeline_support import Project, registry_get
+from tests.support.pipeline import Project, registry_get
 
 pytestmark = pytest.mark.engine
 

@@ -5,20 +5,18 @@ the build naming the step.
 """
 from __future__ import annotations
 
-import functools
 import hashlib
-import http.server
 import io
 import json
-import re
 import tarfile
-import threading
 
 import pytest
 
 from pinwheel.image.engine import Engine
 
-from pipeline_support import Project
+from tests.support.file_server import serve_files
+from tests.support.manifests import as_steps
+from tests.support.pipeline import Project
 
 pytestmark = pytest.mark.engine
 
@@ -27,15 +25,8 @@ pytestmark = pytest.mark.engine
 def file_server(tmp_path_factory: pytest.TempPathFactory):
     """(directory served, its base URL): a plain HTTP file server on loopback; `build` downloads on the host."""
     root = tmp_path_factory.mktemp("run-server")
-    handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory=str(root))
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield root, f"http://127.0.0.1:{server.server_address[1]}"
-    finally:
-        server.shutdown()
-        server.server_close()
+    with serve_files(root) as url:
+        yield root, url
 
 
 def tool_tarball(greeting: str) -> bytes:
@@ -76,9 +67,7 @@ def run_steps(url: str, sha256: str, verify: str = "pw-tool") -> str:
 
 
 def with_run_steps(manifest: str, entry: str) -> str:
-    steps = re.sub(r"^  - name: (\S+)\n", r"  - name: \1\n    kind: wheels\n", manifest, flags=re.M)
-    assert steps.count("wheel_sets:\n") == 1
-    return steps.replace("wheel_sets:\n", "steps:\n" + entry)
+    return as_steps(manifest, first=entry)
 
 
 def test_a_run_step_with_a_checked_download_builds_and_a_tampered_one_fails_naming_both(

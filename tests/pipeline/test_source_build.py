@@ -21,7 +21,8 @@ import pytest
 
 from pinwheel.image.engine import Engine
 
-from pipeline_support import Project, TLSIndex
+from tests.support.manifests import as_steps
+from tests.support.pipeline import Project, TLSIndex, without_nodeps
 
 pytestmark = pytest.mark.engine
 
@@ -100,14 +101,6 @@ def dynamic_sha256(tls_index: TLSIndex) -> str:
     return publish(tls_index, DYNAMIC, DYNAMIC_PKG_INFO, DYNAMIC_METADATA)
 
 
-def as_steps(manifest: str) -> str:
-    """The project's manifest as a steps: list, less the --no-deps wheel set (tested on its own)."""
-    manifest, dropped = re.subn(r"^  - name: nodeps\n.*?(?=^  - name: )", "", manifest, flags=re.M | re.S)
-    assert dropped == 1
-    steps = re.sub(r"^  - name: (\S+)\n", r"  - name: \1\n    kind: wheels\n", manifest, flags=re.M)
-    return steps.replace("wheel_sets:\n", "steps:\n")
-
-
 def sdist_step(sha256: str, package: str = PACKAGE) -> str:
     return ("\n"
             "  - name: srcb\n"
@@ -122,7 +115,7 @@ def sdist_step(sha256: str, package: str = PACKAGE) -> str:
 
 
 def with_sdist_step(manifest: str, sha256: str, package: str = PACKAGE) -> str:
-    return as_steps(manifest).rstrip("\n") + "\n" + sdist_step(sha256, package)
+    return as_steps(without_nodeps(manifest)).rstrip("\n") + "\n" + sdist_step(sha256, package)
 
 
 def stage_lines(log: str) -> str:

@@ -6,14 +6,14 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import subprocess
 
 import pytest
 
 from pinwheel.image.engine import Engine
 
-from pipeline_support import Project, TLSIndex
+from tests.support.manifests import as_steps
+from tests.support.pipeline import Project, TLSIndex
 
 pytestmark = pytest.mark.engine
 
@@ -40,15 +40,12 @@ def uv_bin() -> str:
 
 
 def with_uv_project(manifest: str) -> str:
-    steps = re.sub(r"^  - name: (\S+)\n", r"  - name: \1\n    kind: wheels\n", manifest, flags=re.M)
-    assert steps.count("wheel_sets:\n") == 1
-    return steps.replace("wheel_sets:\n", "steps:\n").rstrip("\n") + (
-        "\n\n"
+    return as_steps(manifest, last=(
         "  - name: app\n"
         "    kind: uv-project\n"
         '    why: "the trainer, installed from its own lock as its CI tests it"\n'
         "    project: app\n"
-        "    install_project: false\n")
+        "    install_project: false\n"))
 
 
 def test_a_uv_project_is_installed_from_its_lock_and_judged(project_factory, engine: Engine, tls_index: TLSIndex):

@@ -20,8 +20,8 @@ import pytest
 from pinwheel.image.build import BuildInputs, assemble_context, build_image, write_secrets
 from pinwheel.image.engine import Engine
 
-from localindex import build_wheel
-from pipeline_support import LOCAL_WHEELS, Project, replace_local_wheel, steps_in
+from tests.support.local_index import build_wheel
+from tests.support.pipeline import LOCAL_WHEELS, Project, replace_local_wheel, steps_in
 
 pytestmark = pytest.mark.engine
 

@@ -7,7 +7,7 @@ import dataclasses
 
 import pytest
 
-from manifests import load_text, two_platform_manifest
+from tests.support.manifests import load_text, two_platform_manifest
 from pinwheel.plan import Installed, plan_platforms
 from pinwheel.resolve import memoized
 from pinwheel.resolve.memo import resolve_memo_key, torch_abi_memo_key

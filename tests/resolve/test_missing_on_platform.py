@@ -13,7 +13,7 @@ import pytest
 
 from pinwheel import cli
 
-from manifests import two_platform_manifest
+from tests.support.manifests import two_platform_manifest
 
 PY = f"{sys.version_info.major}.{sys.version_info.minor}"
 CP = f"cp{sys.version_info.major}{sys.version_info.minor}"

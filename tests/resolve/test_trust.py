@@ -16,7 +16,7 @@ import pytest
 
 from pinwheel import cli
 
-from manifests import manifest_yaml, variant
+from tests.support.manifests import manifest_yaml, variant
 
 ROOT = Path(__file__).resolve().parents[2]
 

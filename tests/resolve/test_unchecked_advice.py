@@ -4,7 +4,7 @@ from __future__ import annotations
 from pinwheel.plan import Unjudged, plan_variant
 from pinwheel.reports.report import unchecked_advice
 
-from manifests import load_text, manifest_yaml, variant
+from tests.support.manifests import load_text, manifest_yaml, variant
 
 STEPS = '  - name: base\n    why: "w"\n    packages:\n      - {requirement: "six==1.16.0", why: "w"}\n'
 OFFLINE = "requirements of six 1.16.0 unreadable: offline: the index page of package 'six' is not in the cache (x)"

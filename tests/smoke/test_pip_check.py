@@ -3,7 +3,6 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 import venv
 from pathlib import Path
 
@@ -16,8 +15,7 @@ from payload_archive import PAYLOAD  # the zipapp the build ships
 def broken_env(tmp_path_factory):
     """A venv where `frontend` is installed --no-deps and its `helper>=1` is missing."""
     root = tmp_path_factory.mktemp("pipcheck")
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-    from localindex import build_wheel
+    from tests.support.local_index import build_wheel
 
     wheels = [build_wheel(root, "frontend", "1.0", requires=["helper>=1", 'winhelper; sys_platform == "win32"']),
               build_wheel(root, "Needs_New", "1.0", requires=["frontend>=2"], extras={"x": ["helper"]})]

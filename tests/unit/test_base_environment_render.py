@@ -1,73 +1,19 @@
-"""Base environments in the manifest, the steps and the render: the remove kind, `override: true`, and the
-Dockerfiles of `environment: base` and `system_site_packages`. Exact rendered text, shellcheck, located errors."""
+"""Base environments in the manifest, the steps and the render: `override: true`, and the Dockerfiles of
+`environment: base` and `system_site_packages`. Exact rendered text, shellcheck, located errors. The remove
+kind's own tests are in test_steps_remove.py."""
 from __future__ import annotations
 
 import shutil
 import subprocess
-from pathlib import Path
 
 import pytest
 
 from pinwheel.plan import plan_variant
 from pinwheel.render import dockerfile_groups, dockerfile_name, render_dockerfile, render_dockerfiles
-from pinwheel.steps import kind_of
-from pinwheel.steps.remove import RemovedPackage, RemoveStep
 
-from manifests import assert_refused_at, load_text
-
-from test_render import run_scripts
-
-MANIFEST = """\
-manifest_version: 1
-image: {name: demo, repository: pinwheel/demo}
-gates:
-  ENABLE_CUDA_13: {when: "cuda >= 13", why: "CUDA 13 only"}
-variants:
-  sys:
-    cuda: "13.0"
-    torch: "2.13.0"
-    python: "3.12"
-    platform: manylinux_2_28_x86_64
-    base: "lmsysorg/sglang:v0.5.9@sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
-    tag: "sys-{date}"
-    environment: base
-  top:
-    cuda: "12.9"
-    torch: "2.13.0"
-    python: "3.12"
-    platform: manylinux_2_28_x86_64
-    base_variant: sys
-    tag: "top-{date}"
-    environment: base
-  seen:
-    cuda: "13.0"
-    torch: "2.13.0"
-    python: "3.12"
-    platform: manylinux_2_28_x86_64
-    base: "pinwheel/base:bookworm-py311"
-    tag: "seen-{date}"
-    system_site_packages: true
-    interpreter: /usr/local/bin/python3.12
-steps:
-  - name: drop-te
-    kind: remove
-    why: "the base's transformer-engine is replaced by our own triplet"
-    packages:
-      - {name: Transformer_Engine, why: "built against another torch"}
-      - {name: flash-attn-4, why: "its kernels clash with flashinfer's"}
-  - name: core
-    kind: wheels
-    why: "pure-python base"
-    packages:
-      - {requirement: "six==1.16.0", why: "tiny and stable"}
-      - {requirement: "nvidia-cudnn-cu13==9.22.0.52", override: true, why: "over torch's exact pin: the fix for X"}
-  - name: cuda-only
-    kind: remove
-    why: "CUDA 13 only"
-    gate: ENABLE_CUDA_13
-    packages:
-      - {name: "old-kernels", why: "it's $(replaced) `later`"}
-"""
+from tests.support.base_environment import MANIFEST, edited, plans
+from tests.support.manifests import assert_refused_at, load_text
+from tests.support.render import run_scripts
 
 # The whole Dockerfile of the environment-base group (variants sys and top).
 BASE_DOCKERFILE = """\
@@ -268,11 +214,6 @@ CMD ["python", "/opt/pinwheel/smoke_payload.pyz", "--expect", "/opt/pinwheel/exp
 """
 
 
-def plans(text: str, tmp_path: Path):
-    m = load_text(text, tmp_path)
-    return [plan_variant(m, v) for v in m.variants]
-
-
 def test_environment_base_and_system_site_packages_render_exactly(tmp_path):
     rendered = render_dockerfiles(plans(MANIFEST, tmp_path))
     assert list(rendered) == ["Dockerfile", "Dockerfile.seen"]
@@ -325,27 +266,6 @@ def test_shellcheck_every_run_script_on_a_base(tmp_path):
             assert proc.returncode == 0, f"{script}\n{proc.stdout}"
 
 
-def test_manifest_strings_cannot_inject_shell_through_a_remove_step(tmp_path):
-    text = render_dockerfiles(plans(MANIFEST, tmp_path))["Dockerfile"]
-    line = next(l for l in text.splitlines() if "$(replaced)" in l)
-    assert line == "#   old-kernels: it's $(replaced) `later`"
-
-
-def test_a_remove_step_removes_its_packages_and_has_no_lock_slice(tmp_path):
-    m = load_text(MANIFEST, tmp_path)
-    assert [s.kind for s in m.steps] == ["remove", "wheels", "remove"]
-    assert m.steps[0] == RemoveStep("drop-te", "the base's transformer-engine is replaced by our own triplet", None, (
-        RemovedPackage("transformer-engine", "built against another torch", 36),
-        RemovedPackage("flash-attn-4", "its kernels clash with flashinfer's", 37)), 32)
-    for variant, gated_on in (("sys", True), ("top", False), ("seen", True)):
-        plan = plan_variant(m, variant)
-        first, _, gated = plan.steps
-        assert first.packages == () and kind_of(first).slice_packages(first) == ()
-        assert kind_of(first).effect(first).removes == ("transformer-engine", "flash-attn-4")
-        assert kind_of(gated).effect(gated).removes == (("old-kernels",) if gated_on else ())
-        assert not kind_of(first).effect(first).installs
-
-
 def test_override_is_in_the_model_and_the_plan_and_changes_no_text(tmp_path):
     m = load_text(MANIFEST, tmp_path)
     six, cudnn = m.steps[1].packages
@@ -356,51 +276,19 @@ def test_override_is_in_the_model_and_the_plan_and_changes_no_text(tmp_path):
     assert render_dockerfiles(plans(plain, tmp_path)) == render_dockerfiles(plans(MANIFEST, tmp_path))
 
 
-def sub(old: str, new: str) -> str:
-    assert MANIFEST.count(old) == 1, old
-    return MANIFEST.replace(old, new)
-
-
-VENV_ONLY = sub("    system_site_packages: true\n    interpreter: /usr/local/bin/python3.12\n", "")
-
-# (id, manifest text, expected line, expected key, expected message fragment)
+# (id, manifest text, expected line, expected key, expected message fragment); the remove kind's own are in
+# test_steps_remove.py
 CASES = [
-    ("remove-name-not-pep508", sub("name: flash-attn-4,", 'name: "flash attn",'), 37, "steps[0].packages[1].name",
-     "'flash attn' is not a package name (PEP 508"),
-    ("remove-name-shell", sub("name: flash-attn-4,", 'name: "x;id",'), 37, "steps[0].packages[1].name",
-     "is not a package name"),
-    ("remove-name-trailing-dash", sub("name: flash-attn-4,", 'name: "flash-",'), 37, "steps[0].packages[1].name",
-     "is not a package name"),
-    ("remove-missing-why", sub(', why: "built against another torch"', ""), 36, "steps[0].packages[0].why",
-     "required key is missing"),
-    ("remove-empty-why", sub('why: "built against another torch"', 'why: ""'), 36, "steps[0].packages[0].why",
-     "must not be empty"),
-    ("remove-unknown-key", sub('why: "built against another torch"}', 'why: "x", version: "1.0"}'), 36,
-     "steps[0].packages[0].version", "unknown key"),
-    ("remove-not-mapping", sub('- {name: flash-attn-4, why: "its kernels clash with flashinfer\'s"}', "- flash-attn-4"),
-     37, "steps[0].packages[1]", "must be a mapping"),
-    ("remove-twice-in-step", sub("name: flash-attn-4,", "name: transformer-engine,"), 37,
-     "steps[0].packages[1].name", "transformer-engine is removed twice (first on line 36)"),
-    ("remove-twice-canonical", sub("name: flash-attn-4,", "name: transformer.ENGINE,"), 37,
-     "steps[0].packages[1].name", "transformer-engine is removed twice (first on line 36)"),
-    ("remove-twice-across-steps", sub('name: "old-kernels"', 'name: "Flash_Attn_4"'), 49,
-     "steps[2].packages[0].name", "flash-attn-4 is removed twice (first on line 37)"),
-    ("remove-empty-list", sub('    packages:\n      - {name: "old-kernels", why: "it\'s $(replaced) `later`"}\n',
-                              "    packages: []\n"), 48, "steps[2].packages", "needs at least 1 item"),
-    ("remove-step-missing-why", sub('    why: "CUDA 13 only"\n', ""), 44, "steps[2].why", "required key is missing"),
-    ("remove-on-a-fresh-venv", VENV_ONLY, 30, "steps[0]",
-     "variant seen installs into a fresh venv, which holds nothing to remove: remove steps need environment: base, "
-     "or a venv with system_site_packages: true"),
-    ("remove-in-wheel-sets", MANIFEST.replace("steps:\n", "wheel_sets:\n"), 33, "wheel_sets[0].kind", "unknown key"),
-    ("override-without-why", sub(', override: true, why: "over torch\'s exact pin: the fix for X"', ", override: true"),
+    ("override-without-why",
+     edited(', override: true, why: "over torch\'s exact pin: the fix for X"', ", override: true"),
      43, "steps[1].packages[1].why", "every override must say why"),
-    ("override-not-boolean", sub("override: true", 'override: "yes"'), 43, "steps[1].packages[1].override",
+    ("override-not-boolean", edited("override: true", 'override: "yes"'), 43, "steps[1].packages[1].override",
      "must be true or false"),
-    ("interpreter-on-a-fresh-venv", sub("    system_site_packages: true\n", ""), 29, "variants.seen.interpreter",
+    ("interpreter-on-a-fresh-venv", edited("    system_site_packages: true\n", ""), 29, "variants.seen.interpreter",
      "only with environment: base, or a venv with system_site_packages"),
-    ("interpreter-relative", sub("interpreter: /usr/local/bin/python3.12", "interpreter: python3"), 30,
+    ("interpreter-relative", edited("interpreter: /usr/local/bin/python3.12", "interpreter: python3"), 30,
      "variants.seen.interpreter", "is not a valid absolute path"),
-    ("system-site-packages-on-base", sub("    tag: \"sys-{date}\"\n    environment: base\n",
+    ("system-site-packages-on-base", edited("    tag: \"sys-{date}\"\n    environment: base\n",
                                          "    tag: \"sys-{date}\"\n    environment: base\n    system_site_packages: true\n"),
      14, "variants.sys.system_site_packages", "only with environment: venv"),
 ]
@@ -410,14 +298,6 @@ CASES = [
 def test_bad_base_environment_keys_are_refused_with_file_line_and_key(case, tmp_path):
     _, text, line, key, fragment = case
     assert_refused_at(text, tmp_path, line, key, fragment)
-
-
-def test_a_gated_remove_step_is_allowed_where_its_gate_is_off_on_a_fresh_venv(tmp_path):
-    # cuda-only is gated on CUDA 13; a CUDA 12 variant on a fresh venv never runs it
-    text = VENV_ONLY.replace("  - name: drop-te\n    kind: remove\n    why: \"the base's transformer-engine is replaced by our own triplet\"\n    packages:\n      - {name: Transformer_Engine, why: \"built against another torch\"}\n      - {name: flash-attn-4, why: \"its kernels clash with flashinfer's\"}\n", "")
-    text = text.replace('  seen:\n    cuda: "13.0"', '  seen:\n    cuda: "12.9"')
-    m = load_text(text, tmp_path)
-    assert [s.kind for s in m.steps] == ["wheels", "remove"]
 
 
 def test_a_local_wheel_on_a_base_is_mounted_from_its_sets_own_directory(tmp_path):

@@ -11,7 +11,7 @@ import sys
 
 import pytest
 
-from manifests import assert_refused_at, load_text
+from tests.support.manifests import assert_refused_at, load_text
 from pinwheel import cli
 from pinwheel.commands.build import build_variant
 from pinwheel.commands.publish import variant_tags

@@ -9,7 +9,7 @@ from pinwheel import cli, manifest
 from pinwheel.image.build import BuildError, BuildInputs, check_local_wheels
 from pinwheel.plan import plan_variant
 
-from manifests import CUDA_13_GATE, manifest_yaml, variant
+from tests.support.manifests import CUDA_13_GATE, manifest_yaml, variant
 
 MANIFEST = manifest_yaml(variants=[variant("cu130"), variant("cu129", cuda="12.9")], gates=CUDA_13_GATE, steps="""\
   - name: core

@@ -11,7 +11,7 @@ import shutil
 
 import pytest
 
-from manifests import load_text, manifest_yaml, variant
+from tests.support.manifests import load_text, manifest_yaml, variant
 from pinwheel.image.build import image_identity, tags_for
 from pinwheel.image.identity import ContentInputs
 from pinwheel.plan import plan_variant

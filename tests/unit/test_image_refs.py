@@ -7,7 +7,7 @@ import pytest
 from pinwheel.imageref import ImageRef, parse_image_ref
 from pinwheel.plan import plan_variant
 from pinwheel.render import render_dockerfiles
-from tests.manifests import assert_refused_at, load_text, manifest_yaml, variant
+from tests.support.manifests import assert_refused_at, load_text, manifest_yaml, variant
 
 DIGEST = "sha256:" + "3f" * 32
 STEPS = '  - name: base\n    why: "w"\n    packages:\n      - {requirement: "six==1.16.0", why: "w"}\n'

@@ -4,11 +4,11 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from localindex import build_wheel  # tests/ is on sys.path (tests/conftest.py)
+from tests.support.local_index import build_wheel
 
 from pinwheel import cli, index
 
-from manifests import manifest_yaml, variant
+from tests.support.manifests import manifest_yaml, variant
 
 MANIFEST = manifest_yaml(variants=[variant("t", platform="manylinux_2_28_x86_64")], steps="""\
   - name: kernels

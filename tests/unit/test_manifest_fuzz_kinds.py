@@ -28,7 +28,7 @@ import yaml
 from pinwheel import cli, manifest
 from pinwheel.steps import KINDS
 
-from test_manifest_fuzz import Seed, dump, structural
+from tests.support.manifest_fuzz import Seed, dump, structural
 
 REPO = Path(__file__).resolve().parents[2]
 SEED_NUMBER = 1

@@ -2,7 +2,7 @@
 anything else is a located error."""
 from __future__ import annotations
 
-from manifests import assert_refused_at, load_text, manifest_yaml
+from tests.support.manifests import assert_refused_at, load_text, manifest_yaml
 
 STEPS = '  - {name: core, why: "index wheels", packages: [{requirement: "six==1.16.0"}]}\n'
 

@@ -8,7 +8,7 @@ from pinwheel.index.target import container_arch, container_platform, platform_f
 from pinwheel.manifest import ManifestError
 from pinwheel.plan import plan_platforms, plan_variant
 from pinwheel.workspace import Workspace
-from tests.manifests import CUDA_13_GATE, manifest_yaml, variant
+from tests.support.manifests import CUDA_13_GATE, manifest_yaml, variant
 
 STEPS = """\
   - name: torch

@@ -15,9 +15,9 @@ from pinwheel.render import render_dockerfile
 from pinwheel.steps import kind_of
 from pinwheel.steps.apt import AptStep, DebianPackage, debian_version_problem
 
-from manifests import assert_refused_at, load_text
+from tests.support.manifests import assert_refused_at, load_text
 
-from test_render import run_scripts
+from tests.support.render import run_scripts
 
 APT = """\
 manifest_version: 1

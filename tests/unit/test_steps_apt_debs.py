@@ -13,9 +13,10 @@ from pinwheel.plan import plan_variant
 from pinwheel.render import render_dockerfile
 from pinwheel.steps import kind_of
 
-from manifests import assert_refused_at, load_text
 
-from test_render import run_scripts
+from tests.support.file_server import serve_files
+from tests.support.manifests import assert_refused_at, load_text
+from tests.support.render import run_scripts
 
 SHA = "b" * 64
 HEAD = """\
@@ -197,20 +198,10 @@ def test_a_source_renders_its_keyring_and_deb822_file_before_the_update(tmp_path
 
 @pytest.fixture
 def key_server(tmp_path):
-    import functools
-    import http.server
-    import threading
-
     root = tmp_path / "served"
     root.mkdir()
-    handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory=str(root))
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    try:
-        yield root, f"http://127.0.0.1:{server.server_address[1]}"
-    finally:
-        server.shutdown()
-        server.server_close()
+    with serve_files(root) as url:
+        yield root, url
 
 
 def test_staging_checks_the_keys_fingerprint_and_refuses_another_key(tmp_path, signing_key, key_server):

@@ -2,13 +2,10 @@
 shellcheck, located errors, its effect, and the host side: the content-addressed cache, verification and labels."""
 from __future__ import annotations
 
-import functools
 import hashlib
-import http.server
 import json
 import shutil
 import subprocess
-import threading
 
 import pytest
 
@@ -23,9 +20,10 @@ from pinwheel.render import render_dockerfile
 from pinwheel.steps import kind_of
 from pinwheel.steps.asset import wheel_problem
 
-from localindex import build_wheel
-from manifests import CUDA_13_GATE, manifest_yaml, variant
-from test_render import run_scripts
+from tests.support.file_server import serve_files
+from tests.support.local_index import build_wheel
+from tests.support.manifests import CUDA_13_GATE, manifest_yaml, variant
+from tests.support.render import run_scripts
 
 A, B, C = "1" * 64, "2" * 64, "3" * 64
 URL = "https://downloads.example.org/v2.8.3/flash_attn-2.8.3-cp311-cp311-linux_x86_64.whl"
@@ -175,14 +173,8 @@ def test_wheel_names_must_match_the_package_and_version():
 def served(tmp_path):
     root = tmp_path / "served"
     root.mkdir()
-    handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory=str(root))
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    try:
-        yield root, f"http://127.0.0.1:{server.server_address[1]}"
-    finally:
-        server.shutdown()
-        server.server_close()
+    with serve_files(root) as url:
+        yield root, url
 
 
 def test_the_cache_is_content_addressed_verified_and_names_both_digests(served, tmp_path):

@@ -11,7 +11,7 @@ from pinwheel.render import render_dockerfile
 from pinwheel.steps import kind_of
 from pinwheel.steps.env import quoted
 
-from manifests import assert_refused_at, load_text
+from tests.support.manifests import assert_refused_at, load_text
 
 ENV = """\
 manifest_version: 1

@@ -18,8 +18,8 @@ from pinwheel.steps import kind_of
 from pinwheel.steps.base import DirectInstall
 from pinwheel.steps.git import GitStep, rev_problem
 
-from manifests import CUDA_13_GATE, manifest_yaml
-from test_render import run_scripts
+from tests.support.manifests import CUDA_13_GATE, manifest_yaml
+from tests.support.render import run_scripts
 
 REV = "0123456789abcdef0123456789abcdef01234567"
 REV_LM = "89abcdef0123456789abcdef0123456789abcdef"

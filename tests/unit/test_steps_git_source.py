@@ -15,9 +15,9 @@ from pinwheel.plan import plan_variant
 from pinwheel.render import render_dockerfile
 from pinwheel.steps.base import StagingError
 
-from manifests import assert_refused_at, load_text, manifest_yaml
+from tests.support.manifests import assert_refused_at, load_text, manifest_yaml
 
-from test_render import run_scripts
+from tests.support.render import run_scripts
 
 REV = "0123456789abcdef0123456789abcdef01234567"
 PATCH = "--- a/csrc/kernel.cu\n+++ b/csrc/kernel.cu\n@@ -1 +1 @@\n-int x = 1;\n+int x = 2;\n"

@@ -18,8 +18,8 @@ from pinwheel.plan import plan_variant
 from pinwheel.render import render_dockerfile
 from pinwheel.steps import kind_of
 
-from manifests import CUDA_13_GATE, manifest_yaml
-from test_render import run_scripts
+from tests.support.manifests import CUDA_13_GATE, manifest_yaml
+from tests.support.render import run_scripts
 
 PATCH = "--- a/six.py\n+++ b/six.py\n@@ -1 +1 @@\n-x\n+y\n"
 STEPS = """\

@@ -14,9 +14,9 @@ from pinwheel.plan import plan_variant
 from pinwheel.render import render_dockerfile
 from pinwheel.steps import kind_of
 
-from manifests import assert_refused_at, load_text
+from tests.support.manifests import assert_refused_at, load_text
 
-from test_render import run_scripts
+from tests.support.render import run_scripts
 
 SHA = "a" * 64
 HEAD = """\

@@ -19,8 +19,8 @@ from pinwheel.render import render_dockerfile
 from pinwheel.steps import kind_of
 from pinwheel.steps.source_meta import Unreadable, from_pkg_info, from_pyproject, sdist_metadata
 
-from manifests import CUDA_13_GATE, manifest_yaml
-from test_render import run_scripts
+from tests.support.manifests import CUDA_13_GATE, manifest_yaml
+from tests.support.render import run_scripts
 
 SHA = "ab" * 32
 REV = "0123456789abcdef0123456789abcdef01234567"

@@ -16,7 +16,7 @@ from pinwheel.render import render_dockerfile
 from pinwheel.steps import kind_of
 from pinwheel.steps.base import StagingError
 
-from manifests import assert_refused_at, load_text, manifest_yaml, variant
+from tests.support.manifests import assert_refused_at, load_text, manifest_yaml, variant
 
 UV_LOCK = """\
 version = 1

@@ -8,7 +8,7 @@ import tomllib
 from pinwheel.image.build import write_secrets
 from pinwheel.plan import plan_variant
 
-from manifests import load_text, manifest_yaml, variant
+from tests.support.manifests import load_text, manifest_yaml, variant
 
 MANIFEST = manifest_yaml(variants=[variant("cu130"), variant("cu129", cuda="12.9", torch_index_env="PW_TEST_EXTRA")],
                          steps="""\

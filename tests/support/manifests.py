@@ -5,6 +5,7 @@
 from __future__ import annotations
 
 import json
+import re
 
 CUDA_13_GATE = '  ENABLE_CUDA_13: {when: "cuda >= 13", why: "CUDA 13 only"}\n'
 
@@ -76,3 +77,12 @@ wheel_sets:
     packages:
       - {{requirement: "{kernel}"}}
 """
+
+
+def as_steps(text: str, *, first: str = "", last: str = "") -> str:
+    """A wheel_sets: manifest spelled as a steps: list of kind wheels, with the step entries `first` before the
+    wheel sets and `last` after them (a blank line between)."""
+    steps = re.sub(r"^  - name: (\S+)\n", r"  - name: \1\n    kind: wheels\n", text, flags=re.M)
+    assert steps.count("wheel_sets:\n") == 1
+    steps = steps.replace("wheel_sets:\n", "steps:\n" + first)
+    return steps.rstrip("\n") + "\n\n" + last if last else steps

@@ -22,6 +22,7 @@ Why TLS on the Docker bridge address (and not the host network, and not plain HT
 """
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import hashlib
 import ipaddress
@@ -39,9 +40,10 @@ import uuid
 from dataclasses import dataclass, field
 from http.server import ThreadingHTTPServer
 from pathlib import Path
-from typing import Iterable, Sequence
+from typing import Iterable, Iterator, Sequence
 
-from localindex import LocalIndex, _IndexHandler, build_wheel  # tests/ is on sys.path (tests/conftest.py)
+from tests.support.engine import engine_unavailable
+from tests.support.local_index import LocalIndex, _IndexHandler, build_wheel
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 
@@ -297,6 +299,32 @@ wheel_sets:
           allow_missing:
             - {{name: pw-core, why: "a stable-ABI build: the shared 1.0.0 loads it"}}
 """
+
+@contextlib.contextmanager
+def base_with_debian_packages(engine, base_image: str, context: Path, name: str, *packages: str) -> Iterator[str]:
+    """The ref of an image made from `base_image` with these Debian packages from its apt sources (the bootstrap
+    base has no git and no patch), tagged pinwheel-test/<name>-<random>:1 and removed afterwards."""
+    ref = f"pinwheel-test/{name}-{uuid.uuid4().hex[:8]}:1"
+    (context / "Dockerfile").write_text(
+        f"FROM {base_image}\n"
+        "RUN apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends "
+        f"{' '.join(packages)} && rm -rf /var/lib/apt/lists/*\n")
+    proc = subprocess.run(["docker", "build", "-q", "-t", ref, str(context)], capture_output=True, text=True)
+    if proc.returncode != 0:
+        engine_unavailable(f"cannot install {' '.join(packages)} into {base_image} from its apt sources: "
+                           f"{proc.stderr.strip()[-300:]}")
+    try:
+        yield ref
+    finally:
+        engine.remove(ref, force=True)
+
+
+def without_nodeps(manifest: str) -> str:
+    """The project's manifest less its --no-deps wheel set, whose dropped requirements have tests of their own."""
+    manifest, dropped = re.subn(r"^  - name: nodeps\n.*?(?=^  - name: )", "", manifest, flags=re.M | re.S)
+    assert dropped == 1
+    return manifest
+
 
 LOCAL_WHEELS = ("pw-kern-fail", "pw-kern-skip", "pw-kern-fb")
 LOCAL_VERSION = "1.0.0+inhouse"
