@@ -51,6 +51,9 @@ class DirectInstall:
     # False for a member of a fixed set installed with its dependencies from that set (a uv project's
     # uv.lock): its requirements are judged like an index package's, not as suppressed.
     no_deps: bool = True
+    # A prebuilt wheel in wheels/ (steps/prebuilt.Prebuilt: its glob) that takes the build's place when the host
+    # has it: the resolver judges that wheel's metadata, as the source `local`, and says which it judged.
+    local: Any = None
 
 
 @dataclass(frozen=True)
