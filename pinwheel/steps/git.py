@@ -11,7 +11,8 @@ The building block of kind `git`:
   starts from, when the base has no git; default: the variant's base) and
   `editable` with `checkout` (the source tree stays in the image at that path,
   installed `-e`), `needs` (with isolation false: the installed packages the
-  build compiles against, each installed by an earlier step), `submodules`
+  build compiles against, each installed by an earlier step), `build_env`
+  (overrides of `env` per architecture and CUDA line: build_env.py), `submodules`
   (true: the commit's submodules are fetched too, recursively), `config_settings`
   (name -> value, passed to the build backend as `--config-settings`) and
   `patches: [{file, strip, why}]` (applied to the checkout before the build,
@@ -57,6 +58,7 @@ from ..manifest.reader import Reader, StepReading
 from ..manifest.source import show
 from .base import DirectInstall, Effect, KindView, SbomPart, Staging, StepKind
 from .patch import read_patch_file, read_strip, stage_patch_file
+from .build_env import BuildEnvOverride, build_env_identity, case_message, env_cases, read_build_env
 from .prebuilt import Prebuilt, prebuilt_guard, prebuilt_identity, read_prebuilt, stage_prebuilt
 from .source_meta import git_metadata, read_or_reason
 
@@ -97,6 +99,8 @@ class GitStep:
     config_settings: tuple[tuple[str, str], ...] = ()  # the build backend's --config-settings
     patches: tuple["SourcePatch", ...] = ()  # applied to the checkout before the build
     prebuilt: Prebuilt | None = None  # the wheel in wheels/ installed instead of the build when it is there
+    build_env: tuple[BuildEnvOverride, ...] = ()  # `env` overrides per architecture and CUDA line
+    env_cases: tuple = ()  # (case pattern, environment) per variant and architecture; empty without overrides
 
 
 @dataclass(frozen=True)
@@ -264,6 +268,16 @@ class GitView(KindView):
         } for i, p in enumerate(self.spec.patches))
 
     @property
+    def env_cases(self) -> tuple:
+        """The rows of its build environment per variant and architecture (build_env.py); empty without
+        overrides: `env` is exported as it is."""
+        return self.spec.env_cases
+
+    @property
+    def env_case_message(self) -> str:
+        return case_message("git step", self.step.name)
+
+    @property
     def prebuilt(self):
         """The existence guard of its prebuilt wheel (templates/steps/prebuilt.j2); None without one."""
         return prebuilt_guard(self.step, "git step", WHEEL_DIR, f"commit {self.spec.rev}")
@@ -298,7 +312,8 @@ class Git(StepKind):
     def read(self, node: Any, key: str, reading: StepReading) -> GitStep:
         r = reading.reader
         own = {"name", "why", "gate", "package", "url", "rev", "subdirectory", "isolation", "builder", "editable",
-               "checkout", "env", "needs", "submodules", "config_settings", "patches", "prebuilt"}
+               "checkout", "env", "needs", "submodules", "config_settings", "patches", "prebuilt",
+               "build_env"}
         m = r.mapping(node, key, own | reading.common_keys, {"name", "why", "package", "url", "rev"}).value
         name = reading.name(m["name"], f"{key}.name")
         gate = r.gate(m.get("gate"), f"{key}.gate", reading.gates)
@@ -349,9 +364,11 @@ class Git(StepKind):
         if prebuilt and editable:
             raise r.fail(m["prebuilt"].line, f"{key}.prebuilt", "an editable install keeps the checkout; a prebuilt "
                                                                "wheel has none to keep")
+        build_env = read_build_env(reading, m["build_env"], f"{key}.build_env", read_env) if "build_env" in m else ()
         return GitStep(name, r.string(m["why"], f"{key}.why"), gate, package, pinned_version(req) or "",
                        tuple(sorted(req.extras)), url, rev, subdirectory, isolation, builder, editable, checkout,
-                       node.line, env, needs, submodules, settings, patches, prebuilt)
+                       node.line, env, needs, submodules, settings, patches, prebuilt, build_env,
+                       env_cases(env, build_env, reading.variants))
 
     def check(self, entries: Sequence[tuple[str, StepSpec]], reading: StepReading) -> None:
         """A package built from git is neither a shared pin nor in a wheel set: the index would offer another build."""
@@ -409,7 +426,7 @@ class Git(StepKind):
         patches = [{"file": p.file, "sha256": sha256_file(root / p.file) if (root / p.file).is_file() else "missing"}
                    for p in spec.patches]
         return ({"step": step.name, "url": spec.url, "commit": spec.rev, **({"patches": patches} if patches else {}),
-                 **prebuilt_identity(step, plan, root, f"commit {spec.rev}")},)
+                 **prebuilt_identity(step, plan, root, f"commit {spec.rev}"), **build_env_identity(spec, plan)},)
 
     def stage(self, step: Step, staging: Staging) -> None:
         """Its patches into the context's git-patches/<step>/, checked against the manifest's reading; its
