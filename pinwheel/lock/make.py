@@ -60,7 +60,8 @@ from .format import (
 )
 from .expect import derived_expect
 from .inputs import LockInputs, base_kept, lock_inputs
-from .overrides import PROJECT, named_indexes, overridden_edges, overrides_file, project_file
+from .overrides import (PROJECT, named_indexes, overridden_edges, overrides_file, page_pins, project_file,
+                        with_page_hashes)
 from .slicing import Unit, assign_slices, reached, slice_text, units
 
 # Environment variables the resolvers may keep (caches, timeouts, TLS); every
@@ -378,8 +379,9 @@ def lock_variant(
         constraints_txt = (work / LockFiles.CONSTRAINTS).read_text()
 
     resolved = parse_requirements(compiled, f"{engine} output")
+    from_pages = page_pins(plan)  # hashed below from the page's own links
     for name, p in resolved.items():
-        if not p.hashes:
+        if not p.hashes and name not in from_pages:
             raise LockError(f"variant {v.name}: {engine} wrote {p.pin} without hashes")
 
     # 2. the --no-deps packages and fallbacks: pinned as given, hashes from the index listing
@@ -388,6 +390,9 @@ def lock_variant(
     if kept:  # the base's own packages: their metadata is the inventory's
         source = InventorySource(source, base_distributions(plan))
     indexes = _ForTarget(source, plan)
+    if any(not resolved[n].hashes for n in from_pages if n in resolved):
+        compiled = with_page_hashes(compiled, from_pages, indexes.hashes, f"{engine} output")
+        resolved = parse_requirements(compiled, f"{engine} output")
     if per_platform(plan):  # one lock per platform: only its own files in the hashes
         compiled = keep_target_hashes(compiled, plan, source.indexes)
         resolved = parse_requirements(compiled, f"{engine} output")
