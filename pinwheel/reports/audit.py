@@ -106,6 +106,14 @@ def audit(path: Path, context: Path | None = None) -> Audit:
     return result
 
 
+def audit_script(script: str, line: int) -> list[Finding]:
+    """The RUN rules over one shell script written outside a Dockerfile (a manifest's run step): its findings,
+    each at ``line``. No file is copied in by it, so a `-r` file it names is reported unread, never read."""
+    result = Audit("")
+    _audit_run(result, _Run(line, 0, script, df.segments(script), {}), {}, Path("."))
+    return sorted(result.findings, key=lambda f: (f.rule, f.message))
+
+
 def _copy(result: Audit, ins: df.Instruction, copies: dict[str, str]) -> None:
     words = [w for w in ins.value if not w.startswith("--")]
     if len(words) >= 2 and not ins.heredocs:

@@ -250,8 +250,10 @@ def summarize(plan: Plan, shared: list[dict], allow_unchecked: bool = False, abi
     # A missing package's clash, and the requirements on it left unmet, are its finding: counted once.
     clashes = [c for c in plan.clashes if c.package not in absent]
     count["violated"] = sum(1 for e in plan.edges if e.verdict == "violated" and not unmet_by_absence(e, absent))
+    # an error the audit's RUN rules find in a step's script (curl | sh, a masked failure) is a conflict
+    script_errors = sum(1 for found in script_findings(plan).values() for f in found if f.level == "error")
     conflicts = (count["violated"] + len(plan.hazards) + len(shared_broken) + len(clashes) + int(stale)
-                 + int(inventory_problem(plan)) + dropped_unmet + len(absent))
+                 + int(inventory_problem(plan)) + dropped_unmet + len(absent) + script_errors)
     # A package missing on the platform has no metadata there: that is its finding, not a failed lookup.
     abi_unknown = sum(1 for row in abi or () if row["abi_class"] == "unknown" and row["name"] not in absent)
     # A failed lookup already behind an unchecked edge is counted once.
@@ -337,10 +339,28 @@ def to_json(plan: Plan, abi: list[dict] | None = None, allow_unchecked: bool = F
 
 
 def outside_effects(plan: Plan) -> list[dict]:
-    """{step, kind, what} for each thing an active step changes outside the Python environment."""
+    """{step, kind, what} for each thing an active step changes outside the Python environment; a step that
+    runs scripts (StepKind.scripts) has their audit findings on its first entry, {line, level, rule, message,
+    fix} each."""
     from ..steps import kind_of
 
-    return [{"step": s.name, "kind": s.kind, "what": what} for s in plan.steps for what in kind_of(s).effect(s).outside]
+    found = script_findings(plan)
+    out = []
+    for s in plan.steps:
+        for i, what in enumerate(kind_of(s).effect(s).outside):
+            out.append({"step": s.name, "kind": s.kind, "what": what,
+                        **({"findings": [dataclasses.asdict(f) for f in found[s.name]]}
+                           if i == 0 and s.name in found else {})})
+    return out
+
+
+def script_findings(plan: Plan) -> dict[str, list]:
+    """step -> the audit's RUN-rule findings over the scripts it runs (StepKind.scripts); only steps with one."""
+    from ..steps import kind_of
+    from .audit import audit_script
+
+    return {s.name: [f for line, script in kind_of(s).scripts(s) for f in audit_script(script, line)]
+            for s in plan.steps if kind_of(s).scripts(s)}
 
 
 def moved_pins(plan: Plan) -> dict[str, dict]:
@@ -627,6 +647,12 @@ def print_report(plan: Plan, console: Console, verbose: bool = False, abi: list[
         c.print("\n[bold]Outside the Python environment[/bold] (what steps change that the resolver does not judge)")
         for o in data["outside"]:
             c.print(f"  {escape(o['kind'])} step {escape(o['step'])}: {escape(o['what'])}")
+            for f in o.get("findings", ()):  # the audit's RUN rules over its script
+                color = "red" if f["level"] == "error" else "yellow"
+                c.print(f"    [{color}]{f['level']}[/{color}] {escape(f['rule'])} (line {f['line']}): "
+                        f"{escape(f['message'])}; fix: {escape(f['fix'])}")
+            if "findings" in o and not o["findings"]:
+                c.print("    its script: no finding of the audit's RUN rules")
 
     if data["dropped_requirements"]:
         c.print("\n[bold]Dropped and unmet[/bold] (base requirements a --no-deps install leaves unmet; the build fails "

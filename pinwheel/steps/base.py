@@ -186,6 +186,11 @@ class StepKind:
         this is not empty; by default it has none."""
         return ()
 
+    def scripts(self, step: Step) -> tuple[tuple[int, str], ...]:
+        """(manifest line, script) of each shell script the active step runs as the manifest writes it, which
+        the resolver does not judge: `report` runs the audit's RUN rules over each; none by default."""
+        return ()
+
     def lock_part(self, step: Step) -> dict:
         """What of the step, besides its packages, the lock's inputs digest holds (a patch's sha256); none by
         default."""
