@@ -155,3 +155,18 @@ def test_bad_prebuilt_entries_are_refused_at_their_line(tmp_path, value, key, fr
 def test_an_editable_git_step_cannot_have_a_prebuilt_wheel(tmp_path):
     step = GIT + "    editable: true\n    checkout: /opt/src/pw-mla\n"
     assert_refused_at(manifest_yaml(steps=step, key="steps"), tmp_path, 12, "steps[0].prebuilt", "editable install")
+
+
+def test_a_build_against_the_images_torch_takes_the_wheel_in_its_build_stage_too(tmp_path):
+    """With `needs`, the fetching stage and the build stage (from the image's own layer) both guard: neither
+    fetches nor builds when the wheel is there."""
+    torch = ('  - name: torch\n    kind: wheels\n    why: "torch"\n    packages:\n'
+             '      - {requirement: "torch==2.13.0"}\n')
+    step = GIT.replace('    rev:', '    isolation: false\n    needs: [torch]\n    rev:')
+    text = render_dockerfile([plan_variant(load(tmp_path, torch + step), "cu130")])
+    build = text[text.index("AS build-mla\n"):]
+    assert build.startswith("AS build-mla\nRUN --mount=type=bind,from=git-mla,source=/tmp/pinwheel-git/src,"
+                            "target=/tmp/pinwheel-git/src,rw \\\n"
+                            "    --mount=type=bind,source=wheels/mla,target=/tmp/wheels-prebuilt \\\n")
+    assert "      cp \"$1\" /tmp/pinwheel-git/wheel/; exit 0; \\\n" in build.split("\nFROM ")[0]
+    assert text.count("set -- /tmp/wheels-prebuilt/pw_mla-1.0.0-*.whl; \\\n") == 2
