@@ -10,12 +10,12 @@ from __future__ import annotations
 import re
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-
-from rich.console import Console
-from rich.markup import escape
-from rich.table import Table
+from typing import TYPE_CHECKING
 
 from .. import dockerfiles as df
+
+if TYPE_CHECKING:  # rich loads for the printed views only: `report --json` judges run scripts without it
+    from rich.console import Console
 
 SCHEMA = "pinwheel.audit/1"
 _COMMIT = re.compile(r"^[0-9a-f]{40}$")
@@ -329,6 +329,9 @@ def _loops(result: Audit, run: _Run) -> None:
 
 
 def print_audit(a: Audit, console: Console) -> None:
+    from rich.markup import escape
+    from rich.table import Table
+
     table = Table(title=f"pip installs in {a.path}")
     for col in ("line", "stage", "flags", "requirements"):
         table.add_column(col, overflow="fold")
@@ -343,6 +346,8 @@ def print_audit(a: Audit, console: Console) -> None:
 
 
 def print_replay(replay: dict, console: Console) -> None:
+    from rich.markup import escape
+
     console.print("\n[bold]Replayed as plain pip would run it[/bold] (installs in order)")
     for note in replay.get("notes", ()):
         console.print(f"  [dim]{escape(note)}[/dim]")

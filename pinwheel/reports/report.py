@@ -357,10 +357,14 @@ def outside_effects(plan: Plan) -> list[dict]:
 def script_findings(plan: Plan) -> dict[str, list]:
     """step -> the audit's RUN-rule findings over the scripts it runs (StepKind.scripts); only steps with one."""
     from ..steps import kind_of
-    from .audit import audit_script
 
-    return {s.name: [f for line, script in kind_of(s).scripts(s) for f in audit_script(script, line)]
-            for s in plan.steps if kind_of(s).scripts(s)}
+    scripts = {s.name: kind_of(s).scripts(s) for s in plan.steps}
+    if not any(scripts.values()):
+        return {}
+    from .audit import audit_script  # the Dockerfile parser loads only for a manifest that runs scripts
+
+    return {name: [f for line, script in found for f in audit_script(script, line)]
+            for name, found in scripts.items() if found}
 
 
 def moved_pins(plan: Plan) -> dict[str, dict]:
