@@ -119,9 +119,10 @@ def metadata_source(plan: "Plan", default: IndexClient) -> RoutedSource:
         named = getattr(p, "index", None)
         if named is None:
             continue
-        if named.flat:
-            routes[p.name] = (f"{p.name} comes from the find-links page {named.name!r}, which only uv reads: "
-                              "its metadata is not read on the host")
+        if named.flat:  # a page of links: read as every project's page, keeping the named project's files
+            from .flat import FlatPageClient
+
+            routes[p.name] = siblings.setdefault(named.name, FlatPageClient.of(default, named.url))
         else:
             routes[p.name] = siblings.setdefault(named.name, default.sibling(named.url))
     return RoutedSource(default, routes)

@@ -56,7 +56,7 @@ from .format import (
 )
 from .expect import derived_expect
 from .inputs import LockInputs, base_kept, lock_inputs
-from .overrides import named_indexes, overridden_edges, overrides_file
+from .overrides import named_indexes, overridden_edges, overrides_file, page_pins, with_page_hashes
 from .slicing import Assignment, Unit, assign_slices, reached, slice_text, units
 from .swap import recover_swap, write_dir
 
@@ -243,17 +243,22 @@ def _read_compiled(plan: Plan, engine: str, compiled: str, source: RoutedSource 
     """The resolver's output (for a variant with platforms: only its own platform's files in the hashes),
     what it locked, and the metadata source (``source``, else the index's) asked for the target."""
     resolved = parse_requirements(compiled, f"{engine} output")
+    from_pages = page_pins(plan)  # hashed below from the page's own links
     for name, p in resolved.items():
-        if not p.hashes:
+        if not p.hashes and name not in from_pages:
             raise LockError(f"variant {plan.variant.name}: {engine} wrote {p.pin} without hashes")
     if source is None:
         source = metadata_source(plan, IndexClient(index_url, cache_dir=index_cache))
     if kept:  # the base's own packages: their metadata is the inventory's
         source = InventorySource(source, base_distributions(plan))
+    indexes = _ForTarget(source, plan)
+    if any(not resolved[n].hashes for n in from_pages if n in resolved):
+        compiled = with_page_hashes(compiled, from_pages, indexes.hashes, f"{engine} output")
+        resolved = parse_requirements(compiled, f"{engine} output")
     if per_platform(plan):  # one lock per platform: only its own files in the hashes
         compiled = keep_target_hashes(compiled, plan, source.indexes)
         resolved = parse_requirements(compiled, f"{engine} output")
-    return compiled, resolved, _ForTarget(source, plan)
+    return compiled, resolved, indexes
 
 
 def _lockable(plan: Plan, root: Path | str, engine: str):

@@ -11,6 +11,7 @@ from packaging.utils import canonicalize_name
 
 from ..plan import Plan, PlannedPackage
 from ..resolve import reads_base, requirement_text
+from .format import entry_text, parse_entries
 from .inputs import LockInputs, base_kept
 
 # The project file a resolve with named indexes reads: uv applies a package's index (explicit: that
@@ -38,6 +39,23 @@ def project_file(plan: Plan, inputs: LockInputs) -> str:
         }},
     }
     return tomli_w.dumps(doc)
+
+
+def page_pins(plan: Plan) -> set[str]:
+    """The packages the manifest names to a find-links page (an index with `flat: true`)."""
+    return {name for name, p in named_indexes(plan).items() if p.index.flat}
+
+
+def with_page_hashes(compiled: str, names: set[str], hashes_of, where: str) -> str:
+    """The resolver's output with hashes for those of ``names`` it pinned without: uv hashes no file of a
+    find-links page it reads over HTTP. Each gets every file of its version the page lists, by the sha256 of
+    its link (hashes_of(name, version)); one the page gives none for is refused there."""
+    lines = compiled.splitlines()
+    for e in reversed(parse_entries(lines, where)):
+        if e.package.name in names and not e.package.hashes:
+            text = entry_text(e.package.name, e.package.version, hashes_of(e.package.name, e.package.version))
+            lines[e.start:e.start + 1] = text.splitlines()
+    return "\n".join(lines) + "\n"
 
 
 def overrides_file(plan: Plan, inputs: LockInputs) -> str:

@@ -10,12 +10,12 @@ from __future__ import annotations
 import re
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-
-from rich.console import Console
-from rich.markup import escape
-from rich.table import Table
+from typing import TYPE_CHECKING
 
 from .. import dockerfiles as df
+
+if TYPE_CHECKING:  # rich loads for the printed views only: `report --json` judges run scripts without it
+    from rich.console import Console
 
 SCHEMA = "pinwheel.audit/1"
 _COMMIT = re.compile(r"^[0-9a-f]{40}$")
@@ -104,6 +104,14 @@ def audit(path: Path, context: Path | None = None) -> Audit:
             run = _Run(ins.line, stage, ins.script, df.segments(ins.script), dict(args))
             _audit_run(result, run, copies, context or Path(path).parent)
     return result
+
+
+def audit_script(script: str, line: int) -> list[Finding]:
+    """The RUN rules over one shell script written outside a Dockerfile (a manifest's run step): its findings,
+    each at ``line``. No file is copied in by it, so a `-r` file it names is reported unread, never read."""
+    result = Audit("")
+    _audit_run(result, _Run(line, 0, script, df.segments(script), {}), {}, Path("."))
+    return sorted(result.findings, key=lambda f: (f.rule, f.message))
 
 
 def _copy(result: Audit, ins: df.Instruction, copies: dict[str, str]) -> None:
@@ -321,6 +329,9 @@ def _loops(result: Audit, run: _Run) -> None:
 
 
 def print_audit(a: Audit, console: Console) -> None:
+    from rich.markup import escape
+    from rich.table import Table
+
     table = Table(title=f"pip installs in {a.path}")
     for col in ("line", "stage", "flags", "requirements"):
         table.add_column(col, overflow="fold")
@@ -335,6 +346,8 @@ def print_audit(a: Audit, console: Console) -> None:
 
 
 def print_replay(replay: dict, console: Console) -> None:
+    from rich.markup import escape
+
     console.print("\n[bold]Replayed as plain pip would run it[/bold] (installs in order)")
     for note in replay.get("notes", ()):
         console.print(f"  [dim]{escape(note)}[/dim]")

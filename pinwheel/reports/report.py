@@ -247,8 +247,10 @@ def summarize(plan: Plan, shared: list[dict], allow_unchecked: bool = False, abi
     # A missing package's clash, and the requirements on it left unmet, are its finding: counted once.
     clashes = [c for c in plan.resolution.clashes if c.package not in absent]
     count["violated"] = sum(1 for e in plan.resolution.edges if e.verdict == "violated" and not unmet_by_absence(e, absent))
+    # an error the audit's RUN rules find in a step's script (curl | sh, a masked failure) is a conflict
+    script_errors = sum(1 for found in script_findings(plan).values() for f in found if f.level == "error")
     conflicts = (count["violated"] + len(plan.resolution.hazards) + len(shared_broken) + len(clashes) + int(stale)
-                 + int(inventory_problem(plan)) + dropped_unmet + len(absent))
+                 + int(inventory_problem(plan)) + dropped_unmet + len(absent) + script_errors)
     # A package missing on the platform has no metadata there: that is its finding, not a failed lookup.
     abi_unknown = sum(1 for row in abi or () if row["abi_class"] == "unknown" and row["name"] not in absent)
     # A failed lookup already behind an unchecked edge is counted once.
@@ -334,10 +336,32 @@ def to_json(plan: Plan, abi: list[dict] | None = None, allow_unchecked: bool = F
 
 
 def outside_effects(plan: Plan) -> list[dict]:
-    """{step, kind, what} for each thing an active step changes outside the Python environment."""
+    """{step, kind, what} for each thing an active step changes outside the Python environment; a step that
+    runs scripts (StepKind.scripts) has their audit findings on its first entry, {line, level, rule, message,
+    fix} each."""
     from ..steps import kind_of
 
-    return [{"step": s.name, "kind": s.kind, "what": what} for s in plan.steps for what in kind_of(s).effect(s).outside]
+    found = script_findings(plan)
+    out = []
+    for s in plan.steps:
+        for i, what in enumerate(kind_of(s).effect(s).outside):
+            out.append({"step": s.name, "kind": s.kind, "what": what,
+                        **({"findings": [dataclasses.asdict(f) for f in found[s.name]]}
+                           if i == 0 and s.name in found else {})})
+    return out
+
+
+def script_findings(plan: Plan) -> dict[str, list]:
+    """step -> the audit's RUN-rule findings over the scripts it runs (StepKind.scripts); only steps with one."""
+    from ..steps import kind_of
+
+    scripts = {s.name: kind_of(s).scripts(s) for s in plan.steps}
+    if not any(scripts.values()):
+        return {}
+    from .audit import audit_script  # the Dockerfile parser loads only for a manifest that runs scripts
+
+    return {name: [f for line, script in found for f in audit_script(script, line)]
+            for name, found in scripts.items() if found}
 
 
 def moved_pins(plan: Plan) -> dict[str, dict]:

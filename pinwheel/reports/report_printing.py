@@ -190,6 +190,12 @@ def print_decided(c: Console, plan: Plan, data: dict) -> None:
         c.print("\n[bold]Outside the Python environment[/bold] (what steps change that the resolver does not judge)")
         for o in data["outside"]:
             c.print(f"  {escape(o['kind'])} step {escape(o['step'])}: {escape(o['what'])}")
+            for f in o.get("findings", ()):  # the audit's RUN rules over its script
+                color = "red" if f["level"] == "error" else "yellow"
+                c.print(f"    [{color}]{f['level']}[/{color}] {escape(f['rule'])} (line {f['line']}): "
+                        f"{escape(f['message'])}; fix: {escape(f['fix'])}")
+            if "findings" in o and not o["findings"]:
+                c.print("    its script: no finding of the audit's RUN rules")
 
 
 def print_unmet(c: Console, plan: Plan, data: dict, absent: set[str]) -> None:

@@ -14,6 +14,7 @@ from pathlib import Path
 
 from ..fsutil import atomic_write, files_written
 from ..plan import Clash, Edge, Hazard, Installed, Plan, Removal, Unjudged
+from ..steps import kind_of
 from .resolver import resolve
 
 
@@ -74,12 +75,14 @@ def wheels_state(plan: Plan, wheels_dir: Path | None) -> list[tuple[str, int, in
     """(name, size, mtime) of each local wheel on the host that the Plan may install: part of memo keys."""
     if not wheels_dir or not wheels_dir.is_dir():
         return []
+    globs = [p.local.glob for p in plan.packages(active_only=False) if p.local]
+    globs += [d.local.glob for step in plan.steps for d in kind_of(step).effect(step).direct
+              if d.local is not None]  # a source step's prebuilt wheel, which the resolver prefers to the build
     out = []
-    for p in plan.packages(active_only=False):
-        if p.local:
-            for w in sorted(wheels_dir.glob(p.local.glob)):
-                st = w.stat()
-                out.append((w.name, st.st_size, st.st_mtime_ns))
+    for glob in globs:
+        for w in sorted(wheels_dir.glob(glob)):
+            st = w.stat()
+            out.append((w.name, st.st_size, st.st_mtime_ns))
     return out
 
 

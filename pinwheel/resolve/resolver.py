@@ -199,6 +199,22 @@ class Resolver:
                                + ", ".join(m.name for m in matches))
         return matches[0] if matches else None
 
+    def prebuilt_wheel(self, plan: Plan, step: Step, d) -> tuple[PlannedPackage, str, str | None] | None:
+        """A source step's prebuilt wheel (DirectInstall.local) when the host has it, as a local install; None
+        when it has none (the step builds). A wheel of another version than the step pins is refused."""
+        path = self.local_wheel(d, plan) if d.local is not None else None
+        if path is None:
+            return None
+        meta = self.source.local_metadata(path)
+        if canonicalize_name(meta.name) != d.name or str(meta.version) != d.version:
+            raise ResolveError(f"step {step.name}: its prebuilt wheel {path.name} is {meta.name} {meta.version}, "
+                               f"but the step pins {d.name}=={d.version}")
+        self._meta[(d.name, d.version)] = meta
+        extras = f"[{','.join(d.extras)}]" if d.extras else ""
+        why = f"{d.why} (prebuilt: {path.name} matches wheels/{d.local.glob}, installed instead of the build)"
+        return (PlannedPackage(d.name, f"{d.name}{extras}=={d.version}", d.version, True, why, None, None, None,
+                               True), "local", path.name)
+
     # ------------------------------------------------- what gets installed
 
     def step_packages(self, plan: Plan, step: Step) -> list[tuple[PlannedPackage, str, str | None]]:
@@ -221,13 +237,18 @@ class Resolver:
                 continue
             out.append((p, "index", None))
         for d in kind_of(step).effect(step).direct:  # a git commit, a release asset: --no-deps, metadata as read
+            prebuilt = self.prebuilt_wheel(plan, step, d)
+            if prebuilt is not None:
+                out.append(prebuilt)
+                continue
             if (d.name, d.version) not in self._meta:
                 meta, unread = (d.metadata, d.unread) if d.read is None else d.read(self.source)
                 self._meta[(d.name, d.version)] = meta if meta is not None else LookupError(unread)
             extras = f"[{','.join(d.extras)}]" if d.extras else ""
             if not d.no_deps:
                 self._fixed.add(d.name)
-            out.append((PlannedPackage(d.name, f"{d.name}{extras}=={d.version}", d.version, d.no_deps, d.why, None,
+            why = d.why if d.local is None else f"{d.why} (no wheel matches wheels/{d.local.glob}: built from {d.source})"
+            out.append((PlannedPackage(d.name, f"{d.name}{extras}=={d.version}", d.version, d.no_deps, why, None,
                                        None, None, True), d.source, None))
         return out
 

@@ -53,6 +53,9 @@ class DirectInstall:
     # False for a member of a fixed set installed with its dependencies from that set (a uv project's
     # uv.lock): its requirements are judged like an index package's, not as suppressed.
     no_deps: bool = True
+    # A prebuilt wheel in wheels/ (steps/prebuilt.Prebuilt: its glob) that takes the build's place when the host
+    # has it: the resolver judges that wheel's metadata, as the source `local`, and says which it judged.
+    local: Any = None
 
 
 @dataclass(frozen=True)
@@ -193,6 +196,11 @@ class StepKind:
     def slice_packages(self, step: Step) -> tuple[PlannedPackage, ...]:
         """The packages the step's lock slice installs, gated on or not. A step has a slice exactly when
         this is not empty; by default it has none."""
+        return ()
+
+    def scripts(self, step: Step) -> tuple[tuple[int, str], ...]:
+        """(manifest line, script) of each shell script the active step runs as the manifest writes it, which
+        the resolver does not judge: `report` runs the audit's RUN rules over each; none by default."""
         return ()
 
     def lock_part(self, step: Step) -> dict:

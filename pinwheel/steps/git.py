@@ -11,13 +11,16 @@ The building block of kind `git`:
   starts from, when the base has no git; default: the variant's base) and
   `editable` with `checkout` (the source tree stays in the image at that path,
   installed `-e`), `needs` (with isolation false: the installed packages the
-  build compiles against, each installed by an earlier step), `submodules`
+  build compiles against, each installed by an earlier step), `build_env`
+  (overrides of `env` per architecture and CUDA line: build_env.py), `submodules`
   (true: the commit's submodules are fetched too, recursively), `config_settings`
   (name -> value, passed to the build backend as `--config-settings`) and
   `patches: [{file, strip, why}]` (applied to the checkout before the build,
   with paths relative to the source tree; each file is read with the manifest,
   staged in the context's git-patches/<step>/ and checked again there, and
-  its sha256 joins the image's identity). A distribution is built by one git
+  its sha256 joins the image's identity), `prebuilt: {glob, why}` (a wheel
+  in wheels/ that the image installs instead of building the commit when the
+  build context holds it: prebuilt.py). A distribution is built by one git
   step in the manifest;
 - plan: it names no index distribution (Step.packages is empty);
 - effect: it installs its package --no-deps (Effect.direct, source `git`).
@@ -55,6 +58,8 @@ from ..model.reader import Reader, StepReading
 from ..model.source import show
 from .base import ADOPT_GIT_SOURCE, DirectInstall, Effect, KindView, SbomPart, Staging, StepKind
 from .patch import read_patch_file, read_strip, stage_patch_file
+from .build_env import BuildEnvOverride, build_env_identity, case_message, env_cases, read_build_env
+from .prebuilt import Prebuilt, prebuilt_guard, prebuilt_identity, read_prebuilt, stage_prebuilt
 from .source_meta import git_metadata, read_or_reason
 
 if TYPE_CHECKING:
@@ -93,6 +98,9 @@ class GitStep:
     submodules: bool = False  # fetch the commit's submodules too, recursively
     config_settings: tuple[tuple[str, str], ...] = ()  # the build backend's --config-settings
     patches: tuple["SourcePatch", ...] = ()  # applied to the checkout before the build
+    prebuilt: Prebuilt | None = None  # the wheel in wheels/ installed instead of the build when it is there
+    build_env: tuple[BuildEnvOverride, ...] = ()  # `env` overrides per architecture and CUDA line
+    env_cases: tuple = ()  # (case pattern, environment) per variant and architecture; empty without overrides
 
 
 @dataclass(frozen=True)
@@ -249,6 +257,21 @@ class GitView(KindView):
         } for i, p in enumerate(self.spec.patches))
 
     @property
+    def env_cases(self) -> tuple:
+        """The rows of its build environment per variant and architecture (build_env.py); empty without
+        overrides: `env` is exported as it is."""
+        return self.spec.env_cases
+
+    @property
+    def env_case_message(self) -> str:
+        return case_message("git step", self.step.name)
+
+    @property
+    def prebuilt(self):
+        """The existence guard of its prebuilt wheel (templates/steps/prebuilt.j2); None without one."""
+        return prebuilt_guard(self.step, "git step", WHEEL_DIR, f"commit {self.spec.rev}")
+
+    @property
     def submodules_failed_message(self) -> str:
         return f"pinwheel: ERROR: git step {self.step.name}: cannot fetch the submodules of commit {self.spec.rev}"
 
@@ -281,7 +304,8 @@ class Git(StepKind):
     def read(self, node: Any, key: str, reading: StepReading) -> GitStep:
         r = reading.reader
         own = {"name", "why", "gate", "package", "url", "rev", "subdirectory", "isolation", "builder", "editable",
-               "checkout", "env", "needs", "submodules", "config_settings", "patches"}
+               "checkout", "env", "needs", "submodules", "config_settings", "patches", "prebuilt",
+               "build_env"}
         m = r.mapping(node, key, own | reading.common_keys, {"name", "why", "package", "url", "rev"}).value
         name = reading.name(m["name"], f"{key}.name")
         gate = r.gate(m.get("gate"), f"{key}.gate", reading.gates)
@@ -328,9 +352,15 @@ class Git(StepKind):
         patches = tuple(_source_patch(r, item, f"{key}.patches[{j}]")
                         for j, item in enumerate(r.sequence(m["patches"], f"{key}.patches", 1))) \
             if "patches" in m else ()
+        prebuilt = read_prebuilt(r, m["prebuilt"], f"{key}.prebuilt", package) if "prebuilt" in m else None
+        if prebuilt and editable:
+            raise r.fail(m["prebuilt"].line, f"{key}.prebuilt", "an editable install keeps the checkout; a prebuilt "
+                                                               "wheel has none to keep")
+        build_env = read_build_env(reading, m["build_env"], f"{key}.build_env", read_env) if "build_env" in m else ()
         return GitStep(name, r.string(m["why"], f"{key}.why"), gate, package, pinned_version(req) or "",
                        tuple(sorted(req.extras)), url, rev, subdirectory, isolation, builder, editable, checkout,
-                       node.line, env, needs, submodules, settings, patches)
+                       node.line, env, needs, submodules, settings, patches, prebuilt, build_env,
+                       env_cases(env, build_env, reading.variants))
 
     def check(self, entries: Sequence[tuple[str, StepSpec]], reading: StepReading) -> None:
         """A package built from git is neither a shared pin nor in a wheel set: the index would offer another build."""
@@ -364,7 +394,8 @@ class Git(StepKind):
                                                             spec.version))
             return meta, (f"built from commit {spec.rev} of {spec.url} in the build; its requirements are not "
                           f"read on the host: {why}")
-        return Effect(direct=(DirectInstall(spec.package, spec.version, "git", spec.extras, step.why, read=read),))
+        return Effect(direct=(DirectInstall(spec.package, spec.version, "git", spec.extras, step.why, read=read,
+                                            local=spec.prebuilt),))
 
     def invariant(self, step: Step) -> tuple[GitStep, ...]:
         """After the last step, its package must be installed at its version."""
@@ -386,12 +417,15 @@ class Git(StepKind):
             return ()
         patches = [{"file": p.file, "sha256": sha256_file(root / p.file) if (root / p.file).is_file() else "missing"}
                    for p in spec.patches]
-        return ({"step": step.name, "url": spec.url, "commit": spec.rev, **({"patches": patches} if patches else {})},)
+        return ({"step": step.name, "url": spec.url, "commit": spec.rev, **({"patches": patches} if patches else {}),
+                 **prebuilt_identity(step, plan, root, f"commit {spec.rev}"), **build_env_identity(spec, plan)},)
 
     def stage(self, step: Step, staging: Staging) -> None:
-        """Its patches into the context's git-patches/<step>/, checked against the manifest's reading."""
+        """Its patches into the context's git-patches/<step>/, checked against the manifest's reading; its
+        prebuilt wheel, if wheels/ holds it, into wheels/<step>/."""
         spec = step.spec
         assert isinstance(spec, GitStep)
+        stage_prebuilt(step, staging, self.noun)
         if not spec.patches:
             return
         directory = staging.context / patches_dir(step.name)

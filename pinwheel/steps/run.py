@@ -10,7 +10,8 @@ The building block of kind `run` (HPC Container Maker's `shell` block is the mod
   layer) and `verify: {paths: [...], command: ...}`;
 - plan: it names no Python distributions;
 - effect: none the resolver can judge: the report lists the step as opaque
-  ("not judged by the resolver"), never hides it; the invariant's pins and
+  ("not judged by the resolver"), never hides it, with what the audit's RUN
+  rules find in its script (``scripts``); the invariant's pins and
   `pip check` still see whatever it did to the Python environment;
 - host: `build` downloads each file into the content-addressed cache and
   verifies it (a mismatch fails naming the URL, the expected and the found
@@ -279,6 +280,11 @@ class Run(StepKind):
         got = f", {len(step.spec.downloads)} checked download(s)" if step.spec.downloads else ""
         return Effect(outside=(f"not judged by the resolver (a script{where}{got}): {step.why}",)
                       if step.active else ())
+
+    def scripts(self, step: Step) -> tuple[tuple[int, str], ...]:
+        """Its script, as the partial runs it (bash, `set -euo pipefail` first), for the audit's rules."""
+        assert isinstance(step.spec, RunStep)
+        return ((step.spec.line, "set -euo pipefail\n" + step.spec.script),) if step.active else ()
 
     def invariant(self, step: Step) -> tuple[Verify, ...]:
         assert isinstance(step.spec, RunStep)

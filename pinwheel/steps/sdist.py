@@ -6,7 +6,10 @@ ship only sdists):
   as the index lists it), and how it is built: `isolation` (false: with
   `--no-build-isolation`, against what the image holds), `needs` (with
   isolation false: the installed packages it compiles against, each installed
-  by an earlier step) and `env` (MAX_JOBS, TORCH_CUDA_ARCH_LIST). A package
+  by an earlier step) and `env` (MAX_JOBS, TORCH_CUDA_ARCH_LIST), and
+  `build_env` (overrides of `env` per architecture and CUDA line:
+  build_env.py) and `prebuilt: {glob, why}` (a wheel in wheels/ the image installs instead of
+  building the sdist when the build context holds it: prebuilt.py). A package
   comes from one source: an sdist step's is in no wheel set, shared pin or other
   step;
 - plan: it names no index distribution (Step.packages is empty);
@@ -37,12 +40,16 @@ from packaging.version import Version
 
 from ..model.manifest import StepSpec, pinned_version
 from ..model.reader import StepReading
-from .base import DirectInstall, Effect, KindView, StepKind
+from .base import DirectInstall, Effect, KindView, Staging, StepKind
 from .git import read_env, read_needs
+from .build_env import BuildEnvOverride, build_env_identity, case_message, env_cases, read_build_env
+from .prebuilt import Prebuilt, prebuilt_guard, prebuilt_identity, read_prebuilt, stage_prebuilt
 from .source_meta import Unreadable, read_or_reason, sdist_metadata, temporary_download
 
 if TYPE_CHECKING:
-    from ..plan import Step
+    from pathlib import Path
+
+    from ..plan import Plan, Step
 
 _SHA256 = re.compile(r"^[0-9a-f]{64}$")
 # Where the builder stage keeps the downloaded sdist and the wheel; the stage's layers never reach the image.
@@ -64,6 +71,9 @@ class SdistStep:
     env: tuple[tuple[str, str], ...]
     needs: tuple[str, ...]
     line: int
+    prebuilt: Prebuilt | None = None  # the wheel in wheels/ installed instead of the build when it is there
+    build_env: tuple[BuildEnvOverride, ...] = ()  # `env` overrides per architecture and CUDA line
+    env_cases: tuple = ()  # (case pattern, environment) per variant and architecture; empty without overrides
 
 
 @dataclass(frozen=True)
@@ -100,6 +110,21 @@ class SdistView(KindView):
         return "" if self.spec.isolation else " --no-build-isolation"
 
     @property
+    def env_cases(self) -> tuple:
+        """The rows of its build environment per variant and architecture (build_env.py); empty without
+        overrides: `env` is exported as it is."""
+        return self.spec.env_cases
+
+    @property
+    def env_case_message(self) -> str:
+        return case_message("sdist step", self.step.name)
+
+    @property
+    def prebuilt(self):
+        """The existence guard of its prebuilt wheel (templates/steps/prebuilt.j2); None without one."""
+        return prebuilt_guard(self.step, "sdist step", WHEEL_DIR, f"its sdist (sha256 {self.spec.sha256})")
+
+    @property
     def count_message(self) -> str:
         return f"pinwheel: ERROR: sdist step {self.step.name}: not exactly one sdist of {self.pin} was downloaded:"
 
@@ -123,7 +148,7 @@ class Sdist(StepKind):
 
     def read(self, node: Any, key: str, reading: StepReading) -> SdistStep:
         r = reading.reader
-        own = {"name", "why", "gate", "package", "sha256", "isolation", "env", "needs"}
+        own = {"name", "why", "gate", "package", "sha256", "isolation", "env", "needs", "prebuilt", "build_env"}
         m = r.mapping(node, key, own | reading.common_keys, {"name", "why", "package", "sha256"}).value
         name = reading.name(m["name"], f"{key}.name")
         gate = r.gate(m.get("gate"), f"{key}.gate", reading.gates)
@@ -146,8 +171,10 @@ class Sdist(StepKind):
                 raise r.fail(m["package"].line, f"{key}.package", f"{package} is {what} (line {line}) and built from "
                                                                   "its sdist here; keep one source")
         reading.claimed(self.name)[package] = node.line
+        prebuilt = read_prebuilt(r, m["prebuilt"], f"{key}.prebuilt", package) if "prebuilt" in m else None
+        build_env = read_build_env(reading, m["build_env"], f"{key}.build_env", read_env) if "build_env" in m else ()
         return SdistStep(name, r.string(m["why"], f"{key}.why"), gate, package, version, sha256, isolation, env, needs,
-                         node.line)
+                         node.line, prebuilt, build_env, env_cases(env, build_env, reading.variants))
 
     def check(self, entries: Sequence[tuple[str, StepSpec]], reading: StepReading) -> None:
         """A package built from its sdist is no shared pin; a later wheel set or step taking it is refused."""
@@ -176,13 +203,17 @@ class Sdist(StepKind):
         def read(source):
             meta, why = read_or_reason(lambda: _read_sdist(source, spec))
             return meta, f"built from its sdist (sha256 {spec.sha256[:12]}) in the build: {why}"
-        return Effect(direct=(DirectInstall(spec.package, spec.version, "sdist", (), step.why, read=read),))
+        return Effect(direct=(DirectInstall(spec.package, spec.version, "sdist", (), step.why, read=read,
+                                            local=spec.prebuilt),))
 
     def lock_part(self, step: Step) -> dict:
         spec = step.spec
         assert isinstance(spec, SdistStep)
         return {"sdist": {"package": spec.package, "version": spec.version, "sha256": spec.sha256,
-                          "isolation": spec.isolation, "env": [list(e) for e in spec.env], "needs": list(spec.needs)}}
+                          "isolation": spec.isolation, "env": [list(e) for e in spec.env], "needs": list(spec.needs),
+                          **({"prebuilt": spec.prebuilt.glob} if spec.prebuilt else {}),
+                          **({"build_env": [[o.arch, o.cuda, [list(e) for e in o.env]] for o in spec.build_env]}
+                             if spec.build_env else {})}}
 
     def invariant(self, step: Step) -> tuple[SdistStep, ...]:
         assert isinstance(step.spec, SdistStep)
@@ -191,6 +222,23 @@ class Sdist(StepKind):
     def view(self, step: Step) -> SdistView:
         assert isinstance(step.spec, SdistStep)
         return SdistView(step, step.spec, self)
+
+    identity_section = "sources"
+
+    def identity(self, step: Step, plan: Plan, root: Path) -> tuple[dict, ...]:
+        """Only a step with a prebuilt wheel or build_env overrides adds an entry (the sdist's sha256 is in the
+        lock's inputs): which of the two the build takes, and the environment this Plan's build sees."""
+        spec = step.spec
+        assert isinstance(spec, SdistStep)
+        if not step.active or (spec.prebuilt is None and not spec.build_env):
+            return ()
+        return ({"step": step.name, "sdist": spec.sha256,
+                 **prebuilt_identity(step, plan, root, f"its sdist (sha256 {spec.sha256})"),
+                 **build_env_identity(spec, plan)},)
+
+    def stage(self, step: Step, staging: Staging) -> None:
+        """Its prebuilt wheel, if wheels/ holds it, into the context's wheels/<step>/."""
+        stage_prebuilt(step, staging, self.noun)
 
 
 def _read_sdist(source, spec: SdistStep):

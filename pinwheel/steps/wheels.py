@@ -197,13 +197,22 @@ def _glob_matches_name(glob: str, name: str) -> bool:
         glob.lower().startswith(f"{wheel_name}-")
 
 
-def _local(r: Reader, node: Any, key: str) -> LocalWheel:
-    m = r.mapping(node, key, {"glob", "built_against", "if_missing", "how_to_provide"}, {"glob", "if_missing"}).value
-    glob = r.string(m["glob"], f"{key}.glob")
+def read_wheel_glob(r: Reader, node: Any, key: str, package: str | None = None) -> str:
+    """A glob of wheels in wheels/: one safe file name; with ``package``, one that can match its wheels."""
+    glob = r.string(node, key)
     if "/" in glob or ".." in glob or not _GLOB.match(glob):
-        raise r.fail(m["glob"].line, f"{key}.glob",
+        raise r.fail(node.line, key,
                      f"{glob!r} is not a safe wheel glob: a file name in wheels/ ending in .whl, "
                      "made of letters, digits, '_', '.', '+', '-', '*', '?'")
+    if package is not None and not _glob_matches_name(glob, package):
+        raise r.fail(node.line, key, f"{glob!r} cannot match wheels of {package} (wheel names start with the "
+                                     "normalized name)")
+    return glob
+
+
+def _local(r: Reader, node: Any, key: str) -> LocalWheel:
+    m = r.mapping(node, key, {"glob", "built_against", "if_missing", "how_to_provide"}, {"glob", "if_missing"}).value
+    glob = read_wheel_glob(r, m["glob"], f"{key}.glob")
     policy = r.string(m["if_missing"], f"{key}.if_missing")
     if policy not in POLICIES:
         raise r.fail(m["if_missing"].line, f"{key}.if_missing", f"{policy!r} is not one of: {', '.join(POLICIES)}")
