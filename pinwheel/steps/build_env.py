@@ -17,8 +17,8 @@ import re
 from dataclasses import dataclass
 from typing import Any, Mapping
 
-from ..manifest.reader import StepReading
-from ..manifest.source import show
+from ..model.reader import StepReading
+from ..model.source import show
 
 ARCHES = ("amd64", "arm64")  # what TARGETARCH says, as the container platforms name them
 _CUDA_LINE = re.compile(r"^\d+(\.\d+)?$")

@@ -16,13 +16,13 @@ from pathlib import Path
 
 import pytest
 
-from manifests import manifest_yaml, variant
+from tests.support.manifests import manifest_yaml, variant
 from pinwheel import cli
 from pinwheel.index.client import IndexClient
 from pinwheel.index.flat import FlatPageClient
 from pinwheel.lock import parse_requirements
 
-from localindex import build_wheel
+from tests.support.local_index import build_wheel
 
 PY = f"{sys.version_info.major}.{sys.version_info.minor}"
 STEPS = """\

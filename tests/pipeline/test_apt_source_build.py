@@ -22,7 +22,7 @@ import pytest
 
 from pinwheel.image.engine import Engine
 
-from pipeline_support import Project, bridge_address
+from tests.support.pipeline import Project, bridge_address
 
 pytestmark = pytest.mark.engine
 

@@ -17,8 +17,8 @@ import pytest
 
 from pinwheel.image.engine import Engine
 
-from localindex import build_wheel
-from pipeline_support import LOCAL_WHEELS, Project, TLSIndex, _TLSServer
+from tests.support.local_index import build_wheel
+from tests.support.pipeline import LOCAL_WHEELS, Project, TLSIndex, _TLSServer
 
 pytestmark = pytest.mark.engine
 

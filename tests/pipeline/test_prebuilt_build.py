@@ -16,9 +16,9 @@ import pytest
 
 from pinwheel.image.engine import Engine
 
-from engine_support import engine_unavailable
-from localindex import build_wheel
-from pipeline_support import Project, bridge_address
+from tests.support.engine import engine_unavailable
+from tests.support.local_index import build_wheel
+from tests.support.pipeline import Project, bridge_address
 
 pytestmark = pytest.mark.engine
 

@@ -13,8 +13,8 @@ from pinwheel.plan import plan_variant
 from pinwheel.render import render_dockerfile
 from pinwheel.steps import kind_of
 
-from manifests import assert_refused_at, load_text, manifest_yaml, variant
-from test_render import run_scripts
+from tests.support.manifests import assert_refused_at, load_text, manifest_yaml, variant
+from tests.support.render import run_scripts
 
 REV = "0123456789abcdef0123456789abcdef01234567"
 VARIANTS = [variant("cu130"), variant("cu129", cuda="12.9")]

@@ -16,9 +16,9 @@ from pinwheel.render import render_dockerfile
 from pinwheel.resolve import resolve
 from pinwheel.steps.base import StagingError
 
-from localindex import build_wheel
-from manifests import assert_refused_at, load_text, manifest_yaml
-from test_render import run_scripts
+from tests.support.local_index import build_wheel
+from tests.support.manifests import assert_refused_at, load_text, manifest_yaml
+from tests.support.render import run_scripts
 
 REV = "0123456789abcdef0123456789abcdef01234567"
 SHA = "ab" * 32
@@ -95,7 +95,7 @@ class LocalOnly:
 def test_the_resolver_and_the_identity_name_the_choice(tmp_path):
     plan = plan_variant(load(tmp_path), "cu130")
     wheels = tmp_path / "wheels"
-    [absent] = resolve(plan, LocalOnly(), wheels).installed
+    [absent] = resolve(plan, LocalOnly(), wheels).resolution.installed
     assert (absent.source, absent.version) == ("git", "1.0.0")
     assert "no wheel matches wheels/pw_mla-1.0.0-*.whl: built from git" in absent.why
     [entry] = dict(step_sections(plan, tmp_path))["sources"]
@@ -105,10 +105,10 @@ def test_the_resolver_and_the_identity_name_the_choice(tmp_path):
 
     wheels.mkdir()
     wheel = build_wheel(wheels, "pw-mla", "1.0.0", requires=["pw-torch>=2"])
-    [present] = resolve(plan, LocalOnly(), wheels).installed
+    [present] = resolve(plan, LocalOnly(), wheels).resolution.installed
     assert (present.source, present.version, present.no_deps) == ("local", "1.0.0", True)
     assert f"prebuilt: {wheel.name} matches wheels/pw_mla-1.0.0-*.whl, installed instead of the build" in present.why
-    [edge] = resolve(plan, LocalOnly(), wheels).edges  # the wheel's own metadata is judged, not unchecked
+    [edge] = resolve(plan, LocalOnly(), wheels).resolution.edges  # the wheel's own metadata is judged, not unchecked
     assert (edge.name, edge.verdict) == ("pw-torch", "suppressed")
     [entry] = dict(step_sections(plan, tmp_path))["sources"]
     assert entry["prebuilt"]["wheel"] == wheel.name and len(entry["prebuilt"]["sha256"]) == 64

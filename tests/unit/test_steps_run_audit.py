@@ -7,7 +7,7 @@ import json
 
 from pinwheel import cli
 
-from manifests import manifest_yaml
+from tests.support.manifests import manifest_yaml
 
 STEPS = """\
   - name: gateway
