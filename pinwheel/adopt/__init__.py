@@ -198,6 +198,9 @@ def _loadable(output: Path, path: Path, final, walk: "_Walk", out: Adopted) -> d
 
     steps, lines = walk.steps, walk.lines
     for _ in range(len(steps) + 1):
+        if not steps:
+            raise df.DockerfileError(f"{path}: no instruction becomes a manifest step ({len(out.listed)} listed: "
+                                     f"{'; '.join(out.listed)[:200]})")
         manifest = _manifest(path, final, steps, walk.gates, walk.venv or walk.ctx.venv, walk.todos, out,
                              walk.ctx.indexes)
         try:

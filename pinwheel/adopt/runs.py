@@ -16,14 +16,14 @@ from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
 
 from .. import dockerfiles as df
-from ..steps import apt as apt_kind, uv_project as uv_kind
-from .shell import Fetch, Shell, ShellCommand, fetch_of, rebuilt, whole_run
+from ..steps import uv_project as uv_kind
+from .debian import apt_hold, apt_install, apt_remove, dpkg, piped_key, source_line
+from .shell import ShellCommand, fetch_of, rebuilt, whole_run
+from .state import TODO_DEB, TODO_VERSION, WHY, ZERO_COMMIT, ZERO_SHA256, Context, RunResult, RunState, Todo
 
-ZERO_COMMIT = "0" * 40
-ZERO_SHA256 = "0" * 64
-TODO_VERSION = "0+todo"  # a PEP 440 version no index serves: the requirement loads and can never resolve
-TODO_DEB = "0~todo"  # a Debian version below every real one
-WHY = "TODO: why"
+__all__ = ["TODO_DEB", "TODO_VERSION", "WHY", "ZERO_COMMIT", "ZERO_SHA256", "Context", "Gates", "RunResult", "Todo",
+           "adopt_run"]
+
 _COMMIT = re.compile(r"^[0-9a-f]{40}$")
 _GATE = re.compile(r"^\[\s*\$\{?(?P<arg>[A-Za-z_][A-Za-z0-9_]*)\}?\s*(?P<op>!?=)\s*(?P<value>\S+)\s*\]$")
 _ARCH = re.compile(r"^\[\s*\$\(uname -m\)\s*=\s*(?P<arch>aarch64|arm64|x86_64)\s*\]$")
@@ -33,8 +33,6 @@ _TMP = re.compile(r"^(/tmp/|/root/\.cache|/var/lib/apt/lists|/var/cache/apt|\$HO
 # What torch's wheels pin: a later install of one of these replaces that pin.
 _TORCH_PINS = re.compile(r"^(nvidia-(cuda-nvrtc|cuda-runtime|cuda-cupti|cudnn|cublas|cufft|curand|cusolver|cusparse|"
                          r"cusparselt|nccl|nvshmem|nvtx|nvjitlink|cufile)(-cu\d+)?|triton)$")
-_DEB_FILE = re.compile(r"^(?P<name>[a-z0-9][a-z0-9+.-]+)_(?P<version>[0-9][A-Za-z0-9.+~:-]*)_(?P<arch>[a-z0-9]+)\.deb$")
-_SOURCE_LINE = re.compile(r"^deb\s+\[(?P<opts>[^\]]*)\]\s+(?P<uri>\S+)\s+(?P<suite>\S+)(?P<comps>(?:\s+[a-z0-9-]+)*)\s*$")
 _WHEEL = re.compile(r"^(?P<name>[A-Za-z0-9_.]+)-(?P<version>[^-]+)(-\d[^-]*)?-(?P<py>[^-]+)-(?P<abi>[^-]+)-"
                     r"(?P<plat>[^-]+)\.whl$")
 
@@ -74,70 +72,10 @@ class Gates:
         return None, f"runs only when {arg} is not its default ({arg}={default!r})"
 
 
-@dataclass
-class Todo:
-    """A value import could not know: where it goes in a step, what to fill in, and how `--pin` finds it
-    (("index", requirement), ("git", url, ref) or ("asset", url)), if it can."""
-
-    step: dict
-    key: str
-    what: str
-    pin: tuple = ()
-
-
-@dataclass
-class Context:
-    """What earlier instructions told the walk: the working directory, files copied in from the build
-    context, the apt entries so far, signing keys downloaded, apt sources waiting for an apt step, the named
-    indexes, and whether the file installs torch itself."""
-
-    workdir: str = "/"
-    copied: list[str] = field(default_factory=list)  # image paths; a directory ends in '/'
-    copies: list[tuple[tuple[str, ...], str]] = field(default_factory=list)  # (context sources, image dest)
-    apt_of: dict[str, dict] = field(default_factory=dict)  # Debian package -> the apt entry installing it
-    keys: dict[str, str] = field(default_factory=dict)  # keyring path -> the key's URL
-    sources: list[tuple[int, dict]] = field(default_factory=list)  # (line, source) waiting for an apt entry
-    indexes: dict[str, dict] = field(default_factory=dict)  # name -> {url, why, flat}
-    torch: bool = False
-    venv: str | None = None  # where a `uv sync` puts its environment
-    project_base: tuple = ()  # (the Dockerfile's directory, the manifest's): a uv project is named from the latter
-
-
-@dataclass
-class RunResult:
-    line: int = 0
-    entries: list[dict] = field(default_factory=list)  # steps, in order
-    listed: list[str] = field(default_factory=list)
-    todos: list[Todo] = field(default_factory=list)
-    verifies: list[str] = field(default_factory=list)  # python -c snippets that check the image
-    wheels_names: list[str] = field(default_factory=list)
-    debs: list[str] = field(default_factory=list)
-    reads: set[str] = field(default_factory=set)  # the ARGs its run steps read
-
-
-@dataclass
-class _RunState:
-    args: dict[str, str | None]
-    line: int
-    downloads: dict[str, str] = field(default_factory=dict)  # file name -> URL (wget/curl -o)
-    clone: tuple[str, str, str | None] | None = None  # (url, dir, branch)
-    checkout: str | None = None
-    cwd_in_clone: str | None = None  # the path inside the clone that `cd` went to
-    ctx: Context = field(default_factory=Context)
-    cwd: str = "/"
-    pos: int = 0  # the command's place in the RUN
-    raw: tuple[str, ...] = ()  # its words as written (ARGs not filled in)
-    shell: Shell = field(default_factory=Shell)
-    submodules: bool = False
-    clone_used: bool = False
-    exports: dict[str, str] = field(default_factory=dict)  # literal `export X=v` and `X=v cmd` values
-    index: tuple[str, str | None] | None = None  # the current install's named index, and its TODO
-
-
 def adopt_run(ins: df.Instruction, args: dict[str, str | None], gates: Gates, ctx: Context | None = None) -> RunResult:
     result = RunResult(line=ins.line)
     ctx = ctx or Context()
-    state = _RunState(args, ins.line, ctx=ctx, cwd=ctx.workdir)
+    state = RunState(args, ins.line, ctx=ctx, cwd=ctx.workdir)
     wheels: dict[str | None, dict] = {}  # gate -> this RUN's wheels step for it
     under: dict[str, list[str]] = {}  # why not expressed -> the commands
     cmds = df.commands(ins.script)
@@ -173,7 +111,7 @@ def _installs(words: list[str]) -> bool:
         (head in ("apt-get", "apt") and "install" in words) or (head == "uv" and words[1:2] == ["sync"])
 
 
-def _shell(ins: df.Instruction, result: RunResult, state: _RunState, installs: bool, under: dict, args) -> None:
+def _shell(ins: df.Instruction, result: RunResult, state: RunState, installs: bool, under: dict, args) -> None:
     """What the RUN's package kinds did not take: one run step of the whole RUN, rebuilt run steps beside the
     package entries, or listed items."""
     shell = state.shell
@@ -226,10 +164,9 @@ def _condition(cond: str, branch: bool, args, gates: Gates) -> tuple[str | None,
     return gates.of(cond, branch, args)
 
 
-def _command(result: RunResult, state: _RunState, words: list[str], gate: str | None, wheels: dict,
+def _command(result: RunResult, state: RunState, words: list[str], gate: str | None, wheels: dict,
              cmd: df.Command) -> None:
     head = words[0].rsplit("/", 1)[-1]
-    text = " ".join(words)[:100]
     pip = df.pip_command(words)
     apt = head in ("apt-get", "apt")
     if pip and pip[0] == "install":
@@ -240,14 +177,14 @@ def _command(result: RunResult, state: _RunState, words: list[str], gate: str | 
         step = {"name": "", "kind": "remove", "why": WHY, "packages": [{"name": n, "why": WHY} for n in names]}
         result.entries.append(_gated(step, gate))
     elif apt and words[1:2] and "install" in words:
-        _apt(result, state, words, gate)
+        apt_install(result, state, words, gate)
     elif apt and set(words[1:]) & {"update", "clean", "autoremove"}:
         return  # pinwheel's apt partial updates and cleans in its own RUN
-    elif apt and set(words[1:]) & {"remove", "purge"} and _apt_remove(result, state, words, gate):
+    elif apt and set(words[1:]) & {"remove", "purge"} and apt_remove(result, state, words, gate):
         return
-    elif head == "apt-mark" and words[1:2] == ["hold"] and _apt_hold(state, words[2:]):
+    elif head == "apt-mark" and words[1:2] == ["hold"] and apt_hold(state, words[2:]):
         return
-    elif head == "dpkg" and "-i" in words and _dpkg(result, state, words, gate):
+    elif head == "dpkg" and "-i" in words and dpkg(result, state, words, gate):
         return
     elif head == "uv" and words[1:2] == ["sync"]:
         _uv_sync(result, state, words, gate)
@@ -271,11 +208,11 @@ def _command(result: RunResult, state: _RunState, words: list[str], gate: str | 
         _cd(state, words[1], cmd, gate)
     elif head in ("wget", "curl"):
         _download(result, state, words, cmd)
-    elif head == "echo" and _source_line(state, words):
+    elif head == "echo" and source_line(state, words):
         return
     elif head in ("tee", "gpg") and state.shell.fetches and state.shell.fetches[-1].command.after == "|":
-        _piped_key(state, words)
-    elif head == "rm" and all(_TMP.match(w) or w.startswith("-") or w in state.downloads
+        piped_key(state, words)
+    elif head == "rm" and all(_TMP.match(w) or w.startswith("-") or w in state.downloads or _fetched(state, w)
                               for w in words[1:]):
         return  # temporary files: pinwheel's steps leave none in a layer
     elif head == "mkdir" and all(_TMP.match(w) or w.startswith("-") for w in words[1:]):
@@ -292,13 +229,18 @@ def _command(result: RunResult, state: _RunState, words: list[str], gate: str | 
         _keep(state, cmd, gate, True)
 
 
-def _keep(state: _RunState, cmd: df.Command, gate: str | None, substantive: bool) -> None:
+def _fetched(state: RunState, word: str) -> bool:
+    """A file this RUN downloaded (its kind downloads it instead, and leaves none behind)."""
+    return any(f.dest and word in (f.dest, f.dest.rsplit("/", 1)[-1]) for f in state.shell.fetches)
+
+
+def _keep(state: RunState, cmd: df.Command, gate: str | None, substantive: bool) -> None:
     """A command left to the run kind (shell.py decides whether a run step takes it)."""
     state.shell.commands.append(ShellCommand(state.pos, df.Command(state.raw, cmd.conds, cmd.after), gate,
                                              substantive))
 
 
-def _cd(state: _RunState, target: str, cmd: df.Command, gate: str | None) -> None:
+def _cd(state: RunState, target: str, cmd: df.Command, gate: str | None) -> None:
     if state.clone:
         target_dir = target.rstrip("/")
         state.cwd_in_clone = "" if target_dir.endswith(state.clone[1]) else target_dir
@@ -306,7 +248,7 @@ def _cd(state: _RunState, target: str, cmd: df.Command, gate: str | None) -> Non
     _keep(state, cmd, gate, False)
 
 
-def _prefix_env(state: _RunState, words: list[str]) -> None:
+def _prefix_env(state: RunState, words: list[str]) -> None:
     for w in words:
         name, eq, value = w.partition("=")
         if not eq or not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name):
@@ -333,80 +275,7 @@ def _gated(step: dict, gate: str | None) -> dict:
     return step
 
 
-def _apt(result: RunResult, state: _RunState, words: list[str], gate: str | None) -> None:
-    names = [w for w in words[words.index("install") + 1:] if not w.startswith("-")]
-    packages: list[tuple[str, str | None]] = []
-    debs: list[tuple[str, str, str]] = []
-    for n in names:
-        name, eq, version = n.partition("=")
-        if n.endswith(".deb"):
-            deb = _deb(state, n)
-            if deb:
-                debs.append(deb)
-                continue
-        if "$" in n or "/" in n or not re.fullmatch(r"[a-z0-9][a-z0-9+.-]+", name):
-            result.listed.append(f"`{n}`: not a Debian package name with a known value (a .deb by path, or an ARG "
-                                 "the file never sets)")
-            continue
-        if name in result.debs or name in state.ctx.apt_of:
-            continue
-        result.debs.append(name)
-        packages.append((name, version if eq else None))
-    if packages or debs:
-        _apt_entry(result, state, apt_kind.AdoptedApt(packages, debs, [], [], []), gate)
-
-
-def _apt_entry(result: RunResult, state: _RunState, found: apt_kind.AdoptedApt, gate: str | None) -> dict:
-    """An apt entry from the apt kind's builder, with the sources waiting for one."""
-    found.sources += [source for _, source in state.ctx.sources]
-    state.ctx.sources.clear()
-    entry, todos = apt_kind.adopted_entry(found, WHY, gate, TODO_DEB, ZERO_SHA256)
-    result.entries.append(entry)
-    result.todos += [Todo(entry, key, what, pin) for key, what, pin in todos]
-    for name, *_ in found.packages + found.debs:
-        state.ctx.apt_of[name] = entry
-    return entry
-
-
-def _deb(state: _RunState, path: str) -> tuple[str, str, str] | None:
-    """A .deb this RUN downloaded, named name_version_arch.deb: (name, version, url)."""
-    file = path.rsplit("/", 1)[-1]
-    m = _DEB_FILE.match(file)
-    fetch = next((f for f in state.shell.fetches if f.dest and f.dest.rsplit("/", 1)[-1] == file), None)
-    if not m or fetch is None or "$" in fetch.url or not apt_kind.deb_url(fetch.url):
-        return None
-    fetch.used = True
-    return m["name"], m["version"], fetch.url
-
-
-def _dpkg(result: RunResult, state: _RunState, words: list[str], gate: str | None) -> bool:
-    files = [w for w in words[1:] if not w.startswith("-")]
-    debs = [_deb(state, f) for f in files]
-    if not files or None in debs:
-        return False
-    _apt_entry(result, state, apt_kind.AdoptedApt([], [d for d in debs if d], [], [], []), gate)
-    return True
-
-
-def _apt_remove(result: RunResult, state: _RunState, words: list[str], gate: str | None) -> bool:
-    names = [w for w in words[2:] if not w.startswith("-")]
-    if not names or any("$" in n or not re.fullmatch(r"[a-z0-9][a-z0-9+.-]+", n) for n in names):
-        return False  # a name the build computes: a run step runs it as written
-    _apt_entry(result, state, apt_kind.AdoptedApt([], [], [], names, []), gate)
-    return True
-
-
-def _apt_hold(state: _RunState, names: list[str]) -> bool:
-    """`apt-mark hold` of packages the manifest installs: the apt entry that installs them holds them."""
-    names = [n for n in names if not n.startswith("-")]
-    if not names or any(n not in state.ctx.apt_of for n in names):
-        return False
-    for n in names:
-        state.ctx.apt_of[n].setdefault("hold", []).append(n)
-    return True
-
-
-def _download(result: RunResult, state: _RunState, words: list[str], cmd: df.Command) -> None:
+def _download(result: RunResult, state: RunState, words: list[str], cmd: df.Command) -> None:
     for fetch in fetch_of(words, state.raw, state.cwd, state.pos, cmd):
         name = fetch.url.split("#", 1)[0].rstrip("/").rsplit("/", 1)[-1]
         file = (fetch.dest or name).rsplit("/", 1)[-1]
@@ -419,36 +288,7 @@ def _download(result: RunResult, state: _RunState, words: list[str], cmd: df.Com
             state.shell.fetches.append(fetch)
 
 
-def _piped_key(state: _RunState, words: list[str]) -> None:
-    """`curl KEY | gpg --dearmor -o PATH` (or `| tee PATH`): the key is written to PATH."""
-    fetch = state.shell.fetches[-1]
-    out = next((words[i + 1] for i, w in enumerate(words[:-1]) if w in ("-o", "--output")), None) or \
-        next((w for w in words[1:] if w.startswith("/")), None)
-    if out and "$" not in fetch.url:
-        state.ctx.keys[out] = fetch.url
-        fetch.used = True
-        state.shell.fetches.remove(fetch)
-
-
-def _source_line(state: _RunState, words: list[str]) -> bool:
-    """`echo "deb [signed-by=KEY] URI SUITE COMPONENTS" > FILE`: an apt source, its key downloaded earlier."""
-    text = " ".join(w for w in words[1:] if not w.startswith(">")).split(">", 1)[0].strip()
-    text = re.sub(r"\s/etc/apt/\S+$", "", text)
-    m = _SOURCE_LINE.match(text)
-    if not m:
-        return False
-    opts = dict(o.split("=", 1) for o in m["opts"].split() if "=" in o)
-    key = state.ctx.keys.get(opts.get("signed-by", ""))
-    uri = m["uri"].rstrip("/") + "/" if m["suite"].endswith("/") else m["uri"]
-    if key is None or not apt_kind.source_url(uri) or not apt_kind.source_url(key):
-        return False
-    name = re.sub(r"[^a-z0-9-]+", "-", opts["signed-by"].rsplit("/", 1)[-1].split(".")[0].lower()).strip("-")[:40]
-    state.ctx.sources.append((state.line, {"name": name or "extra", "uris": uri, "suites": m["suite"],
-                                           "components": m["comps"].strip(), "key_url": key}))
-    return True
-
-
-def _uv_sync(result: RunResult, state: _RunState, words: list[str], gate: str | None) -> None:
+def _uv_sync(result: RunResult, state: RunState, words: list[str], gate: str | None) -> None:
     """`uv sync` of a project the Dockerfile copied in: a uv-project entry for that directory of the context."""
     where = next((words[i + 1] for i, w in enumerate(words[:-1]) if w in ("--project", "--directory")), None)
     project = (where if where and where.startswith("/") else f"{state.cwd.rstrip('/')}/{where or ''}").rstrip("/")
@@ -470,7 +310,7 @@ def _uv_sync(result: RunResult, state: _RunState, words: list[str], gate: str | 
     state.ctx.venv = state.ctx.venv or f"{project}/.venv"
 
 
-def _pip_install(result: RunResult, state: _RunState, args: list[str], gate: str | None, wheels: dict,
+def _pip_install(result: RunResult, state: RunState, args: list[str], gate: str | None, wheels: dict,
                  cmd: df.Command) -> None:
     parsed = df.parse_pip_install(args)
     if isinstance(parsed, str):
@@ -488,7 +328,7 @@ def _pip_install(result: RunResult, state: _RunState, args: list[str], gate: str
         _source(result, state, editable, parsed, gate, editable=True)
 
 
-def _index(result: RunResult, state: _RunState, parsed: df.PipInstall) -> tuple[str, str | None] | None:
+def _index(result: RunResult, state: RunState, parsed: df.PipInstall) -> tuple[str, str | None] | None:
     """The named index this install's index packages come from, and a TODO where pip read pip's default
     index too (--extra-index-url, -f): (name, what to check) or None."""
     found = [(u, False, True) for u in (parsed.index_url,) if u] + \
@@ -512,7 +352,7 @@ def _index(result: RunResult, state: _RunState, parsed: df.PipInstall) -> tuple[
                   f"{name} serves the package")
 
 
-def _index_name(state: _RunState, url: str) -> str:
+def _index_name(state: RunState, url: str) -> str:
     host, _, path = url.split("://", 1)[1].partition("/")
     labels = [l for l in host.split(".")[:-1] if l not in ("www", "download", "files", "pypi", "repo")] or ["index"]
     tail = [p for p in path.split("/") if p and p not in ("simple", "whl", "nightly")]
@@ -530,7 +370,7 @@ def _wheels_step(result: RunResult, wheels: dict, gate: str | None) -> dict:
     return wheels[gate]
 
 
-def _requirement(result: RunResult, state: _RunState, req: str, parsed: df.PipInstall, gate, wheels, guarded,
+def _requirement(result: RunResult, state: RunState, req: str, parsed: df.PipInstall, gate, wheels, guarded,
                  fallback_branch) -> None:
     no_deps = {"no_deps": True, "why": WHY} if parsed.no_deps else {}
     file = req.rsplit("/", 1)[-1]
@@ -617,7 +457,7 @@ def _attach_fallback(result: RunResult, req: Requirement, exact: str | None, no_
     return True
 
 
-def _asset(result: RunResult, state: _RunState, file: str, gate: str | None) -> None:
+def _asset(result: RunResult, state: RunState, file: str, gate: str | None) -> None:
     url = state.downloads[file]
     m = _WHEEL.match(file)
     if not m:
@@ -633,7 +473,7 @@ def _asset(result: RunResult, state: _RunState, file: str, gate: str | None) -> 
                                  ("asset", url.split("#", 1)[0])))
 
 
-def _source(result: RunResult, state: _RunState, req: str, parsed: df.PipInstall, gate, editable: bool) -> None:
+def _source(result: RunResult, state: RunState, req: str, parsed: df.PipInstall, gate, editable: bool) -> None:
     """A git URL, or a checkout this RUN cloned: a git step at a full commit, else a placeholder and a TODO."""
     if "git+" in req:
         url = req.split("git+", 1)[1]

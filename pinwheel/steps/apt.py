@@ -419,7 +419,8 @@ def adopted_entry(found: AdoptedApt, why: str, gate: str | None, todo_version: s
     """The manifest entry `import` writes, and its TODOs as (key, what, how --pin finds it): an unpinned
     package gets a placeholder version, a .deb and a source's key a placeholder sha256, a key a placeholder
     fingerprint."""
-    entry: dict = {"name": "", "kind": KIND.name, "why": why}
+    first = next(iter([n for n, _ in found.packages] + [d[0] for d in found.debs] + found.remove), "")
+    entry: dict = {"name": f"apt-{first}" if first else "", "kind": KIND.name, "why": why}
     if gate:
         entry["gate"] = gate
     todos: list[tuple[str, str, tuple]] = []
