@@ -191,19 +191,8 @@ def _command(result: RunResult, state: RunState, words: list[str], gate: str | N
     elif head in ("python", "python3") and words[1:2] == ["-c"] and len(words) >= 3 and \
             re.search(r"\bassert\b|importlib\.metadata|\bimport\b", words[2]) and len(words[2]) < 4000:
         result.verifies.append(words[2])
-    elif head == "git" and words[1:2] == ["clone"]:
-        positional = _positional(words[2:], {"-b", "--branch", "--depth", "-c", "--config", "-o", "--origin"})
-        branch = next((words[i + 1] for i, w in enumerate(words[:-1]) if w in ("-b", "--branch")), None)
-        if positional:
-            url = positional[0]
-            state.clone = (url, positional[1] if len(positional) > 1 else url.rstrip("/").rsplit("/", 1)[-1]
-                           .removesuffix(".git"), branch)
-            state.submodules = bool({"--recursive", "--recurse-submodules"} & set(words))
-    elif head == "git" and words[1:2] == ["checkout"] and state.clone:
-        refs = [w for w in words[2:] if not w.startswith("-")]
-        state.checkout = refs[0] if refs else None
-    elif head == "git" and words[1:3] == ["submodule", "update"] and state.clone:
-        state.submodules = True
+    elif head == "git" and _git(state, words):
+        return
     elif head == "cd" and len(words) > 1:
         _cd(state, words[1], cmd, gate)
     elif head in ("wget", "curl"):
@@ -227,6 +216,27 @@ def _command(result: RunResult, state: RunState, words: list[str], gate: str | N
         _keep(state, cmd, gate, False)
     else:
         _keep(state, cmd, gate, True)
+
+
+def _git(state: RunState, words: list[str]) -> bool:
+    """A clone, a checkout in it, or its submodules: what a pip install of the checkout builds from."""
+    if words[1:2] == ["clone"]:
+        positional = _positional(words[2:], {"-b", "--branch", "--depth", "-c", "--config", "-o", "--origin"})
+        branch = next((words[i + 1] for i, w in enumerate(words[:-1]) if w in ("-b", "--branch")), None)
+        if positional:
+            url = positional[0]
+            state.clone = (url, positional[1] if len(positional) > 1 else url.rstrip("/").rsplit("/", 1)[-1]
+                           .removesuffix(".git"), branch)
+            state.submodules = bool({"--recursive", "--recurse-submodules"} & set(words))
+        return True
+    if words[1:2] == ["checkout"] and state.clone:
+        refs = [w for w in words[2:] if not w.startswith("-")]
+        state.checkout = refs[0] if refs else None
+        return True
+    if words[1:3] == ["submodule", "update"] and state.clone:
+        state.submodules = True
+        return True
+    return False
 
 
 def _fetched(state: RunState, word: str) -> bool:
