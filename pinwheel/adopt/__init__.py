@@ -149,11 +149,14 @@ class _Walk:
             return
         dest = _under(self.ctx.workdir, words[-1])
         self.ctx.copies.append((tuple(words[:-1]), dest))
-        if words[-1].endswith("/") or len(words) > 2 or words[:-1] == ["."]:
-            self.ctx.copied.append(dest.rstrip("/") + "/")
-            self.ctx.copied += [f"{dest.rstrip('/')}/{w.rstrip('/').rsplit('/', 1)[-1]}" for w in words[:-1]]
-        else:
-            self.ctx.copied.append(dest)
+        into = words[-1].endswith("/") or len(words) > 2
+        for source in words[:-1]:
+            if source in (".", "./") or source.endswith("/"):  # a directory: everything under dest
+                self.ctx.copied.append(dest.rstrip("/") + "/")
+            elif into:
+                self.ctx.copied.append(f"{dest.rstrip('/')}/{source.rsplit('/', 1)[-1]}")
+            else:
+                self.ctx.copied.append(dest)
 
     def env(self, ins: df.Instruction) -> None:
         """ENV as an env step: ARG defaults filled in; a variable set twice, or one no env step sets, listed."""

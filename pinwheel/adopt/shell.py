@@ -196,7 +196,7 @@ def _problem(ins: df.Instruction, shell: Shell, copied: list[str], cwd: str) -> 
 def _context_reads(words, copied: list[str], cwd: str = "/") -> list[str]:
     """The words that name a file copied in from the build context (a relative one read from ``cwd``)."""
     paths = [(w, w if w.startswith("/") else f"{cwd.rstrip('/')}/{w.removeprefix('./')}") for w in words
-             if not w.startswith("-")]
+             if not w.startswith("-") and (w.startswith("/") or "/" in w or "." in w)]  # a path, not a command
     return [w for w, p in paths for c in copied if p == c or (c.endswith("/") and p.startswith(c))]
 
 
