@@ -24,6 +24,7 @@ _SAFE = re.compile(r"^[A-Za-z0-9_@%+=:,./*?~^-]+$")
 _REF = re.compile(r"\$\{?(?P<name>[A-Za-z_][A-Za-z0-9_]*)")
 _ASSIGN = re.compile(r"(?:^|[\s;&|(])(?:export\s+)?(?P<name>[A-Za-z_][A-Za-z0-9_]*)=")
 _LEAD = re.compile(r"^(cd|set|ulimit|export)$|^[A-Za-z_][A-Za-z0-9_]*=")  # what a rebuilt script keeps before
+_WHEEL_GUARD = re.compile(r"\bls\s+\S+\.whl")  # `if ls /tmp/wheels/x-*.whl ...; then`
 _END = re.compile(r"(?<!\\)\n|&&|\|\||;|\|")
 
 
@@ -159,11 +160,13 @@ def rebuilt(shell: Shell, args: dict[str, str | None], copied: list[str], cwd: s
         kept = [c for c in cmds[:last + 1] if c.substantive or _LEAD.match(c.command.words[0])]
         texts = [" ".join(c.command.words)[:100] for c in kept if c.substantive]
         piped = any(c.command.after in ("|", "||") for c in kept)
+        guarded = any(_WHEEL_GUARD.search(cond) for c in kept for cond, _ in c.command.conds)
         reads = next((p for c in kept for p in _context_reads(c.command.words, copied, cwd)), None)
-        if piped or reads or shell.blocked:
+        if piped or reads or guarded or shell.blocked:
             why = shell.blocked[0] if shell.blocked else (f"reads {reads}, a file the Dockerfile COPYs from its "
                                                           "build context (a run step has only its downloads)"
-                                                          if reads else "a pipe or `||` between commands")
+                                                          if reads else "runs only where a local wheel is present"
+                                                          if guarded else "a pipe or `||` between commands")
             listed += [f"`{t}`: {why}" for t in texts]
             continue
         script, env = _with_args("\n".join(" ".join(quote(w) for w in c.command.words) for c in kept), args)
