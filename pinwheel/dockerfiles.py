@@ -247,6 +247,7 @@ class Command:
 
     words: tuple[str, ...]
     conds: tuple[tuple[str, bool], ...]
+    after: str = ""  # the operator that follows it (`|`, `||`, `&&`, `;`), "" at the end or before a keyword
 
 
 def commands(script: str) -> list[Command]:
@@ -255,17 +256,17 @@ def commands(script: str) -> list[Command]:
     stack: list[list] = []  # [condition words, branch, collecting the condition]
     words: list[str] = []
 
-    def flush() -> None:
+    def flush(after: str = "") -> None:
         if words:
             if stack and stack[-1][2]:
                 stack[-1][0].extend(words)
             else:
-                out.append(Command(tuple(words), tuple((" ".join(f[0]), f[1]) for f in stack)))
+                out.append(Command(tuple(words), tuple((" ".join(f[0]), f[1]) for f in stack), after))
             words.clear()
 
     for tok in _tokens(script):
         if tok in SEPARATORS or set(tok) <= set(";&|()"):
-            flush()
+            flush(tok)
             if stack and stack[-1][2] and tok in ("&&", "||"):
                 stack[-1][0].append(tok)
             continue
@@ -330,6 +331,7 @@ class PipInstall:
     extra_index_urls: tuple[str, ...]
     find_links: tuple[str, ...]
     verbose: bool
+    config_settings: tuple[tuple[str, str], ...] = ()  # -C / --config-settings, in order
 
 
 def parse_pip_install(args: list[str]) -> PipInstall | str:
@@ -346,7 +348,16 @@ def parse_pip_install(args: list[str]) -> PipInstall | str:
 
     return PipInstall(tuple(positional), given("editables"), given("requirements"), given("constraints"), bool(options.ignore_dependencies), not options.build_isolation,
                       bool(options.force_reinstall), bool(options.upgrade), index_url,
-                      given("extra_index_urls"), given("find_links"), options.verbose > 0)
+                      given("extra_index_urls"), given("find_links"), options.verbose > 0,
+                      _settings(options.config_settings))
+
+
+def _settings(found) -> tuple[tuple[str, str], ...]:
+    """pip's config settings dict (a key given twice holds a list) as (key, value) pairs."""
+    out: list[tuple[str, str]] = []
+    for key, value in (found or {}).items():
+        out += [(key, v) for v in (value if isinstance(value, list) else [value])]
+    return tuple(out)
 
 
 class _PipUsage(Exception):

@@ -16,8 +16,8 @@ from pathlib import Path
 import yaml
 
 from .. import dockerfiles as df
-from ..steps import ADOPT_PIP_INSTALL, KINDS, kind_adopting
-from .runs import WHY, Gates, Todo, adopt_run
+from ..steps import env as env_kind
+from .runs import WHY, Context, Gates, Todo, adopt_run
 
 _VENV = re.compile(r"python3?(?:\.\d+)? -m venv (?P<path>/[\w./-]+)")
 _CUDA_TAG = re.compile(r"(?<![\d.])(?P<v>1\d\.\d)(?:\.\d+)?-(?:cudnn\d*-)?(?:devel|runtime|base)")
@@ -74,11 +74,15 @@ class Adopted:
                 f"{self.dropped} dropped")
 
 
-def adopt(path: Path) -> Adopted:
+def adopt(path: Path, output: Path | None = None) -> Adopted:
+    """``output``: where the manifest will be written (default: next to the Dockerfile); a uv project's
+    directory is named relative to it."""
     instructions = df.read(path)
     stages = df.stages(instructions)
     chain = _chain(stages, stages[-1])
+    output = output or path.with_name(path.name + ".yaml")
     walk = _Walk(Adopted({}, instructions=len(instructions)))
+    walk.ctx.project_base = (path.resolve().parent, output.resolve().parent)
     stage = -1
     for ins in instructions:
         if ins.cmd == "FROM":
@@ -93,7 +97,7 @@ def adopt(path: Path) -> Adopted:
     out = walk.out
     _account_args(out, instructions, chain, walk.args, walk.used_args, walk.gates)
     _name_steps(walk.steps)
-    out.manifest = _loadable(path, stages[-1], walk.steps, walk.gates, walk.venv, walk.todos, out, walk.lines)
+    out.manifest = _loadable(output, path, stages[-1], walk, out)
     out.step_lines = {s["name"]: walk.lines[id(s)] for s in walk.steps if id(s) in walk.lines}
     out.notes = [f"ARG {n}={walk.args[n]!r} (line {walk.arg_lines[n]}) is filled in where the file reads it"
                  for n in sorted(walk.used_args) if walk.args.get(n) is not None and n in walk.arg_lines]
@@ -113,6 +117,8 @@ class _Walk:
     arg_lines: dict[str, int] = field(default_factory=dict)
     lines: dict[int, int] = field(default_factory=dict)  # id(step) -> its Dockerfile line
     venv: str | None = None
+    ctx: Context = field(default_factory=Context)
+    env_set: dict[str, int] = field(default_factory=dict)  # variable -> the ENV line that set it
 
     def take(self, ins: df.Instruction) -> None:
         out = self.out
@@ -127,8 +133,51 @@ class _Walk:
         elif ins.cmd in ("COPY", "ADD") and re.search(r"\bwheel\[?s\]?/", ins.original) and \
                 "/tmp/wheels" in ins.original:
             out.expressed_lines.add(ins.line)  # local wheels are bind-mounted from wheels/ by pinwheel
+        elif ins.cmd == "ENV":
+            self.env(ins)
         else:
+            if ins.cmd == "WORKDIR" and ins.value:
+                self.ctx.workdir = _under(self.ctx.workdir, df.substitute(ins.value[0], self.args)[0])
+            elif ins.cmd in ("COPY", "ADD") and not any(f.startswith("--from") for f in ins.flags):
+                self.copy(ins)
             out.listed.append(f"line {ins.line}: {ins.first_line[:100]}: no step kind expresses {ins.cmd}")
+
+    def copy(self, ins: df.Instruction) -> None:
+        """Where files of the build context land: a run step cannot read them; a uv project is one."""
+        words = [df.substitute(w, self.args)[0] for w in ins.value]
+        if len(words) < 2:
+            return
+        dest = _under(self.ctx.workdir, words[-1])
+        self.ctx.copies.append((tuple(words[:-1]), dest))
+        into = words[-1].endswith("/") or len(words) > 2
+        for source in words[:-1]:
+            if source in (".", "./") or source.endswith("/"):  # a directory: everything under dest
+                self.ctx.copied.append(dest.rstrip("/") + "/")
+            elif into:
+                self.ctx.copied.append(f"{dest.rstrip('/')}/{source.rsplit('/', 1)[-1]}")
+            else:
+                self.ctx.copied.append(dest)
+
+    def env(self, ins: df.Instruction) -> None:
+        """ENV as an env step: ARG defaults filled in; a variable set twice, or one no env step sets, listed."""
+        pairs, problems = [], []
+        for name, value in zip(ins.value[::2], ins.value[1::2]):
+            filled, used = df.substitute(df._unquote(value), self.args)
+            self.used_args.update(used)
+            if not env_kind.settable(name):
+                problems.append(f"{name}: not a variable an env step sets")
+            elif name in self.env_set:
+                problems.append(f"{name} is set again (first on line {self.env_set[name]}): an env step sets a "
+                                "variable once; fold the two values into the first")
+            else:
+                self.env_set[name] = ins.line
+                pairs.append((name, filled))
+        if pairs:
+            entry = env_kind.adopted_entry(pairs, WHY)
+            self.steps.append(entry)
+            self.lines[id(entry)] = ins.line
+            self.out.expressed_lines.add(ins.line)
+        self.out.listed += [f"line {ins.line}: ENV {p}" for p in problems]
 
     def run(self, ins: df.Instruction) -> None:
         venv = _VENV.search(ins.script)
@@ -137,7 +186,8 @@ class _Walk:
             self.venv = venv["path"]  # pinwheel makes the venv itself
             return
         self.used_args.update(df.substitute(ins.script, self.args)[1])
-        result = adopt_run(ins, self.args, self.gates)
+        result = adopt_run(ins, self.args, self.gates, self.ctx)
+        self.used_args |= result.reads
         self.steps.extend(result.entries)
         self.lines.update({id(e): ins.line for e in result.entries})
         self.todos.extend(result.todos)
@@ -145,14 +195,19 @@ class _Walk:
         self.out.listed += [f"line {ins.line}: {item}" for item in result.listed]
 
 
-def _loadable(path: Path, final, steps: list[dict], gates: Gates, venv, todos, out: Adopted, lines) -> dict:
+def _loadable(output: Path, path: Path, final, walk: "_Walk", out: Adopted) -> dict:
     """The manifest, less each step the loader refuses: that step is listed with its line and the reason."""
     from ..manifest import ManifestError, parse  # the loader imports the step kinds: only an import pays
 
+    steps, lines = walk.steps, walk.lines
     for _ in range(len(steps) + 1):
-        manifest = _manifest(path, final, steps, gates, venv, todos, out)
+        if not steps:
+            raise df.DockerfileError(f"{path}: no instruction becomes a manifest step ({len(out.listed)} listed: "
+                                     f"{'; '.join(out.listed)[:200]})")
+        manifest = _manifest(path, final, steps, walk.gates, walk.venv or walk.ctx.venv, walk.todos, out,
+                             walk.ctx.indexes)
         try:
-            parse(yaml.safe_dump(manifest, sort_keys=False), path.with_name(path.name + ".yaml"))
+            parse(yaml.safe_dump(manifest, sort_keys=False), output)
             return manifest
         except ManifestError as exc:
             found = re.match(r"steps\[(\d+)\]", exc.key or "")
@@ -163,6 +218,10 @@ def _loadable(path: Path, final, steps: list[dict], gates: Gates, venv, todos, o
             out.listed.append(f"line {lines.get(id(bad), 0)}: {bad['kind']} step {bad['name']}: not expressed: "
                               f"{exc.message}")
     return manifest
+
+
+def _under(cwd: str, path: str) -> str:
+    return path if path.startswith("/") else f"{cwd.rstrip('/')}/{path.removeprefix('./')}".rstrip("/") or "/"
 
 
 def _chain(stages: list[df.Stage], final: df.Stage) -> set[int]:
@@ -197,7 +256,9 @@ def _name_steps(steps: list[dict]) -> None:
         first = step.get("package") or next((p.get("requirement") or p.get("name") for p in step.get("packages", ())),
                                             "") or ""
         base = _NAME.sub("-", re.split(r"[=<>\[@ ]", first)[0].lower()).strip("-")[:30] or f"step-{i + 1}"
-        name = KINDS[step["kind"]].adopted_name(base)
+        name = base if step["kind"] in ("wheels", "git", "asset") else f"{step['kind']}-{base}"[:40].strip("-")
+        if step.get("name"):  # the kind's builder named it
+            base = name = _NAME.sub("-", step["name"].lower()).strip("-")[:40].strip("-")
         n = 2
         while name in seen:
             name, n = f"{base[:34]}-{n}", n + 1
@@ -208,9 +269,8 @@ def _name_steps(steps: list[dict]) -> None:
 def _attach_verifies(out: Adopted, steps: list[dict], verifies: list[tuple[int, str]]) -> None:
     """Each `python -c` check goes on the last index or local package before it (the build runs every verify
     after the last step)."""
-    checked = kind_adopting(ADOPT_PIP_INSTALL).name  # the kind whose packages carry a `verify`
     for line, snippet in verifies:
-        target = next((p for s in reversed(steps) if s["kind"] == checked for p in reversed(s["packages"])
+        target = next((p for s in reversed(steps) if s["kind"] == "wheels" for p in reversed(s["packages"])
                        if "verify" not in p), None)
         try:
             compile(snippet, "verify", "exec")
@@ -223,7 +283,7 @@ def _attach_verifies(out: Adopted, steps: list[dict], verifies: list[tuple[int, 
         target.setdefault("why", WHY)
 
 
-def _manifest(path: Path, final: df.Stage, steps, gates: Gates, venv, todos, out: Adopted) -> dict:
+def _manifest(path: Path, final: df.Stage, steps, gates: Gates, venv, todos, out: Adopted, indexes: dict) -> dict:
     base = final.image
     cuda, python, variant_todos = _target(base, steps, gates)
     name = _image_name(path, final)
@@ -238,6 +298,9 @@ def _manifest(path: Path, final: df.Stage, steps, gates: Gates, venv, todos, out
     if guarding & set(gates.declared):  # a gate is declared only where it guards a step
         manifest["gates"] = {g: {"when": v["when"], "why": v["why"]} for g, v in gates.declared.items()
                              if g in guarding}
+    used = {p.get("index") for s in steps for p in s.get("packages", ()) if isinstance(p, dict)}
+    if used & set(indexes):
+        manifest["indexes"] = {n: i for n, i in indexes.items() if n in used}
     manifest["variants"] = {"main": variant}
     manifest["steps"] = [s for s in steps if s.get("packages", True)]
     if variant["torch"] == "0":

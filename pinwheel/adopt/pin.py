@@ -118,5 +118,14 @@ def _asset(todo: Todo, cache: Path) -> str:
         sha256, _ = download(url, cache)
     except AssetError as exc:
         raise _Unreachable(str(exc)) from None
-    todo.step["url"]["sha256"] = sha256
+    _set(todo.step, todo.key, sha256)
     return f"sha256 {sha256} of {url}"
+
+
+def _set(step: dict, key: str, value: str) -> None:
+    """Set the value at a TODO's key in its step ("url.sha256", "downloads[0].sha256")."""
+    parts = [int(p) if p.isdigit() else p for p in re.findall(r"[^.\[\]]+", key)]
+    node = step
+    for part in parts[:-1]:
+        node = node[part]
+    node[parts[-1]] = value

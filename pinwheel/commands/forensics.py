@@ -108,8 +108,12 @@ def cmd_audit(args: argparse.Namespace) -> int:
 def replay_audit(args: argparse.Namespace) -> dict:
     """The file's installs, in order, as plain pip would run them (pinwheel.reports.replay)."""
     from ..adopt import adopt
+    from ..dockerfiles import DockerfileError
     from ..reports.replay import replay
-    adopted = adopt(args.dockerfile)
+    try:
+        adopted = adopt(args.dockerfile)
+    except DockerfileError as exc:
+        raise UsageError(str(exc)) from None
     client = IndexClient(index_url=args.index_url, cache_dir=Workspace(Path.cwd(), "audit").index_cache,
                          offline=args.offline)
     return replay(adopted, client, args.dockerfile, _replay_base(args))
@@ -150,7 +154,7 @@ def import_dockerfile(dockerfile: Path, output: Path, command: str, pin: argpars
     if not dockerfile.is_file():
         raise UsageError(f"{dockerfile}: not a file")
     try:
-        adopted = adopt(dockerfile)
+        adopted = adopt(dockerfile, output)
     except DockerfileError as exc:
         raise UsageError(str(exc)) from None
     if pin is not None:
@@ -260,8 +264,10 @@ def _add_adoption_parsers(sub) -> None:
     au.set_defaults(func=cmd_audit, needs_manifest=False)
 
     im = sub.add_parser("import", help="start a wheels_manifest.yaml from a hand-written Dockerfile",
-                        description="Every instruction becomes steps of today's kinds (apt, wheels with local "
-                                    "wheels and fallbacks, git, asset, remove, verify snippets) or is listed, with "
+                        description="Every instruction becomes steps of today's kinds (apt with .debs, holds, "
+                                    "removals and signed sources; wheels with local wheels, fallbacks and named "
+                                    "indexes; git; asset; remove; env; run for builds, downloads and symlinks; "
+                                    "uv-project; verify snippets) or is listed, with "
                                     "its line, as not expressed; the run ends with `N instructions: E expressed, "
                                     "L listed, 0 dropped`. ARG defaults are filled in; a value import cannot know "
                                     "is a placeholder that loads, with a todo: entry that keeps `report` unclean.")

@@ -1,12 +1,16 @@
 """`audit --replay`: the file's installs, in order, as plain pip would run them, judged by the resolver.
 
-It replays the manifest `import` writes for the file, with three changes that
+It replays the manifest `import` writes for the file, with these changes that
 make it a replay of the file rather than a build of the manifest:
 - a local wheel the file installs is absent here: it is not installed, and counted;
 - an unpinned or range requirement gets the version pip would take today (the
   newest its specifier allows on the index), as `import --pin` would write it;
 - with a base inventory (`--base IMAGE` or an inventory JSON), the base's
-  distributions are step 0, so "replaces the base's torch" is found.
+  distributions are step 0, so "replaces the base's torch" is found;
+- the `override: true` import proposes where a pin torch declares is replaced
+  is taken out: the file declares none, so the move is reported, not excused;
+  a package from an extra index or find-links page may come from the default
+  index too, as pip would take it.
 
 Every finding names the Dockerfile line of the step it comes from. Anything that
 stops the replay is returned as its `error`, never raised.
@@ -65,8 +69,17 @@ def replay(adopted: Adopted, client: IndexClient, path, base: Inventory | None =
 
 
 def _replayable(adopted: Adopted) -> Adopted:
-    """A copy of the import whose placeholders the replay may fill in (the import itself is left as it is)."""
-    return copy.deepcopy(adopted)  # one deep copy: the TODOs keep pointing at the copied steps
+    """A copy of the import whose placeholders the replay may fill in (the import itself is left as it is),
+    without the `override: true` import proposes: the file declares no override, so a moved pin is its hazard."""
+    replayed = copy.deepcopy(adopted)  # one deep copy: the TODOs keep pointing at the copied steps
+    for step in replayed.manifest.get("steps", ()):
+        for p in step.get("packages", ()):
+            if isinstance(p, dict):
+                p.pop("override", None)
+    for todo in replayed.todos:  # --extra-index-url, -f: pip took the package from its default index too
+        if todo.key.endswith(".index"):
+            todo.step["packages"][int(todo.key.split("[", 1)[1].split("]", 1)[0])].pop("index", None)
+    return replayed
 
 
 def _without_local_wheels(manifest: dict) -> list[str]:

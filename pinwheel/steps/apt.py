@@ -401,3 +401,59 @@ class Apt(StepKind):
 
 
 KIND = Apt()
+
+
+@dataclass
+class AdoptedApt:
+    """What `import` found for one apt step: packages (name, version or None: unpinned), .debs (name, version,
+    url), holds, removals and sources ({name, uris, suites, components, key_url})."""
+
+    packages: list[tuple[str, str | None]]
+    debs: list[tuple[str, str, str]]
+    hold: list[str]
+    remove: list[str]
+    sources: list[dict]
+
+
+def adopted_entry(found: AdoptedApt, why: str, gate: str | None, todo_version: str, zero_sha256: str
+                  ) -> tuple[dict, list[tuple[str, str, tuple]]]:
+    """The manifest entry `import` writes, and its TODOs as (key, what, how --pin finds it): an unpinned
+    package gets a placeholder version, a .deb and a source's key a placeholder sha256, a key a placeholder
+    fingerprint."""
+    first = next(iter([n for n, _ in found.packages] + [d[0] for d in found.debs] + found.remove), "")
+    entry: dict = {"name": f"apt-{first}" if first else "", "kind": KIND.name, "why": why}
+    if gate:
+        entry["gate"] = gate
+    todos: list[tuple[str, str, tuple]] = []
+    if found.sources:
+        entry["sources"] = [{"name": s["name"], "uris": s["uris"], "suites": s["suites"],
+                             **({"components": s["components"]} if s.get("components") else {}),
+                             "key": {"url": s["key_url"], "sha256": zero_sha256, "fingerprint": "0" * 40},
+                             "why": why} for s in found.sources]
+        for i, s in enumerate(found.sources):
+            todos.append((f"sources[{i}].key.sha256", f"the sha256 of the signing key {s['key_url']}",
+                          ("asset", s["key_url"])))
+            todos.append((f"sources[{i}].key.fingerprint", f"the fingerprint of {s['key_url']} (`gpg --show-keys "
+                          "KEYFILE` prints it), checked against its publisher's", ()))
+    if found.remove:
+        entry["remove"] = [{"name": n, "why": why} for n in found.remove]
+    if found.packages:
+        entry["packages"] = [{"name": n, "version": v or todo_version, "why": why} for n, v in found.packages]
+        todos += [(f"packages[{i}].version", f"{n} is unpinned in the Dockerfile: write the version "
+                   "`apt-cache policy` shows for the base", ()) for i, (n, v) in enumerate(found.packages) if not v]
+    if found.debs:
+        entry["debs"] = [{"name": n, "version": v, "url": u, "sha256": zero_sha256, "why": why}
+                         for n, v, u in found.debs]
+        todos += [(f"debs[{i}].sha256", f"the sha256 of {u} (the .deb the Dockerfile downloaded unchecked)",
+                   ("asset", u)) for i, (_, _, u) in enumerate(found.debs)]
+    if found.hold:
+        entry["hold"] = list(found.hold)
+    return entry, todos
+
+
+def deb_url(url: str) -> bool:
+    return bool(_DEB_URL.fullmatch(url))
+
+
+def source_url(url: str) -> bool:
+    return bool(_URI.fullmatch(url))

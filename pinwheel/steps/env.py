@@ -172,3 +172,15 @@ class Env(StepKind):
 
 
 KIND = Env()
+
+
+def adopted_entry(pairs: list[tuple[str, str]], why: str) -> dict:
+    """The manifest entry `import` writes for one ENV instruction: each variable with the same value for
+    every variant and a why to fill in."""
+    return {"name": f"env-{pairs[0][0].lower()}", "kind": KIND.name, "why": why,
+            "env": [{"name": name, "why": why, "value": value} for name, value in pairs]}
+
+
+def settable(name: str) -> bool:
+    """Whether an env step can set this variable (import lists the others)."""
+    return bool(_NAME.match(name)) and not name.startswith(ARG_PREFIX)

@@ -321,3 +321,31 @@ class Run(StepKind):
 
 
 KIND = Run()
+
+
+def adopted_entry(name: str, script: str, why: str, downloads: list[tuple[str, str]], env: dict[str, str],
+                  cache: list[str], gate: str | None, zero_sha256: str) -> tuple[dict, list[tuple[str, str, tuple]]]:
+    """The manifest entry `import` writes for shell commands no other kind expresses, and its TODOs as
+    (key, what, how --pin finds it): each download (url, dest) has a placeholder sha256 until one is written."""
+    entry: dict = {"name": name, "kind": KIND.name, "why": why, "script": script}
+    if gate:
+        entry["gate"] = gate
+    if env:
+        entry["env"] = dict(env)
+    if cache:
+        entry["cache"] = list(cache)
+    todos = []
+    if downloads:
+        entry["downloads"] = [{"url": url, "sha256": zero_sha256, "dest": dest} for url, dest in downloads]
+        todos = [(f"downloads[{i}].sha256", f"the sha256 of {url} (the file the Dockerfile downloaded unchecked)",
+                  ("asset", url)) for i, (url, _) in enumerate(downloads)]
+    return entry, todos
+
+
+def expressible_path(path: str) -> bool:
+    """Whether a path can be a download's `dest`, a `workdir` or a `cache` path of a run step."""
+    return bool(_PATH.match(path)) and not any(part in (".", "..") for part in path.split("/"))
+
+
+def expressible_url(url: str) -> bool:
+    return bool(_URL.fullmatch(url)) and not url.endswith("/")

@@ -247,3 +247,15 @@ class UvProject(StepKind):
 
 
 KIND = UvProject()
+
+
+def adopted_entry(project: str, install_project: bool, why: str, gate: str | None) -> dict:
+    """The manifest entry `import` writes for a `uv sync` of a project the Dockerfile copied from its context
+    (``project``: that directory, relative to the manifest's)."""
+    entry: dict = {"name": f"uv-{project.rstrip('/').rsplit('/', 1)[-1].strip('.') or 'project'}",
+                   "kind": KIND.name, "why": why, "project": project}
+    if gate:
+        entry["gate"] = gate
+    if not install_project:
+        entry["install_project"] = False
+    return entry

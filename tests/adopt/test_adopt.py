@@ -86,7 +86,10 @@ def test_trainer_shapes_become_steps_of_todays_kinds():
     assert m["image"]["name"] == "trainer"  # after the file
     assert set(m["gates"]) == {s["gate"] for s in m["steps"] if "gate" in s}  # each gate guards a step
     assert any("line 31" in item and "no such option: -n" in item for item in adopted.listed)
-    assert any(item.startswith("line 53: ENV") for item in adopted.listed)
+    # ENV is an env step now, at its place among the steps
+    assert [s["env"] for s in m["steps"] if s["kind"] == "env"] == \
+        [[{"name": "FLASH_VERSION", "why": "TODO: why", "value": "0.6.15"}]]
+    assert not any(item.startswith("line 53:") for item in adopted.listed)
     assert "tools" in steps or any(s["kind"] == "git" for s in m["steps"])
 
 

@@ -79,3 +79,23 @@ RUN pip install git+{dead}@main
     assert not any(".rev" in t and not t.startswith(f"steps[{gone}]") for t in todo)
     assert "still TODO" in captured.err and "gone.git" in captured.err
     manifest_mod.load(out)  # and it loads
+
+
+def test_pin_fills_the_sha256_of_a_run_download_and_an_apt_deb(tmp_path, http_files):
+    from pinwheel.adopt import adopt
+    from pinwheel.adopt.pin import pin
+
+    served, http_url = http_files
+    (served / "tool.tar.gz").write_bytes(b"tool bytes")
+    (served / "prof_1.0-1_amd64.deb").write_bytes(b"deb bytes")
+    (tmp_path / "Dockerfile").write_text(
+        "FROM example.invalid/base:1\n"
+        f"RUN wget -O /tmp/tool.tar.gz {http_url}/tool.tar.gz && tar xzf /tmp/tool.tar.gz -C /opt\n"
+        f"RUN wget {http_url}/prof_1.0-1_amd64.deb && apt-get install -y ./prof_1.0-1_amd64.deb\n")
+    adopted = adopt(tmp_path / "Dockerfile")
+    run, deb = (next(s for s in adopted.manifest["steps"] if k in s) for k in ("downloads", "debs"))
+    assert run["downloads"][0]["sha256"] == deb["debs"][0]["sha256"] == "0" * 64
+    result = pin(adopted, None, tmp_path / "cache", only=("asset",))
+    assert run["downloads"][0]["sha256"] == hashlib.sha256(b"tool bytes").hexdigest()
+    assert deb["debs"][0]["sha256"] == hashlib.sha256(b"deb bytes").hexdigest()
+    assert len(result.done) == 2 and not any("sha256" in t["at"] for t in adopted.manifest.get("todo", []))

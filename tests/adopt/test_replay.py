@@ -80,3 +80,24 @@ def test_a_missing_base_is_a_clear_error(tmp_path):
     proc = subprocess.run([sys.executable, str(ROOT / "build.py"), "audit", str(path), "--replay", "--offline",
                            "--base", str(tmp_path / "bad.json")], capture_output=True, text=True, cwd=tmp_path)
     assert proc.returncode == 2 and "inventory" in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_the_override_import_proposes_does_not_excuse_the_move(tmp_path, local_index, capsys):
+    """import marks a replaced nvidia-nccl pin `override: true` for a person to confirm; the file declares no
+    override, so replay still reports the move as a hazard."""
+    from pinwheel.adopt import adopt
+
+    local_index.add("nvidia-nccl-cu13", "2.27.3")
+    local_index.add("nvidia-nccl-cu13", "2.29.7")
+    local_index.add("trainer", "1.0", requires=["nvidia-nccl-cu13==2.27.3"])
+    url = local_index.serve()
+    path = write(tmp_path, "FROM example.invalid/base:1\nRUN pip install trainer==1.0\n"
+                           "RUN pip install --no-deps --upgrade \"nvidia-nccl-cu13>=2.29.7,<3.0\"\n")
+    (nccl,) = [p for s in adopt(path).manifest["steps"] for p in s.get("packages", ())
+               if p["requirement"].startswith("nvidia-nccl-cu13")]
+    assert nccl["override"] is True
+    cli.main(["audit", str(path), "--replay", "--json", "--index-url", url])
+    replay = json.loads(capsys.readouterr().out)["replay"]
+    assert [(h["package"], h["before"], h["after"], h["dockerfile_line"]) for h in replay["hazards"]] == \
+        [("nvidia-nccl-cu13", "2.27.3", "2.29.7", 3)]
+    assert replay["replacements"] == []

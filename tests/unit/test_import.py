@@ -25,7 +25,9 @@ def test_the_seed_style_file_imports_into_a_manifest_that_loads_and_renders(tmp_
     assert by_name["flash-mla"].local.if_missing == "fallback"
     assert by_name["flash-mla"].fallback.name == "sgl-flash-mla" and by_name["flash-mla"].fallback.no_deps
     assert by_name["fast-hadamard-transform"].local.if_missing == "skip"
-    assert "ENABLE_CUDA_13" in m.gates and plan.steps[4].gate == "ENABLE_CUDA_13"
+    assert "ENABLE_CUDA_13" in m.gates
+    assert [s.name for s in plan.steps if s.gate == "ENABLE_CUDA_13"] == ["nvidia-cudnn-frontend"]
+    assert plan.steps[0].kind == "env"  # its ENV is an env step, first as in the file
     assert cli.main(["--manifest", str(out), "render"]) == 0
     assert (tmp_path / "images" / "seed" / "Dockerfile").exists()  # named after the file
 
