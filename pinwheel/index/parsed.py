@@ -29,7 +29,8 @@ log = logging.getLogger(__name__)
 DATABASE = "parsed.sqlite"
 # Bumped when what a row holds changes: rows of another layout are never read.
 # 3: a page's version list is one row (page_heads), in ascending version order.
-LAYOUT = 3
+# 4: a METADATA row keeps each requirement parsed (metadata.requirement_parts).
+LAYOUT = 4
 
 _SCHEMA = (
     "CREATE TABLE IF NOT EXISTS page_versions (path TEXT, size INTEGER, mtime INTEGER, version TEXT, "

@@ -8,10 +8,12 @@ import sqlite3
 from pathlib import Path
 
 import pytest
+from packaging.requirements import Requirement
 from packaging.version import Version
 
 from pinwheel.index.metacache import origin_of
 from pinwheel.index import CacheMiss, IndexClient
+from pinwheel.index.metadata import requirement_parts
 from pinwheel.index.parsed import DATABASE
 
 TARGET = ("3.11", ["manylinux_2_28_x86_64"])
@@ -71,7 +73,7 @@ def test_a_row_serves_only_the_raw_file_it_was_parsed_from(cached):
     raw = next(p for p in (cache / "metadata").rglob("*.METADATA") if origin_of(p)["filename"] == meta.filename)
     db = sqlite3.connect(cache / DATABASE)
     (stored,) = db.execute("SELECT parsed FROM metadata WHERE path LIKE ?", (f"%{raw.name}",)).fetchone()
-    forged = {**json.loads(stored), "requires_dist": ["forged>=9"]}
+    forged = {**json.loads(stored), "requires_dist": [requirement_parts(Requirement("forged>=9"))]}
     with db:
         db.execute("UPDATE metadata SET parsed = ? WHERE path LIKE ?", (json.dumps(forged), f"%{raw.name}"))
     # the store answers for the unchanged raw file (this is what makes it fast) ...
