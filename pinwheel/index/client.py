@@ -155,6 +155,10 @@ class IndexClient:
         self._name_locks: dict[str, threading.Lock] = {}
         self.stats = {"page_requests": 0, "metadata_requests": 0, "range_requests": 0, "downloads": 0}
 
+    def flush(self) -> None:
+        """Write what this client parsed into the parsed store now, rather than at exit."""
+        self._parsed.flush()
+
     def sibling(self, index_url: str) -> "IndexClient":
         """A client of another index with this one's cache, mode, retries and deadline."""
         return IndexClient(

@@ -54,7 +54,9 @@ def cached(local_index, tmp_path):
 
 def test_the_store_answers_as_the_raw_files_do(cached):
     url, cache = cached
-    from_raw = answers(client(url, cache, offline=True))  # parses the raw files and fills the store
+    first = client(url, cache, offline=True)
+    from_raw = answers(first)  # parses the raw files and fills the store
+    first.flush()  # as its exit would
     assert (cache / DATABASE).is_file()
     from_store = answers(client(url, cache, offline=True))
     assert from_store == from_raw
@@ -70,6 +72,7 @@ def test_a_row_serves_only_the_raw_file_it_was_parsed_from(cached):
     c = client(url, cache, offline=True)
     meta = c.metadata("pkg", "2.0", *TARGET)
     assert [str(r) for r in meta.requires_dist] == ["dep>=2"]
+    c.flush()  # the rows it parsed, written now rather than at exit
     raw = next(p for p in (cache / "metadata").rglob("*.METADATA") if origin_of(p)["filename"] == meta.filename)
     db = sqlite3.connect(cache / DATABASE)
     (stored,) = db.execute("SELECT parsed FROM metadata WHERE path LIKE ?", (f"%{raw.name}",)).fetchone()
@@ -91,7 +94,9 @@ def test_a_refreshed_page_is_read_again(local_index, tmp_path):
     url = local_index.serve()
     cache = tmp_path / "cache"
     client(url, cache).versions("pkg")
-    assert client(url, cache, offline=True).versions("pkg") == [Version("1.0")]  # now held parsed
+    parsing = client(url, cache, offline=True)
+    assert parsing.versions("pkg") == [Version("1.0")]
+    parsing.flush()  # now held parsed, as at its exit
     local_index.add("pkg", "1.1")
     assert client(url, cache, refresh=True).versions("pkg") == [Version("1.0"), Version("1.1")]  # page rewritten
     assert client(url, cache, offline=True).versions("pkg") == [Version("1.0"), Version("1.1")]
@@ -120,10 +125,13 @@ def test_a_page_replaced_while_a_run_reads_it_is_read_whole(local_index, tmp_pat
     url = local_index.serve()
     cache = tmp_path / "cache"
     client(url, cache).versions("pkg")
-    client(url, cache, offline=True).versions("pkg")  # the store now holds the page
+    parsing = client(url, cache, offline=True)
+    parsing.versions("pkg")
+    parsing.flush()  # the store now holds the page, as at the exit of the run that parsed it
     reader = client(url, cache, offline=True)
     assert reader.versions("pkg") == [Version("1.0")]  # from the store's rows; no version's files read yet
     local_index.add("pkg", "1.0", tags="cp311-cp311-manylinux_2_17_x86_64")
     client(url, cache, refresh=True).versions("pkg")  # another run rewrites the page file meanwhile
     best = reader.best_wheel("pkg", "1.0", *TARGET)
     assert best is not None and best.filename == "pkg-1.0-cp311-cp311-manylinux_2_17_x86_64.whl"
+
