@@ -26,6 +26,7 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import os
 import re
 import tempfile
 import threading
@@ -37,7 +38,7 @@ from urllib.parse import urljoin, urlsplit
 from packaging.utils import NormalizedName, canonicalize_name
 from packaging.version import Version
 
-from ..fsutil import atomic_open, atomic_write
+from ..fsutil import atomic_open
 from . import transfer
 from .config import ca_bundle, default_index_url
 from .errors import (
@@ -53,7 +54,7 @@ from .files import IndexFile, file_or_none, parse_html_page, parse_json_page, pa
 from .metacache import MetadataCache
 from .metadata import DistMetadata, RangeFile, local_metadata, parse_metadata, read_metadata_from_zip
 from .page import Page, may_match, tag_parts, tag_priority
-from .parsed import ParsedStore, read_with_stat
+from .parsed import ParsedStore, Stat, file_stat, read_with_stat
 from .target import python_tuple
 
 if TYPE_CHECKING:
@@ -359,8 +360,7 @@ class IndexClient:
         if cached is not None and self.max_age is not None:
             if time.time() - float(cached.get("fetched", 0)) <= self.max_age:
                 return self._cached_page(cname, cached)
-        if cached is not None:
-            cached.pop("_stat", None)
+        old_stat = cached.pop("_stat", None) if cached is not None else None
         headers = {"Accept": ACCEPT}
         if cached is not None:
             if cached.get("etag"):
@@ -372,7 +372,9 @@ class IndexClient:
         with resp:
             if resp.status_code == 304 and cached is not None:
                 cached["fetched"] = time.time()
-                atomic_write(self._page_cache_path(cname), json.dumps(cached).encode())
+                new_stat = self._write_page(cname, cached)
+                if old_stat is not None:  # the same files: the parsed rows follow the rewritten file
+                    self._parsed.restat_page(self._page_cache_path(cname), old_stat, new_stat, cached["fetched"])
                 return Page.of([f for f in map(file_or_none, cached["files"]) if f is not None])
             if resp.status_code == 404:
                 raise PackageNotFound(cname, url)
@@ -394,8 +396,18 @@ class IndexClient:
                 "last_modified": resp.headers.get("Last-Modified"),
                 "files": [f.to_json() for f in files],
             }
-        atomic_write(self._page_cache_path(cname), json.dumps(record).encode())
+        new_stat = self._write_page(cname, record)
+        if old_stat is not None and cached.get("files") == record["files"] and cached.get("url") == record["url"]:
+            # the same files (an index that sends no validators answers 200 with what it gave before)
+            self._parsed.restat_page(self._page_cache_path(cname), old_stat, new_stat, record["fetched"])
         return Page.of(files)
+
+    def _write_page(self, cname: str, record: dict[str, Any]) -> Stat:
+        """Write a page's cache file; the size and mtime of the file written."""
+        with atomic_open(self._page_cache_path(cname)) as fh:
+            fh.write(json.dumps(record).encode())
+            fh.flush()
+            return file_stat(os.fstat(fh.fileno()))
 
     def _page_files(self, resp: requests.Response, cname: str, url: str, page_url: str) -> tuple[list[IndexFile], str]:
         """The files a project page lists, and its format (json or html); read within the page's bounds."""

@@ -181,6 +181,17 @@ class ParsedStore:
                         (key, *stat, version, unyanked, json.dumps(files)))
                        for version, (unyanked, files) in groups.items()])
 
+    def restat_page(self, path: Path, old: Stat, new: Stat, fetched: float) -> None:
+        """The page file read with ``old`` was rewritten as ``new`` with the same files and a new fetch time (the
+        index answered 304): its rows, where held, now describe the new file, so the next run reads them and
+        does not parse the page again."""
+        key = self._key(path)
+        self._write(key, [
+            ("UPDATE page_heads SET size = ?, mtime = ?, fetched = ? WHERE path = ? AND size = ? AND mtime = ?",
+             (*new, fetched, key, *old)),
+            ("UPDATE page_versions SET size = ?, mtime = ? WHERE path = ? AND size = ? AND mtime = ?",
+             (*new, key, *old))])
+
     # -- metadata ------------------------------------------------------------
 
     def metadata(self, path: Path) -> dict[str, Any] | None:

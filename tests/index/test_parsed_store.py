@@ -135,3 +135,26 @@ def test_a_page_replaced_while_a_run_reads_it_is_read_whole(local_index, tmp_pat
     best = reader.best_wheel("pkg", "1.0", *TARGET)
     assert best is not None and best.filename == "pkg-1.0-cp311-cp311-manylinux_2_17_x86_64.whl"
 
+
+def test_a_page_the_index_answers_unchanged_is_not_parsed_again(local_index, tmp_path):
+    # An online run revalidates each page: a 304 rewrites the page file (its fetch time) with the same files,
+    # and the rows parsed from it follow the new file, so the next offline run reads them and not the file.
+    local_index.add("pkg", "1.0")
+    url = local_index.serve()
+    cache = tmp_path / "cache"
+    client(url, cache).versions("pkg")
+    parsing = client(url, cache, offline=True)
+    parsing.versions("pkg")
+    parsing.flush()
+    online = client(url, cache)
+    assert online.versions("pkg") == [Version("1.0")]
+    online.flush()
+    assert [r.status for r in local_index.requests if r.path.startswith("/simple/")][-1] == 304
+    page = next((cache / "pages").rglob("pkg.json"))
+    db = sqlite3.connect(cache / DATABASE)
+    st = page.stat()
+    assert db.execute("SELECT count(*) FROM page_heads WHERE size = ? AND mtime = ?",
+                      (st.st_size, st.st_mtime_ns)).fetchone() == (1,)
+    assert db.execute("SELECT count(*) FROM page_versions WHERE size = ? AND mtime = ?",
+                      (st.st_size, st.st_mtime_ns)).fetchone() == (1,)
+    assert client(url, cache, offline=True).versions("pkg") == [Version("1.0")]
