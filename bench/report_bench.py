@@ -1,22 +1,34 @@
 #!/usr/bin/env python3
-"""`report --offline` against `uv pip compile --offline` and `pip-compile` on the same cu130 input.
+"""`report` against `uv pip compile` (and `pip-compile`) on the same input, in three cache states.
 
-All tools are timed in one run on one machine, so the ratios are what counts.
-Each tool is warmed once first (index pages and metadata cached), then timed
---runs times; the median is reported, in wall time and in CPU time (user and
-system, of the command and its children). CPU time is what a loaded machine
-disturbs least; uv runs threads, so its CPU time can exceed its wall time.
+Inputs (--input):
+- shipped: the shipped manifest's cu130 variant;
+- miles: bench/miles/wheels_manifest.yaml, a real-size manifest shaped like the miles training image (about
+  200 packages of real metadata from the index, extras, markers, shared pins, `--no-deps` sets). It is copied
+  into a scratch directory and locked there once (online, untimed), so `report` judges a locked set.
 
-The headline row is the real evaluation: `report` with its answer memo dropped
-before every run, so it reads the metadata cache, replays plain pip, judges
-every edge and classifies the torch ABI each time. The memo row is `report`
-answering from its memo.
+Both tools get the manifest's index packages as requirements and its shared, `--no-deps` and fallback pins as
+constraints, and each keeps its cache in the scratch directory (PINWHEEL_CACHE_DIR, uv's --cache-dir), so the
+states are the bench's own. The index is pip's configured one. States (--states):
+- warm: `--offline`, everything cached and parsed. pinwheel's headline row drops its answer memo before each
+  run, so it reads the metadata cache, replays plain pip, judges every edge and classifies the torch ABI; the
+  memo row answers from the memo. (uv has no answer memo.)
+- after-online: the first `--offline` run after an online one (each timed run follows an untimed online run
+  of the same tool; pinwheel's online run revalidates and so rewrites every page it read);
+- cold: online with an empty cache on both sides (each cache is removed before each run).
 
-    .venv/bin/python bench/report_bench.py [--runs 5] [--variant cu130] [--no-pip-compile]
+All rows are timed in one run of this program, interleaved (one of each row per round), so a slow moment of
+the machine falls on every row alike; each row gives the median wall time and the median CPU time (user and
+system of the command and its children; uv runs threads, so its CPU can exceed its wall time). Python's
+bytecode cache is on, as in any installed environment.
+
+    .venv/bin/python bench/report_bench.py [--input shipped|miles] [--states warm,after-online,cold]
+                                           [--runs 5] [--variant cu130] [--pip-compile] [--json FILE]
 """
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import resource
 import shutil
@@ -33,13 +45,15 @@ sys.path.insert(0, str(ROOT))
 from pinwheel import manifest  # noqa: E402
 from pinwheel.index import default_index_url  # noqa: E402
 from pinwheel.plan import plan_variant  # noqa: E402
-from pinwheel.workspace import Workspace  # noqa: E402
 
-MANIFEST = ROOT / "wheels_manifest.yaml"
+INPUTS = {"shipped": ROOT / "wheels_manifest.yaml", "miles": ROOT / "bench" / "miles" / "wheels_manifest.yaml"}
+STATES = ("warm", "after-online", "cold")
+# Python's bytecode cache on, as in any installed environment: the warm-up writes it, the timed runs read it.
+ENV = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
 
 
-def inputs(variant: str, tmp: Path) -> tuple[Path, Path]:
-    plan = plan_variant(manifest.load(MANIFEST), variant)
+def inputs(manifest_path: Path, variant: str, tmp: Path) -> tuple[Path, Path]:
+    plan = plan_variant(manifest.load(manifest_path), variant)
     reqs = [p.requirement for p in plan.packages() if not p.no_deps and not p.local]
     cons = [f"{n}=={v}" for n, v in plan.shared_pins.items()]
     cons += [p.pinned for p in plan.packages() if p.no_deps]
@@ -49,61 +63,77 @@ def inputs(variant: str, tmp: Path) -> tuple[Path, Path]:
     return tmp / "requirements.in", tmp / "constraints.txt"
 
 
-def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--runs", type=int, default=5)
-    ap.add_argument("--variant", default="cu130")
-    ap.add_argument("--no-pip-compile", action="store_true", help="leave out the slow pip-compile row")
-    args = ap.parse_args()
-    py = sys.executable
-    bindir = Path(py).parent
-    index = default_index_url()
-    memo = Workspace.of(manifest.load(MANIFEST)).index_cache / "memo"  # where the report's answers are kept
-    report = [py, str(ROOT / "build.py"), "--manifest", str(MANIFEST), "report", "--variant", args.variant,
-              "--platform", "linux/amd64", "--offline"]  # one platform, as its peers resolve
-    uv = [str(bindir / "uv"), "pip", "compile", "--offline", "--quiet", "--python-version", "3.11",
-          "--index-url", index]
-    with tempfile.TemporaryDirectory() as t:
-        tmp = Path(t)
-        req, con = inputs(args.variant, tmp)
-        uv += ["-c", str(con), str(req), "-o", str(tmp / "uv.txt")]
-        # uv needs one online run to fill its cache before --offline can work.
-        subprocess.run([c for c in uv if c != "--offline"], cwd=tmp, check=True, capture_output=True)
+class Bench:
+    """The commands of one input, with their caches in one scratch directory."""
 
-        def drop_memo() -> None:
-            shutil.rmtree(memo, ignore_errors=True)
+    def __init__(self, args: argparse.Namespace, tmp: Path):
+        self.tmp, self.py = tmp, sys.executable
+        self.pw_cache, self.uv_cache = tmp / "pinwheel-cache", tmp / "uv-cache"
+        self.env = dict(ENV, PINWHEEL_CACHE_DIR=str(self.pw_cache))
+        source = INPUTS[args.input]
+        if args.input == "shipped":
+            self.manifest = source  # its lock is committed beside it
+        else:
+            self.manifest = tmp / "project" / "wheels_manifest.yaml"
+            self.manifest.parent.mkdir()
+            shutil.copy(source, self.manifest)
+        req, con = inputs(self.manifest, args.variant, tmp)
+        index = default_index_url()
+        self.report = [self.py, str(ROOT / "build.py"), "--manifest", str(self.manifest), "report",
+                       "--variant", args.variant, "--platform", "linux/amd64", "--json"]  # one platform, as uv
+        self.uv = [str(Path(self.py).parent / "uv"), "pip", "compile", "--quiet", "--python-version", "3.11",
+                   "--index-url", index, "--cache-dir", str(self.uv_cache), "-c", str(con), str(req),
+                   "-o", str(tmp / "uv.txt")]
+        self.pip_compile = [str(Path(self.py).parent / "pip-compile"), "--quiet", "--no-header", "--index-url",
+                            index, "-c", str(con), str(req), "-o", str(tmp / "pc.txt")]
+        self.variant = args.variant
 
-        rows = {
-            "pinwheel report --offline --json, memo dropped": (report + ["--json"], drop_memo),
-            "uv pip compile --offline": (uv, None),
-            "pinwheel report --offline --json, memo warm": (report + ["--json"], None),
-            "pinwheel report --offline (text), memo dropped": (report, drop_memo),
-        }
-        if not args.no_pip_compile:
-            rows["pip-compile"] = ([str(bindir / "pip-compile"), "--quiet", "--no-header", "--index-url", index,
-                                    "-c", str(con), str(req), "-o", str(tmp / "pc.txt")], None)
-        # Interleaved by run, so a slow moment of the machine is shared by every row.
-        for cmd, before in rows.values():
-            subprocess.run(cmd, cwd=tmp, capture_output=True, env=ENV)  # warm-up (report exits 1 on conflicts)
-        times: dict[str, list[float]] = {name: [] for name in rows}
-        cpu: dict[str, list[float]] = {name: [] for name in rows}
-        for _ in range(args.runs):
-            for name, (cmd, before) in rows.items():
-                wall, used = timed_once(cmd, tmp, before)
-                times[name].append(wall)
-                cpu[name].append(used)
-    uv = "uv pip compile --offline"
-    uv_median, uv_cpu = statistics.median(times[uv]), statistics.median(cpu[uv])
-    print(f"| tool | median of {args.runs} (s) | min (s) | × uv | CPU median (s) | CPU × uv |")
-    print("|---|---|---|---|---|---|")
-    for name, ts in times.items():
-        med, cmed = statistics.median(ts), statistics.median(cpu[name])
-        print(f"| {name} | {med:.2f} | {min(ts):.2f} | {med / uv_median:.2f}× | {cmed:.3f} | {cmed / uv_cpu:.2f}× |")
-    return 0
+    def fill(self) -> None:
+        """Online runs of both tools (and the lock of a copied manifest), so that --offline can answer."""
+        if self.manifest.parent != ROOT:
+            run_checked([self.py, str(ROOT / "build.py"), "--manifest", str(self.manifest), "lock",
+                         "--variant", self.variant, "--resolver", "uv"], self)
+        run_checked(self.report, self)
+        run_checked(self.uv, self)
+
+    def drop_memo(self) -> None:
+        shutil.rmtree(self.pw_cache / "index" / "memo", ignore_errors=True)
+
+    def after_online(self) -> None:
+        """An online report that reads every page (its memo dropped, or it would answer from it), then the memo
+        dropped again, so that the offline run evaluates."""
+        self.drop_memo()
+        run_checked(self.report, self)
+        self.drop_memo()
+
+    def empty_caches(self) -> None:
+        # The whole cache: index pages, METADATA, the parsed store, memos, ABI results and the wheels read for them.
+        shutil.rmtree(self.pw_cache, ignore_errors=True)
+        shutil.rmtree(self.uv_cache, ignore_errors=True)
+
+    def rows(self, states: list[str], with_pip_compile: bool) -> dict[str, tuple[list[str], object]]:
+        """name -> (command, what to do untimed before each run)."""
+        offline_report, offline_uv = self.report + ["--offline"], self.uv + ["--offline"]
+        rows: dict[str, tuple[list[str], object]] = {}
+        if "warm" in states:
+            rows["warm: pinwheel report --offline --json, memo dropped"] = (offline_report, self.drop_memo)
+            rows["warm: uv pip compile --offline"] = (offline_uv, None)
+            rows["warm: pinwheel report --offline --json, memo warm"] = (offline_report, None)
+            if with_pip_compile:
+                rows["warm: pip-compile"] = (self.pip_compile, None)
+        if "after-online" in states:
+            rows["after-online: pinwheel report --offline --json"] = (offline_report, self.after_online)
+            rows["after-online: uv pip compile --offline"] = (offline_uv, lambda: run_checked(self.uv, self))
+        if "cold" in states:
+            rows["cold: pinwheel report --json"] = (self.report, self.empty_caches)
+            rows["cold: uv pip compile"] = (self.uv, self.empty_caches)
+        return rows
 
 
-# Python's bytecode cache on, as in any installed environment: the warm-up writes it, the timed runs read it.
-ENV = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+def run_checked(cmd: list[str], bench: Bench) -> None:
+    proc = subprocess.run(cmd, cwd=bench.tmp, capture_output=True, text=True, env=bench.env)
+    if proc.returncode not in (0, 1, 3):  # report: 1 conflicts, 3 unchecked requirements; still a full run
+        raise SystemExit(f"{' '.join(cmd)} failed ({proc.returncode}):\n{proc.stderr[-2000:]}")
 
 
 def _children_cpu() -> float:
@@ -111,17 +141,63 @@ def _children_cpu() -> float:
     return used.ru_utime + used.ru_stime
 
 
-def timed_once(cmd: list[str], cwd: Path, before=None) -> tuple[float, float]:
-    """(wall seconds, CPU seconds) of one run of cmd."""
+def timed_once(cmd: list[str], bench: Bench, before=None) -> tuple[float, float]:
+    """(wall seconds, CPU seconds) of one run of cmd; `before` runs untimed first."""
     if before:
         before()
     cpu_before = _children_cpu()
     start = time.perf_counter()
-    proc = subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, env=ENV)
+    proc = subprocess.run(cmd, cwd=bench.tmp, capture_output=True, text=True, env=bench.env)
     elapsed = time.perf_counter() - start
-    if proc.returncode not in (0, 1):  # report exits 1 on conflicts, still a full run
-        raise SystemExit(f"{' '.join(cmd)} failed:\n{proc.stderr[-2000:]}")
+    if proc.returncode not in (0, 1, 3):
+        raise SystemExit(f"{' '.join(cmd)} failed ({proc.returncode}):\n{proc.stderr[-2000:]}")
     return elapsed, _children_cpu() - cpu_before
+
+
+def measure(rows: dict, bench: Bench, runs: int) -> dict[str, dict[str, list[float]]]:
+    for cmd, before in rows.values():  # warm-up: bytecode, and each state's own preparation
+        timed_once(cmd, bench, before)
+    got = {name: {"wall": [], "cpu": []} for name in rows}
+    for _ in range(runs):  # interleaved by run, so a slow moment of the machine is shared by every row
+        for name, (cmd, before) in rows.items():
+            wall, used = timed_once(cmd, bench, before)
+            got[name]["wall"].append(wall)
+            got[name]["cpu"].append(used)
+    return got
+
+
+def print_table(got: dict[str, dict[str, list[float]]], runs: int) -> None:
+    print(f"| state: tool | wall, median of {runs} (s) | min (s) | × uv, wall | CPU median (s) | × uv, CPU |")
+    print("|---|---|---|---|---|---|")
+    for name, t in got.items():
+        state = name.split(":")[0]
+        uv = next(v for k, v in got.items() if k.startswith(state + ": uv"))
+        med, cmed = statistics.median(t["wall"]), statistics.median(t["cpu"])
+        uv_med, uv_cmed = statistics.median(uv["wall"]), statistics.median(uv["cpu"])
+        print(f"| {name} | {med:.2f} | {min(t['wall']):.2f} | {med / uv_med:.2f}× | {cmed:.3f} | "
+              f"{cmed / uv_cmed:.2f}× |")
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--input", choices=sorted(INPUTS), default="shipped")
+    ap.add_argument("--states", default="warm", help=f"comma-separated, of: {', '.join(STATES)}")
+    ap.add_argument("--runs", type=int, default=5)
+    ap.add_argument("--variant", default="cu130")
+    ap.add_argument("--pip-compile", action="store_true", help="add the slow pip-compile row (warm)")
+    ap.add_argument("--json", type=Path, help="write every run's figures here")
+    args = ap.parse_args()
+    states = [s for s in args.states.split(",") if s]
+    if not states or set(states) - set(STATES):
+        ap.error(f"--states takes {', '.join(STATES)}")
+    with tempfile.TemporaryDirectory() as t:
+        bench = Bench(args, Path(t))
+        bench.fill()
+        got = measure(bench.rows(states, args.pip_compile), bench, args.runs)
+    print_table(got, args.runs)
+    if args.json:
+        args.json.write_text(json.dumps({"input": args.input, "runs": got}, indent=1) + "\n")
+    return 0
 
 
 if __name__ == "__main__":

@@ -18,61 +18,43 @@ Everything is cached on disk so that a resolve can be repeated offline::
 its reader verified (index/metacache.py): shared between indexes where a hash
 was checked, per URL where nothing was.
 
+The pages (index/page_cache.py) and METADATA read out of wheels (index/wheel_fetch.py) are the client's
+mixins; this module holds the client's state, its HTTP requests, and the questions the resolver asks.
+
 Nothing here touches the network or runs pip at import time.
 """
 
 from __future__ import annotations
 
-import hashlib
 import json
 import logging
-import re
-import tempfile
 import threading
 import time
 from pathlib import Path
-from typing import IO, TYPE_CHECKING, Any, Iterable, Mapping, Sequence
-from urllib.parse import urljoin, urlsplit
+from typing import TYPE_CHECKING, Iterable, Mapping, Sequence
+from urllib.parse import urlsplit
 
 from packaging.utils import NormalizedName, canonicalize_name
 from packaging.version import Version
 
-from ..fsutil import atomic_open, atomic_write
 from . import transfer
 from .config import ca_bundle, default_index_url
-from .errors import (
-    CacheMiss,
-    HashMismatch,
-    IndexClientError,
-    IndexUnavailable,
-    MetadataUnavailable,
-    PackageNotFound,
-    redact,
-)
-from .files import IndexFile, file_or_none, parse_html_page, parse_json_page, parse_version
+from .errors import CacheMiss, IndexClientError, IndexUnavailable, MetadataUnavailable, redact
+from .files import IndexFile
 from .metacache import MetadataCache
-from .metadata import DistMetadata, RangeFile, local_metadata, parse_metadata, read_metadata_from_zip
+from .metadata import DistMetadata, local_metadata, parse_metadata
 from .page import Page, may_match, tag_parts, tag_priority
-from .parsed import ParsedStore, read_with_stat
+from .page_cache import PageCache
+from .parsed import ParsedStore
 from .target import python_tuple
+from .wheel_fetch import WheelMetadata
 
 if TYPE_CHECKING:
     import requests
 
 log = logging.getLogger(__name__)
 
-ACCEPT = (
-    "application/vnd.pypi.simple.v1+json, "
-    "application/vnd.pypi.simple.v1+html;q=0.2, "
-    "text/html;q=0.01"
-)
-# First ranged read takes the tail of the wheel: the end-of-central-directory
-# record plus, for most wheels, the whole central directory.
-TAIL_BYTES = 64 * 1024
-# Whole-wheel downloads stay in memory up to this size, then spill to disk.
-SPOOL_BYTES = 32 * 1024 * 1024
 RETRY_STATUS = transfer.RETRY_STATUS
-_ANCHOR = re.compile(rb"<a[\s>]", re.IGNORECASE)  # a page's links, counted before any is parsed
 # Total seconds one command spends on the network, retries and bodies included (report --index-deadline).
 DEFAULT_DEADLINE = 600.0
 
@@ -99,7 +81,7 @@ def _reason(exc: Exception) -> str:
     return str(reason if reason is not None else exc)
 
 
-class IndexClient:
+class IndexClient(PageCache, WheelMetadata):
     """Reads a Simple API index, with retries and an on-disk cache.
 
     ``retries`` is the number of *additional* attempts after the first one; the
@@ -154,6 +136,10 @@ class IndexClient:
         self._lock = threading.Lock()
         self._name_locks: dict[str, threading.Lock] = {}
         self.stats = {"page_requests": 0, "metadata_requests": 0, "range_requests": 0, "downloads": 0}
+
+    def flush(self) -> None:
+        """Write what this client parsed into the parsed store now, rather than at exit."""
+        self._parsed.flush()
 
     def sibling(self, index_url: str) -> "IndexClient":
         """A client of another index with this one's cache, mode, retries and deadline."""
@@ -267,147 +253,6 @@ class IndexClient:
         return transfer.receive(resp, bound=bound, ends=self._ends(resp), url=url)
 
     # -- project pages -----------------------------------------------------
-
-    def _page_url(self, name: str) -> str:
-        return urljoin(self.index_url, f"{canonicalize_name(name)}/")
-
-    def _page_cache_path(self, name: str) -> Path:
-        key = hashlib.sha256(self.index_url.encode()).hexdigest()[:16]
-        return self.cache_dir / "pages" / key / f"{canonicalize_name(name)}.json"
-
-    def _read_page_cache(self, name: str) -> dict[str, Any] | None:
-        path = self._page_cache_path(name)
-        try:
-            raw, stat = read_with_stat(path)
-            record = json.loads(raw)
-        except FileNotFoundError:
-            return None
-        except (OSError, ValueError) as exc:
-            log.warning("ignoring unreadable cache file %s: %s", path, exc)
-            return None
-        record["_stat"] = stat  # which file these bytes came from, for the parsed store
-        return record
-
-    def _cached_page(self, cname: str, record: dict[str, Any], remember: bool = True) -> Page:
-        """The page a cache record lists, remembered parsed for the next run."""
-        stat = record.pop("_stat", None)
-        page = Page.of([f for f in map(file_or_none, record["files"]) if f is not None])
-        if stat is not None and remember:
-            groups = {text: (page._versions[text], [f.to_json() for f in group]) for text, group in page._groups.items()}
-            self._parsed.store_page(self._page_cache_path(cname), stat, float(record.get("fetched", 0)), groups)
-        return page
-
-    def _parsed_page(self, cname: str) -> Page | None:
-        """The cached page from the parsed store, where it holds the page file as it is now."""
-        path = self._page_cache_path(cname)
-        found = self._parsed.page(path)
-        if found is None:
-            return None
-        fetched, versions = found
-        if not self.offline and (self.max_age is None or time.time() - fetched > self.max_age):
-            return None
-
-        def load_group(text: str) -> list[IndexFile | dict]:  # once per version: the Page keeps what it gives
-            entries = self._parsed.page_files(path, text)
-            if entries is not None:
-                return entries  # built into IndexFiles as they are asked for
-            record = self._read_page_cache(cname)  # the page file changed since: read it whole
-            if record is None:
-                raise CacheMiss(f"the cached index page of package {cname!r} went away ({path})", name=cname)
-            return self._cached_page(cname, record).files_of(parse_version(text))
-
-        def load_all() -> list[IndexFile]:
-            record = self._read_page_cache(cname)
-            if record is None:
-                raise CacheMiss(f"the cached index page of package {cname!r} went away ({path})", name=cname)
-            return self._cached_page(cname, record, remember=False).all()  # to list every file; rows kept
-
-        return Page(versions, load_group, load_all)
-
-    def files(self, name: str) -> list[IndexFile]:
-        """All files of a project (wheels and sdists) as the index lists them."""
-        return self._page(name).all()
-
-    def _page(self, name: str) -> Page:
-        cname = canonicalize_name(name)
-        with self._key_lock(f"page:{cname}"):
-            if cname not in self._pages:
-                self._pages[cname] = self._load_page(cname)
-            return self._pages[cname]
-
-    def _load_page(self, cname: str) -> Page:
-        if self.offline or (self.max_age is not None and not self.refresh):
-            parsed = self._parsed_page(cname)
-            if parsed is not None:
-                return parsed
-        cached = self._read_page_cache(cname)
-        url = self._page_url(cname)
-        if self.offline:
-            if cached is None:
-                raise CacheMiss(
-                    f"offline: the index page of package {cname!r} is not in the cache "
-                    f"({self._page_cache_path(cname)})",
-                    name=cname,
-                )
-            return self._cached_page(cname, cached)
-        if cached is not None and self.refresh:
-            cached = None  # --refresh: an unconditional request, and the page rewritten
-        if cached is not None and self.max_age is not None:
-            if time.time() - float(cached.get("fetched", 0)) <= self.max_age:
-                return self._cached_page(cname, cached)
-        if cached is not None:
-            cached.pop("_stat", None)
-        headers = {"Accept": ACCEPT}
-        if cached is not None:
-            if cached.get("etag"):
-                headers["If-None-Match"] = cached["etag"]
-            if cached.get("last_modified"):
-                headers["If-Modified-Since"] = cached["last_modified"]
-        self.stats["page_requests"] += 1
-        resp = self._request(url, what=f"index page of package {cname!r}", name=cname, headers=headers)
-        with resp:
-            if resp.status_code == 304 and cached is not None:
-                cached["fetched"] = time.time()
-                atomic_write(self._page_cache_path(cname), json.dumps(cached).encode())
-                return Page.of([f for f in map(file_or_none, cached["files"]) if f is not None])
-            if resp.status_code == 404:
-                raise PackageNotFound(cname, url)
-            if resp.status_code != 200:
-                raise IndexUnavailable(
-                    f"index page of package {cname!r}: {redact(url)} answered HTTP {resp.status_code}",
-                    name=cname,
-                    url=url,
-                )
-            page_url = resp.url or url
-            files, fmt = self._page_files(resp, cname, url, page_url)
-            record = {
-                "name": cname,
-                "index_url": redact(self.index_url),
-                "url": redact(page_url),
-                "format": fmt,
-                "fetched": time.time(),
-                "etag": resp.headers.get("ETag"),
-                "last_modified": resp.headers.get("Last-Modified"),
-                "files": [f.to_json() for f in files],
-            }
-        atomic_write(self._page_cache_path(cname), json.dumps(record).encode())
-        return Page.of(files)
-
-    def _page_files(self, resp: requests.Response, cname: str, url: str, page_url: str) -> tuple[list[IndexFile], str]:
-        """The files a project page lists, and its format (json or html); read within the page's bounds."""
-        ctype = resp.headers.get("Content-Type", "").split(";")[0].strip().lower()
-        if "json" not in ctype:
-            body = self._body(resp, transfer.HTML_PAGE, url)
-            transfer.check_count(transfer.PAGE_FILES, url, sum(1 for _ in _ANCHOR.finditer(body)))
-            return parse_html_page(body.decode(resp.encoding or "utf-8", errors="replace"), page_url), "html"
-        try:
-            doc = json.loads(self._body(resp, transfer.JSON_PAGE, url))
-            listed = doc.get("files") if isinstance(doc, dict) else None
-            transfer.check_count(transfer.PAGE_FILES, url, len(listed) if isinstance(listed, list) else 0)
-            return parse_json_page(doc, page_url), "json"
-        except (ValueError, RecursionError) as exc:  # RecursionError: nesting deeper than json reads
-            raise IndexUnavailable(f"index page of package {cname!r}: {redact(url)} returned invalid JSON ({exc})",
-                                   name=cname, url=url) from None
 
     def versions(self, name: str, *, include_yanked: bool = False) -> list[Version]:
         """Versions of a project, ascending; versions whose files are all yanked are left out."""
@@ -538,157 +383,6 @@ class IndexClient:
                 "%s declares %s %s, the file name says %s %s", f.filename, meta.name, meta.version, f.name, f.version
             )
         return meta
-
-    def _fetch_metadata(self, f: IndexFile) -> tuple[bytes, str]:
-        what = f"metadata of package {f.name!r} {f.version}"
-        if f.has_metadata or self.probe_metadata:
-            self.stats["metadata_requests"] += 1
-            resp = self._request(f.url + ".metadata", what=what, name=f.name)
-            with resp:
-                if resp.status_code == 200:
-                    data = self._body(resp, transfer.METADATA, f.url + ".metadata")
-                    if f.metadata_sha256:
-                        actual = hashlib.sha256(data).hexdigest()
-                        if actual != f.metadata_sha256.lower():
-                            raise HashMismatch(f"{f.filename}.metadata", f.url + ".metadata", f.metadata_sha256, actual)
-                    if f.has_metadata or data.lstrip()[:17].lower() == b"metadata-version:":
-                        return data, "pep658"
-                    # an unadvertised probe that answered with something else (an error page)
-                    log.debug("%s.metadata is not a METADATA document; reading the wheel", redact(f.url))
-                elif f.has_metadata:
-                    log.debug("%s.metadata advertised but answered %s", redact(f.url), resp.status_code)
-                else:
-                    log.debug("%s.metadata answered HTTP %s; reading the wheel", redact(f.url), resp.status_code)
-        return self._metadata_from_wheel(f)
-
-    def _metadata_from_wheel(self, f: IndexFile) -> tuple[bytes, str]:
-        what = f"wheel of package {f.name!r} {f.version}"
-        # One request answers both questions: a 206 starts a ranged read, a 200
-        # means the server ignores Range and is already sending the whole wheel.
-        resp = self._request(f.url, what=what, name=f.name, headers={"Range": f"bytes=-{TAIL_BYTES}"})
-        with resp:
-            if resp.status_code == 404:
-                raise MetadataUnavailable(f"{what}: {redact(f.url)} answered 404", name=f.name, version=str(f.version))
-            if resp.status_code == 206:
-                total = self._content_range_total(resp)
-                if total is not None:
-                    tail = self._ranged_body(resp, f, TAIL_BYTES)
-                    self.stats["range_requests"] += 1
-                    return self._metadata_ranged(f, tail, total), "range"
-            elif resp.status_code == 200:
-                return self._metadata_download(f, resp), "download"
-            else:
-                raise IndexUnavailable(f"{what}: {redact(f.url)} answered HTTP {resp.status_code}", name=f.name, url=f.url)
-        # 206 without a usable Content-Range: download the whole wheel
-        resp = self._request(f.url, what=what, name=f.name)
-        with resp:
-            if resp.status_code != 200:
-                raise IndexUnavailable(f"{what}: {redact(f.url)} answered HTTP {resp.status_code}", name=f.name, url=f.url)
-            return self._metadata_download(f, resp), "download"
-
-    def _ranged_body(self, resp: requests.Response, f: IndexFile, want: int) -> bytes:
-        """The body of a 206: what was asked for, and a server that sends more is refused before it is all in."""
-        if want > transfer.METADATA.value():  # the zip directory or METADATA member is read whole
-            raise transfer.TooLarge(transfer.METADATA, f.url, want)
-        try:
-            return transfer.receive(resp, bound=transfer.METADATA, ends=self._ends(resp), url=f.url,
-                                    limit=want)
-        except transfer.TooLarge:
-            raise IndexUnavailable(f"wheel of package {f.name!r} {f.version}: {redact(f.url)} sent more than the "
-                                   f"{want} bytes of the range asked for", name=f.name, url=f.url) from None
-
-    @staticmethod
-    def _content_range_total(resp: requests.Response) -> int | None:
-        m = re.fullmatch(r"\s*bytes\s+(\d+)-(\d+)/(\d+)\s*", resp.headers.get("Content-Range", ""))
-        if not m:
-            return None
-        return int(m.group(3))
-
-    def _metadata_ranged(self, f: IndexFile, tail: bytes, total: int) -> bytes:
-        what = f"wheel of package {f.name!r} {f.version}"
-
-        def fetch(start: int, end: int) -> bytes:
-            self.stats["range_requests"] += 1
-            r = self._request(f.url, what=what, name=f.name, headers={"Range": f"bytes={start}-{end}"})
-            with r:
-                if r.status_code == 206:
-                    data = self._ranged_body(r, f, end - start + 1)
-                elif r.status_code == 200:  # server stopped honouring Range: slice the body's start
-                    data = transfer.receive(r, bound=transfer.DOWNLOAD, ends=self._ends(r), url=f.url,
-                                            upto=end + 1)[start : end + 1]
-                else:
-                    raise IndexUnavailable(f"{what}: {redact(f.url)} answered HTTP {r.status_code}", name=f.name, url=f.url)
-            if len(data) != end - start + 1:
-                raise IndexUnavailable(
-                    f"{what}: {redact(f.url)} returned {len(data)} bytes for range {start}-{end}", name=f.name, url=f.url
-                )
-            return data
-
-        import zipfile  # where a wheel is read: a run from the cache never is
-
-        rf = RangeFile(fetch, total, tail)
-        try:
-            with zipfile.ZipFile(rf) as zf:  # type: ignore[arg-type]
-                return read_metadata_from_zip(zf, f.name, f.url)
-        except zipfile.BadZipFile as exc:
-            raise MetadataUnavailable(f"{what}: {redact(f.url)} is not a readable zip ({exc})", name=f.name) from None
-
-    def _metadata_download(self, f: IndexFile, resp: requests.Response) -> bytes:
-        what = f"wheel of package {f.name!r} {f.version}"
-        self.stats["downloads"] += 1
-        import zipfile
-
-        with tempfile.SpooledTemporaryFile(max_size=SPOOL_BYTES) as tmp:
-            self._receive(f, resp, tmp)
-            tmp.seek(0)
-            try:
-                with zipfile.ZipFile(tmp) as zf:  # type: ignore[arg-type]
-                    return read_metadata_from_zip(zf, f.name, f.url)
-            except zipfile.BadZipFile as exc:
-                raise MetadataUnavailable(f"{what}: {redact(f.url)} is not a readable zip ({exc})", name=f.name) from None
-
-    def _receive(self, f: IndexFile, resp: requests.Response, out: IO[bytes]) -> int:
-        """Write a file's body to ``out``, checked against the sha256 the index lists; the bytes written."""
-        digest = hashlib.sha256()
-        size = 0
-
-        def take(chunk: bytes) -> None:
-            nonlocal size
-            digest.update(chunk)
-            size += len(chunk)
-            out.write(chunk)
-
-        # a whole file may take longer than a document: its body is bounded by the command's deadline and the rate
-        transfer.receive(resp, bound=transfer.DOWNLOAD, ends=self.clock.ends(), url=f.url, sink=take,
-                         raise_with="--index-deadline")
-        if f.sha256 and digest.hexdigest() != f.sha256.lower():
-            raise HashMismatch(f.filename, f.url, f.sha256, digest.hexdigest())
-        return size
-
-    def reread(self, name: str) -> list[Version]:
-        """A project's versions from the index now, whatever ``max_age`` allows (a cached page may predate a
-        release); the page is refreshed on disk and in memory."""
-        cname = canonicalize_name(name)
-        with self._key_lock(f"page:{cname}"):
-            saved, self.max_age = self.max_age, None
-            try:
-                self._pages[cname] = self._load_page(cname)
-            finally:
-                self.max_age = saved
-        return self.versions(name)
-
-    def download(self, f: IndexFile, dest: Path) -> int:
-        """Download one listed file to ``dest`` (retries, deadline, sha256 checked); the bytes written.
-
-        The file appears under its name only once it is whole and verified.
-        """
-        resp = self._request(f.url, what=f"file {f.filename}", name=f.name)
-        with resp:
-            if resp.status_code != 200:
-                raise IndexUnavailable(f"download of {f.filename}: {redact(f.url)} answered HTTP {resp.status_code}",
-                                       name=f.name, url=f.url)
-            with atomic_open(dest) as fh:
-                return self._receive(f, resp, fh)
 
     # -- local files -------------------------------------------------------
 

@@ -14,7 +14,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Iterable, Mapping, Sequence
 
-from packaging.markers import default_environment
+from packaging._parser import Op, Value, Variable
+from packaging.markers import Marker, default_environment
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.utils import InvalidWheelFilename, NormalizedName, canonicalize_name, parse_wheel_filename
@@ -142,11 +143,14 @@ def parse_metadata(
 
 
 def parsed_fields(meta: DistMetadata) -> dict:
-    """What a METADATA document declares, as JSON text: kept by the parsed store (index.parsed)."""
+    """What a METADATA document declares, as JSON text: kept by the parsed store (index.parsed).
+
+    Each requirement is kept parsed (requirement_parts), as the one a parse of its text gives, so that a later
+    run builds it without tokenizing it again."""
     return {
         "name": meta.name,
         "version": str(meta.version),
-        "requires_dist": [str(r) for r in meta.requires_dist],
+        "requires_dist": [requirement_parts(Requirement(str(r))) for r in meta.requires_dist],
         "requires_python": str(meta.requires_python) if meta.requires_python is not None else None,
         "provides_extra": list(meta.provides_extra),
         "invalid_requires": list(meta.invalid_requires),
@@ -161,7 +165,7 @@ def from_parsed(data: dict, *, filename: str | None = None, url: str | None = No
         return DistMetadata(
             name=canonicalize_name(data["name"]),
             version=Version(data["version"]),
-            requires_dist=tuple(Requirement(r) for r in data["requires_dist"]),
+            requires_dist=tuple(requirement_from_parts(r) for r in data["requires_dist"]),
             requires_python=SpecifierSet(rp) if rp is not None else None,
             provides_extra=tuple(canonicalize_name(e) for e in data["provides_extra"]),
             filename=filename,
@@ -170,8 +174,59 @@ def from_parsed(data: dict, *, filename: str | None = None, url: str | None = No
             source=source,
             invalid_requires=tuple(data["invalid_requires"]),
         )
-    except (KeyError, TypeError, InvalidRequirement, InvalidSpecifier, InvalidVersion):
+    except (KeyError, TypeError, ValueError, IndexError, InvalidRequirement, InvalidSpecifier, InvalidVersion):
         return None
+
+
+# A requirement kept parsed: [name, url, extras, specifier text, marker tree]. The marker tree is packaging's own
+# (markers.Marker._markers, as Requirement builds it): lists and "and"/"or" kept as they are, and each comparison
+# as {"c": [left kind, left, op, right kind, right]} with kind "var" or "val". Building a Requirement from it
+# skips the tokenizer, which was most of a warm report's METADATA time; packaging is pinned to one release.
+_NODE_KINDS = {"var": Variable, "val": Value}
+
+
+def requirement_parts(req: Requirement) -> list:
+    marker = _marker_tree(req.marker._markers) if req.marker is not None else None
+    return [req.name, req.url, sorted(req.extras), str(req.specifier), marker]
+
+
+def requirement_from_parts(parts: list) -> Requirement:
+    name, url, extras, specifier, marker = parts
+    if not isinstance(name, str) or not isinstance(specifier, str):
+        raise TypeError("not a stored requirement")
+    req = Requirement.__new__(Requirement)
+    req.name, req.url, req.extras = name, url, set(extras)
+    req.specifier = SpecifierSet(specifier)
+    req.marker = None
+    if marker is not None:
+        req.marker = Marker.__new__(Marker)
+        req.marker._markers = _marker_list(marker)
+        req.marker._serialized = None
+    return req
+
+
+def _marker_tree(atom):
+    if isinstance(atom, tuple):
+        left, op, right = atom
+        return {"c": [_kind(left), left.value, op.value, _kind(right), right.value]}
+    if isinstance(atom, str):
+        return atom
+    return [_marker_tree(a) for a in atom]
+
+
+def _kind(node) -> str:
+    return "var" if isinstance(node, Variable) else "val"
+
+
+def _marker_list(tree):
+    if isinstance(tree, dict):
+        lk, left, op, rk, right = tree["c"]
+        return (_NODE_KINDS[lk](left), Op(op), _NODE_KINDS[rk](right))
+    if tree in ("and", "or"):
+        return tree
+    if isinstance(tree, list):
+        return [_marker_list(a) for a in tree]
+    raise TypeError("not a stored marker")
 
 
 class RangeFile:

@@ -8,10 +8,12 @@ import sqlite3
 from pathlib import Path
 
 import pytest
+from packaging.requirements import Requirement
 from packaging.version import Version
 
 from pinwheel.index.metacache import origin_of
 from pinwheel.index import CacheMiss, IndexClient
+from pinwheel.index.metadata import requirement_parts
 from pinwheel.index.parsed import DATABASE
 
 TARGET = ("3.11", ["manylinux_2_28_x86_64"])
@@ -52,7 +54,9 @@ def cached(local_index, tmp_path):
 
 def test_the_store_answers_as_the_raw_files_do(cached):
     url, cache = cached
-    from_raw = answers(client(url, cache, offline=True))  # parses the raw files and fills the store
+    first = client(url, cache, offline=True)
+    from_raw = answers(first)  # parses the raw files and fills the store
+    first.flush()  # as its exit would
     assert (cache / DATABASE).is_file()
     from_store = answers(client(url, cache, offline=True))
     assert from_store == from_raw
@@ -68,10 +72,11 @@ def test_a_row_serves_only_the_raw_file_it_was_parsed_from(cached):
     c = client(url, cache, offline=True)
     meta = c.metadata("pkg", "2.0", *TARGET)
     assert [str(r) for r in meta.requires_dist] == ["dep>=2"]
+    c.flush()  # the rows it parsed, written now rather than at exit
     raw = next(p for p in (cache / "metadata").rglob("*.METADATA") if origin_of(p)["filename"] == meta.filename)
     db = sqlite3.connect(cache / DATABASE)
     (stored,) = db.execute("SELECT parsed FROM metadata WHERE path LIKE ?", (f"%{raw.name}",)).fetchone()
-    forged = {**json.loads(stored), "requires_dist": ["forged>=9"]}
+    forged = {**json.loads(stored), "requires_dist": [requirement_parts(Requirement("forged>=9"))]}
     with db:
         db.execute("UPDATE metadata SET parsed = ? WHERE path LIKE ?", (json.dumps(forged), f"%{raw.name}"))
     # the store answers for the unchanged raw file (this is what makes it fast) ...
@@ -89,7 +94,9 @@ def test_a_refreshed_page_is_read_again(local_index, tmp_path):
     url = local_index.serve()
     cache = tmp_path / "cache"
     client(url, cache).versions("pkg")
-    assert client(url, cache, offline=True).versions("pkg") == [Version("1.0")]  # now held parsed
+    parsing = client(url, cache, offline=True)
+    assert parsing.versions("pkg") == [Version("1.0")]
+    parsing.flush()  # now held parsed, as at its exit
     local_index.add("pkg", "1.1")
     assert client(url, cache, refresh=True).versions("pkg") == [Version("1.0"), Version("1.1")]  # page rewritten
     assert client(url, cache, offline=True).versions("pkg") == [Version("1.0"), Version("1.1")]
@@ -118,10 +125,36 @@ def test_a_page_replaced_while_a_run_reads_it_is_read_whole(local_index, tmp_pat
     url = local_index.serve()
     cache = tmp_path / "cache"
     client(url, cache).versions("pkg")
-    client(url, cache, offline=True).versions("pkg")  # the store now holds the page
+    parsing = client(url, cache, offline=True)
+    parsing.versions("pkg")
+    parsing.flush()  # the store now holds the page, as at the exit of the run that parsed it
     reader = client(url, cache, offline=True)
     assert reader.versions("pkg") == [Version("1.0")]  # from the store's rows; no version's files read yet
     local_index.add("pkg", "1.0", tags="cp311-cp311-manylinux_2_17_x86_64")
     client(url, cache, refresh=True).versions("pkg")  # another run rewrites the page file meanwhile
     best = reader.best_wheel("pkg", "1.0", *TARGET)
     assert best is not None and best.filename == "pkg-1.0-cp311-cp311-manylinux_2_17_x86_64.whl"
+
+
+def test_a_page_the_index_answers_unchanged_is_not_parsed_again(local_index, tmp_path):
+    # An online run revalidates each page: a 304 rewrites the page file (its fetch time) with the same files,
+    # and the rows parsed from it follow the new file, so the next offline run reads them and not the file.
+    local_index.add("pkg", "1.0")
+    url = local_index.serve()
+    cache = tmp_path / "cache"
+    client(url, cache).versions("pkg")
+    parsing = client(url, cache, offline=True)
+    parsing.versions("pkg")
+    parsing.flush()
+    online = client(url, cache)
+    assert online.versions("pkg") == [Version("1.0")]
+    online.flush()
+    assert [r.status for r in local_index.requests if r.path.startswith("/simple/")][-1] == 304
+    page = next((cache / "pages").rglob("pkg.json"))
+    db = sqlite3.connect(cache / DATABASE)
+    st = page.stat()
+    assert db.execute("SELECT count(*) FROM page_heads WHERE size = ? AND mtime = ?",
+                      (st.st_size, st.st_mtime_ns)).fetchone() == (1,)
+    assert db.execute("SELECT count(*) FROM page_versions WHERE size = ? AND mtime = ?",
+                      (st.st_size, st.st_mtime_ns)).fetchone() == (1,)
+    assert client(url, cache, offline=True).versions("pkg") == [Version("1.0")]

@@ -520,7 +520,11 @@ class _IndexHandler(BaseHTTPRequestHandler):
             body = (pdir / "index.html").read_bytes()
             ctype = "text/html"
         mtime = formatdate((pdir / "index.html").stat().st_mtime, usegmt=True)
-        self._send(200, body, ctype, [("Last-Modified", mtime)])
+        etag = f'"{hashlib.sha256(body).hexdigest()[:32]}"'  # of the bytes served, as a real index's
+        if self.headers.get("If-None-Match") == etag:
+            self._send(304, b"", ctype, [("ETag", etag), ("Last-Modified", mtime)])
+            return
+        self._send(200, body, ctype, [("ETag", etag), ("Last-Modified", mtime)])
 
     def _file(self, path: str) -> None:
         index = self.local_index
