@@ -74,7 +74,7 @@ ws = Workspace.of(m)
 plan = with_inventory(plan, m.path.parent, None)
 state = lock_state(plan, m.path.parent)
 locked = lock_installs(plan, ws.plan_lock_dir(plan), ws.wheels_dir) if state.status == "ok" else None
-plan = dataclasses.replace(plan, lock_state=state)
+plan = plan.with_resolution(lock_state=state)
 planned = T() - began
 began = T(); client = index_client(Args(), m, plan); client.index_url; configured = T() - began
 began = T(); resolved = resolve(plan, client, ws.wheels_dir, locked); resolving = T() - began

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from payload_archive import PAYLOAD  # the zipapp the build ships
+from tests.support.payload_archive import PAYLOAD  # the zipapp the build ships
 
 # name, version, Requires-Dist: what the "image" holds after its last step
 SITE = [

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from payload_archive import PAYLOAD  # the zipapp the build ships
+from tests.support.payload_archive import PAYLOAD  # the zipapp the build ships
 
 # name, version: what the "image" holds after its last step
 SITE = [("engine", "2.0"), ("helper", "1.5"), ("torchlike", "2.13.0"), ("kernel", "1.0")]

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from payload_archive import PAYLOAD  # the zipapp the build ships
+from tests.support.payload_archive import PAYLOAD  # the zipapp the build ships
 
 # distribution -> (its modules' source, top_level.txt or None for RECORD only)
 SITE = {

@@ -14,7 +14,7 @@ import sys
 import zipfile
 from pathlib import Path
 
-from payload_archive import PAYLOAD, load  # the zipapp the build ships, and its modules
+from tests.support.payload_archive import PAYLOAD, load  # the zipapp the build ships, and its modules
 
 
 def add_dist(site: Path, name: str, modules: dict[str, str], top_level: bool = True) -> Path:

@@ -8,7 +8,7 @@ import sys
 import zipfile
 from pathlib import Path
 
-from payload_archive import PAYLOAD
+from tests.support.payload_archive import PAYLOAD
 
 from pinwheel.image import payload
 from pinwheel.workspace import InContext, InImage

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from payload_archive import PAYLOAD, load  # the zipapp the build ships, and its modules
+from tests.support.payload_archive import PAYLOAD, load  # the zipapp the build ships, and its modules
 
 ROOT = Path(__file__).resolve().parents[2]
 DOCS = ROOT / "docs"

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from payload_archive import PAYLOAD  # the zipapp the build ships
+from tests.support.payload_archive import PAYLOAD  # the zipapp the build ships
 
 
 @pytest.fixture(scope="module")

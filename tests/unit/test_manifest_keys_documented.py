@@ -106,19 +106,26 @@ def mapping_calls() -> tuple[tuple[Path, int, int, frozenset[str]], ...]:
     return tuple(calls)
 
 
-def section_of(path: Path) -> str:
+# Modules of steps/ that read keys several kinds share: the sections that document them.
+SHARED_BY = {"build_env": ("git", "sdist"), "prebuilt": ("git", "sdist")}
+
+
+def sections_of(path: Path) -> tuple[str, ...]:
     if path.parent.name == "manifest":
-        return TOP
+        return (TOP,)
+    if path.stem in SHARED_BY:
+        return SHARED_BY[path.stem]
     kinds = {name.replace("-", "_"): name for name in KINDS}
     assert path.stem in kinds, f"{path.name} checks manifest keys but is no kind's module: which section documents them?"
-    return kinds[path.stem]
+    return (kinds[path.stem],)
 
 
 def documented_keys() -> dict[str, set[str]]:
     """section -> every key it needs documented."""
     wanted: dict[str, set[str]] = {}
     for path, _, _, keys in mapping_calls():
-        wanted.setdefault(section_of(path), set()).update(keys)
+        for section in sections_of(path):
+            wanted.setdefault(section, set()).update(keys)
     return wanted
 
 
