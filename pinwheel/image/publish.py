@@ -30,7 +30,7 @@ import hashlib
 import json
 import tempfile
 import uuid
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Mapping, Protocol, Sequence
 
@@ -106,12 +106,17 @@ def publish(engine: Engine, tags: list[str], registry: str, smoke_results: Path,
     smoke = checked_record(image_id, smoke_results)
     declared = declared or DeclaredSmoke(LEVELS, "nothing declares the smoke's levels, so every level is required")
     extra, notes = gate(smoke, image_id, declared, allowed, require_gpu)
-    if check_only:
-        return None
-
-    image_labels = engine.labels(image_id)
     base = registry.rstrip("/")
     repository = tags[0].rsplit(":", 1)[0] if ":" in tags[0].rsplit("/", 1)[-1] else tags[0]
+    smoked_at = None if extra else smoked_digest(smoke, f"{base}/{repository}", image_id)
+    if check_only:
+        return None
+    if smoked_at:  # the registry holds the very bytes the smoke pulled: the tags go there, nothing is pushed
+        done = promote(f"{base}/{repository}@{smoked_at}", tags, smoke_results, declared, require_gpu)
+        return replace(done, notes=notes + done.notes + (f"the smoke ran on {base}/{repository}@{smoked_at}: the "
+                                                         "tags point at that digest; nothing was pushed",))
+
+    image_labels = engine.labels(image_id)
     carrier_tag = content_tag(image_labels) or tags[0].rsplit(":", 1)[-1]
     content_ref = f"{base}/{repository}:{carrier_tag}"
     remotes = [f"{base}/{tag}" for tag in tags]
@@ -135,6 +140,27 @@ def publish(engine: Engine, tags: list[str], registry: str, smoke_results: Path,
     if sbom_ref:
         notes = notes + (f"SBOM pushed as {sbom_ref}",)
     return Published(image_id, refs, digests, pushed_id, extra, {carrier: result}, notes, tuple(moved), previous)
+
+
+def smoked_digest(smoke: Mapping | None, remote: str, image_id: str) -> str | None:
+    """The digest of ``remote`` (host/repository) the smoke ran on, where its record names one (a host that
+    smoked a candidate it pulled by digest): publishing is then pointing tags at it, never a push of other
+    bytes. None where the record names no digest of ``remote``; BadSmokeRecord where the registry holds none
+    of those it names as this image."""
+    here = [d.partition("@")[2] for d in (smoke or {}).get("repo_digests", ()) if d.partition("@")[0] == remote]
+    if not here:
+        return None
+    host, repository, _ = split_ref(f"{remote}:smoked")
+    reg = Registry(host)
+    try:
+        for digest in here:
+            held = reg.manifest(repository, digest)
+            if held is not None and held.config_digest == image_id:
+                return digest
+    except RegistryError as exc:
+        raise PublishRefused(f"the registry: {exc}") from None
+    raise BadSmokeRecord(f"the smoke of image {image_id[:19]} ran on {remote}@{here[0]}, which the registry does not "
+                         "hold as this image; smoke the image again (or push it with --candidate and smoke that)")
 
 
 def _point_tags(reg: Registry, repository: str, refs: Sequence[str], digest: str

@@ -218,3 +218,36 @@ def test_promote_refuses_a_digest_other_than_the_one_the_smoke_ran_on(project, r
                 assert registry_tags(registry, f"{ns}/pinwheel/demo") == ["candidate", "promoted"]
     finally:
         engine.remove(f"{remote}:candidate", force=True)
+
+
+def test_plain_publish_points_the_tags_at_the_digest_the_smoke_ran_on(project, registry: str, engine: Engine):
+    """Plain `publish` compares repository digests too: where the record names the digest it smoked in the
+    repository published to, the tags go on exactly that digest and nothing is pushed; where the registry does
+    not hold it as this image, nothing is published."""
+    root, images = project
+    ref, image_id = images["a"]
+    ns = f"ns-{uuid.uuid4().hex[:8]}"
+    remote = f"{registry}/{ns}/pinwheel/demo"
+    local = f"pinwheel/demo:plain-{uuid.uuid4().hex[:8]}"
+    engine.tag(ref, f"{remote}:candidate")
+    engine.tag(ref, local)
+    try:
+        digest = engine.push(f"{remote}:candidate").digest
+        document = payload_document(**PASSED)
+        argv = ("--manifest", str(root / "wheels_manifest.yaml"), "publish", "--variant", "cu130", "--tag", local,
+                "--registry", f"{registry}/{ns}", "--allow-floating-base")
+        gone = "sha256:" + "0" * 64  # a digest the registry does not hold
+        record(SmokeResult(image_id, True, dict(PASSED), document, "", {}, (f"{remote}@{gone}",)), results(root))
+        proc = cli(*argv)
+        assert_refused(proc, 2, "not published", f"ran on {remote}@{gone}", "does not hold as this image")
+        assert registry_tags(registry, f"{ns}/pinwheel/demo") == ["candidate"]
+        record(SmokeResult(image_id, True, dict(PASSED), document, "", {}, (f"{remote}@{digest}",)), results(root))
+        proc = cli(*argv)
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+        assert f"the smoke ran on {remote}@{digest}" in proc.stderr and "nothing was pushed" in proc.stderr, proc.stderr
+        tag = local.split(":")[1]
+        assert registry_tags(registry, f"{ns}/pinwheel/demo") == sorted(["candidate", tag])
+        assert f"{remote}:{tag} {digest}" in " ".join(proc.stdout.split()), proc.stdout
+    finally:
+        engine.remove(f"{remote}:candidate", force=True)
+        engine.remove(local, force=True)
