@@ -58,8 +58,8 @@ from ..model.reader import Reader, StepReading
 from ..model.source import show
 from .base import ADOPT_GIT_SOURCE, DirectInstall, Effect, KindView, SbomPart, Staging, StepKind
 from .patch import read_patch_file, read_strip, stage_patch_file
-from .build_env import BuildEnvOverride, build_env_identity, case_message, env_cases, read_build_env
-from .prebuilt import Prebuilt, prebuilt_guard, prebuilt_identity, read_prebuilt, stage_prebuilt
+from .build_env import BuildEnvOverride, build_env_identity, env_cases, read_build_env
+from .prebuilt import Prebuilt, prebuilt_identity, read_prebuilt, stage_prebuilt, SourceBuildView
 from .source_meta import git_metadata, read_or_reason
 
 if TYPE_CHECKING:
@@ -186,7 +186,7 @@ def read_needs(reading: StepReading, m: dict, key: str, isolation: bool) -> tupl
 
 
 @dataclass(frozen=True)
-class GitView(KindView):
+class GitView(SourceBuildView, KindView):
     """A git step as its partial reads it."""
 
     spec: GitStep
@@ -256,20 +256,12 @@ class GitView(KindView):
                       "(every hunk must apply)",
         } for i, p in enumerate(self.spec.patches))
 
-    @property
-    def env_cases(self) -> tuple:
-        """The rows of its build environment per variant and architecture (build_env.py); empty without
-        overrides: `env` is exported as it is."""
-        return self.spec.env_cases
+    wheel_dir = WHEEL_DIR
 
     @property
-    def env_case_message(self) -> str:
-        return case_message("git step", self.step.name)
+    def built_instead(self) -> str:
+        return f"commit {self.spec.rev}"
 
-    @property
-    def prebuilt(self):
-        """The existence guard of its prebuilt wheel (templates/steps/prebuilt.j2); None without one."""
-        return prebuilt_guard(self.step, "git step", WHEEL_DIR, f"commit {self.spec.rev}")
 
     @property
     def submodules_failed_message(self) -> str:

@@ -22,6 +22,7 @@ from ..fsutil import sha256_file
 from ..workspace import InContext, InImage, Workspace
 from .base import StagingError, Staging
 from .wheels import read_wheel_glob
+from .build_env import case_message
 
 if TYPE_CHECKING:
     from ..plan import Plan, Step
@@ -109,3 +110,26 @@ def prebuilt_guard(step: Step, noun: str, wheel_dir: str, built_from: str) -> Pr
                       f"building {built_from}",
         missing_message=f"pinwheel: {noun} {step.name}: {where} is missing: building {built_from}",
     )
+
+
+class SourceBuildView:
+    """What a source build's view (git, sdist) says of its build environment and its prebuilt wheel, for the
+    templates: mixed into the kind's KindView, which names ``wheel_dir`` and ``built_instead``."""
+
+    wheel_dir: str  # where the builder stage leaves the wheel
+    built_instead: str  # what is built when the prebuilt wheel is absent, for the log
+
+    @property
+    def env_cases(self) -> tuple:
+        """The rows of its build environment per variant and architecture (build_env.py); empty without
+        overrides: `env` is exported as it is."""
+        return self.spec.env_cases
+
+    @property
+    def env_case_message(self) -> str:
+        return case_message(self.kind.noun, self.step.name)
+
+    @property
+    def prebuilt(self):
+        """The existence guard of its prebuilt wheel (templates/steps/prebuilt.j2); None without one."""
+        return prebuilt_guard(self.step, self.kind.noun, self.wheel_dir, self.built_instead)

@@ -42,8 +42,8 @@ from ..model.manifest import StepSpec, pinned_version
 from ..model.reader import StepReading
 from .base import DirectInstall, Effect, KindView, Staging, StepKind
 from .git import read_env, read_needs
-from .build_env import BuildEnvOverride, build_env_identity, case_message, env_cases, read_build_env
-from .prebuilt import Prebuilt, prebuilt_guard, prebuilt_identity, read_prebuilt, stage_prebuilt
+from .build_env import BuildEnvOverride, build_env_identity, env_cases, read_build_env
+from .prebuilt import Prebuilt, prebuilt_identity, read_prebuilt, stage_prebuilt, SourceBuildView
 from .source_meta import Unreadable, read_or_reason, sdist_metadata, temporary_download
 
 if TYPE_CHECKING:
@@ -77,7 +77,7 @@ class SdistStep:
 
 
 @dataclass(frozen=True)
-class SdistView(KindView):
+class SdistView(SourceBuildView, KindView):
     """An sdist step as its partial reads it."""
 
     spec: SdistStep
@@ -109,20 +109,12 @@ class SdistView(KindView):
     def build_flags(self) -> str:
         return "" if self.spec.isolation else " --no-build-isolation"
 
-    @property
-    def env_cases(self) -> tuple:
-        """The rows of its build environment per variant and architecture (build_env.py); empty without
-        overrides: `env` is exported as it is."""
-        return self.spec.env_cases
+    wheel_dir = WHEEL_DIR
 
     @property
-    def env_case_message(self) -> str:
-        return case_message("sdist step", self.step.name)
+    def built_instead(self) -> str:
+        return f"its sdist (sha256 {self.spec.sha256})"
 
-    @property
-    def prebuilt(self):
-        """The existence guard of its prebuilt wheel (templates/steps/prebuilt.j2); None without one."""
-        return prebuilt_guard(self.step, "sdist step", WHEEL_DIR, f"its sdist (sha256 {self.spec.sha256})")
 
     @property
     def count_message(self) -> str:
