@@ -62,12 +62,21 @@ def print_bump(report: BumpReport, console: Console, show_all: bool = False) -> 
     c.print(f"[bold]bump {escape(bumps)}[/bold] in {escape(report.image)}:{escape(report.variant)} "
             f"(Python {t['python']}, {t['platform']}, CUDA {t['cuda']}); today's image: {escape(source)}")
 
+    quiet = set() if show_all else _quiet_adds(report)
+    _print_packages(report, c, quiet)
+    _print_abi(report, c)
+    _print_requirements(report, c)
+    _print_moves(report, c, quiet)
+    _print_shared_pins(report, c)
+    _print_ending(report, c)
+
+
+def _print_packages(report: BumpReport, c: Console, quiet: set) -> None:
     table = Table(title="Packages", title_justify="left")
     table.add_column("package", overflow="fold")
     table.add_column("version", overflow="fold")
     table.add_column("verdict", overflow="fold")
     table.add_column("why, and the nearest fix", overflow="fold", ratio=1)
-    quiet = set() if show_all else _quiet_adds(report)
     for r in report.packages:
         if r.verdict == "add" and r.name in quiet:
             continue
@@ -85,6 +94,8 @@ def print_bump(report: BumpReport, console: Console, show_all: bool = False) -> 
     if hidden:
         c.print(f"  (+{hidden} more packages added as dependencies of added packages; --all lists them)")
 
+
+def _print_abi(report: BumpReport, c: Console) -> None:
     if report.abi:
         torch_to = next((b["to"] for b in report.bumps if b["name"] == "torch"), "?")
         at = Table(title=f"ABI coupling: compiled wheels tied to torch, against torch {torch_to}", title_justify="left")
@@ -100,6 +111,8 @@ def print_bump(report: BumpReport, console: Console, show_all: bool = False) -> 
                        escape(built), f"[{style}]{escape(f.verdict)}[/{style}] ({escape(f.detail)})")
         c.print(at)
 
+
+def _print_requirements(report: BumpReport, c: Console) -> None:
     if report.requirements:
         rt = Table(title="Requirements on what the bump changes", title_justify="left")
         for col in ("package", "requires", "today → after", "change", "nearest fix"):
@@ -117,6 +130,8 @@ def print_bump(report: BumpReport, console: Console, show_all: bool = False) -> 
             rt.add_row(escape(who), escape(req), f"{rf.today} → {rf.after}", change, escape(fix))
         c.print(rt)
 
+
+def _print_moves(report: BumpReport, c: Console, quiet: set) -> None:
     moves = [m for m in report.moves if m.name not in quiet]
     if moves:
         mt = Table(title="What moves along (the changed packages' own requirements, new and was)", title_justify="left")
@@ -135,6 +150,8 @@ def print_bump(report: BumpReport, console: Console, show_all: bool = False) -> 
     if hidden_moves:
         c.print(f"  (+{hidden_moves} more added dependencies; --all lists them)")
 
+
+def _print_shared_pins(report: BumpReport, c: Console) -> None:
     c.print("[bold]Shared pins[/bold]")
     for sp in report.shared_pins:
         style = {"ok": "green", "changed-by-bump": "cyan", "pre-existing": "yellow"}.get(sp.status, "bold red")
@@ -148,6 +165,9 @@ def print_bump(report: BumpReport, console: Console, show_all: bool = False) -> 
         for fx in sp.fixes:
             c.print(f"    fix: {escape(fx)}")
 
+
+def _print_ending(report: BumpReport, c: Console) -> None:
+    """Gaps on other platforms, notes, the summary line and what the check cost."""
     for gap in report.missing_on_platform:
         c.print(f"[bold red]missing on {escape(gap['platform'])}:[/bold red] {escape(gap['package'])} "
                 f"{escape(gap['version'])} has no wheel for Python {escape(gap['python'])} on {escape(gap['target'])}; "
