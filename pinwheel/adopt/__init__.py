@@ -16,7 +16,7 @@ from pathlib import Path
 import yaml
 
 from .. import dockerfiles as df
-from ..steps import env as env_kind
+from ..steps import ADOPT_ENV, ADOPT_PIP_INSTALL, KINDS, kind_adopting
 from .runs import WHY, Context, Gates, Todo, adopt_run
 
 _VENV = re.compile(r"python3?(?:\.\d+)? -m venv (?P<path>/[\w./-]+)")
@@ -164,7 +164,7 @@ class _Walk:
         for name, value in zip(ins.value[::2], ins.value[1::2]):
             filled, used = df.substitute(df._unquote(value), self.args)
             self.used_args.update(used)
-            if not env_kind.settable(name):
+            if not kind_adopting(ADOPT_ENV).settable(name):
                 problems.append(f"{name}: not a variable an env step sets")
             elif name in self.env_set:
                 problems.append(f"{name} is set again (first on line {self.env_set[name]}): an env step sets a "
@@ -173,7 +173,7 @@ class _Walk:
                 self.env_set[name] = ins.line
                 pairs.append((name, filled))
         if pairs:
-            entry = env_kind.adopted_entry(pairs, WHY)
+            entry = kind_adopting(ADOPT_ENV).adopted_entry(pairs, WHY)
             self.steps.append(entry)
             self.lines[id(entry)] = ins.line
             self.out.expressed_lines.add(ins.line)
@@ -256,7 +256,7 @@ def _name_steps(steps: list[dict]) -> None:
         first = step.get("package") or next((p.get("requirement") or p.get("name") for p in step.get("packages", ())),
                                             "") or ""
         base = _NAME.sub("-", re.split(r"[=<>\[@ ]", first)[0].lower()).strip("-")[:30] or f"step-{i + 1}"
-        name = base if step["kind"] in ("wheels", "git", "asset") else f"{step['kind']}-{base}"[:40].strip("-")
+        name = KINDS[step["kind"]].adopted_name(base)
         if step.get("name"):  # the kind's builder named it
             base = name = _NAME.sub("-", step["name"].lower()).strip("-")[:40].strip("-")
         n = 2
@@ -269,8 +269,9 @@ def _name_steps(steps: list[dict]) -> None:
 def _attach_verifies(out: Adopted, steps: list[dict], verifies: list[tuple[int, str]]) -> None:
     """Each `python -c` check goes on the last index or local package before it (the build runs every verify
     after the last step)."""
+    checked = kind_adopting(ADOPT_PIP_INSTALL).name  # the kind whose packages carry a `verify`
     for line, snippet in verifies:
-        target = next((p for s in reversed(steps) if s["kind"] == "wheels" for p in reversed(s["packages"])
+        target = next((p for s in reversed(steps) if s["kind"] == checked for p in reversed(s["packages"])
                        if "verify" not in p), None)
         try:
             compile(snippet, "verify", "exec")

@@ -3,8 +3,9 @@ entries written by the apt kind's builder (pinwheel.steps.apt)."""
 from __future__ import annotations
 
 import re
+from typing import Any
 
-from ..steps import apt as apt_kind
+from ..steps import ADOPT_APT_INSTALL, kind_adopting
 from .state import TODO_DEB, WHY, ZERO_SHA256, RunResult, RunState, Todo
 
 _DEB_FILE = re.compile(r"^(?P<name>[a-z0-9][a-z0-9+.-]+)_(?P<version>[0-9][A-Za-z0-9.+~:-]*)_(?P<arch>[a-z0-9]+)\.deb$")
@@ -30,14 +31,14 @@ def apt_install(result: RunResult, state: RunState, words: list[str], gate: str 
         result.debs.append(name)
         packages.append((name, version if eq else None))
     if packages or debs:
-        _apt_entry(result, state, apt_kind.AdoptedApt(packages, debs, [], [], []), gate)
+        _apt_entry(result, state, kind_adopting(ADOPT_APT_INSTALL).adopted(packages, debs, [], [], []), gate)
 
 
-def _apt_entry(result: RunResult, state: RunState, found: apt_kind.AdoptedApt, gate: str | None) -> dict:
+def _apt_entry(result: RunResult, state: RunState, found: Any, gate: str | None) -> dict:
     """An apt entry from the apt kind's builder, with the sources waiting for one."""
     found.sources += [source for _, source in state.ctx.sources]
     state.ctx.sources.clear()
-    entry, todos = apt_kind.adopted_entry(found, WHY, gate, TODO_DEB, ZERO_SHA256)
+    entry, todos = kind_adopting(ADOPT_APT_INSTALL).adopted_entry(found, WHY, gate, TODO_DEB, ZERO_SHA256)
     result.entries.append(entry)
     result.todos += [Todo(entry, key, what, pin) for key, what, pin in todos]
     for name, *_ in found.packages + found.debs:
@@ -50,7 +51,7 @@ def _deb(state: RunState, path: str) -> tuple[str, str, str] | None:
     file = path.rsplit("/", 1)[-1]
     m = _DEB_FILE.match(file)
     fetch = next((f for f in state.shell.fetches if f.dest and f.dest.rsplit("/", 1)[-1] == file), None)
-    if not m or fetch is None or "$" in fetch.url or not apt_kind.deb_url(fetch.url):
+    if not m or fetch is None or "$" in fetch.url or not kind_adopting(ADOPT_APT_INSTALL).deb_url(fetch.url):
         return None
     fetch.used = True
     return m["name"], m["version"], fetch.url
@@ -61,7 +62,7 @@ def dpkg(result: RunResult, state: RunState, words: list[str], gate: str | None)
     debs = [_deb(state, f) for f in files]
     if not files or None in debs:
         return False
-    _apt_entry(result, state, apt_kind.AdoptedApt([], [d for d in debs if d], [], [], []), gate)
+    _apt_entry(result, state, kind_adopting(ADOPT_APT_INSTALL).adopted([], [d for d in debs if d], [], [], []), gate)
     return True
 
 
@@ -69,7 +70,7 @@ def apt_remove(result: RunResult, state: RunState, words: list[str], gate: str |
     names = [w for w in words[2:] if not w.startswith("-")]
     if not names or any("$" in n or not re.fullmatch(r"[a-z0-9][a-z0-9+.-]+", n) for n in names):
         return False  # a name the build computes: a run step runs it as written
-    _apt_entry(result, state, apt_kind.AdoptedApt([], [], [], names, []), gate)
+    _apt_entry(result, state, kind_adopting(ADOPT_APT_INSTALL).adopted([], [], [], names, []), gate)
     return True
 
 
@@ -104,7 +105,7 @@ def source_line(state: RunState, words: list[str]) -> bool:
     opts = dict(o.split("=", 1) for o in m["opts"].split() if "=" in o)
     key = state.ctx.keys.get(opts.get("signed-by", ""))
     uri = m["uri"].rstrip("/") + "/" if m["suite"].endswith("/") else m["uri"]
-    if key is None or not apt_kind.source_url(uri) or not apt_kind.source_url(key):
+    if key is None or not kind_adopting(ADOPT_APT_INSTALL).source_url(uri) or not kind_adopting(ADOPT_APT_INSTALL).source_url(key):
         return False
     name = re.sub(r"[^a-z0-9-]+", "-", opts["signed-by"].rsplit("/", 1)[-1].split(".")[0].lower()).strip("-")[:40]
     state.ctx.sources.append((state.line, {"name": name or "extra", "uris": uri, "suites": m["suite"],

@@ -16,7 +16,8 @@ from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
 
 from .. import dockerfiles as df
-from ..steps import uv_project as uv_kind
+from ..steps import ADOPT_GIT_SOURCE, ADOPT_PIP_INSTALL, ADOPT_PIP_UNINSTALL, ADOPT_UV_SYNC, ADOPT_WHEEL_DOWNLOAD, \
+    kind_adopting
 from .debian import apt_hold, apt_install, apt_remove, dpkg, piped_key, source_line
 from .shell import ShellCommand, fetch_of, rebuilt, whole_run
 from .state import TODO_DEB, TODO_VERSION, WHY, ZERO_COMMIT, ZERO_SHA256, Context, RunResult, RunState, Todo
@@ -174,7 +175,7 @@ def _command(result: RunResult, state: RunState, words: list[str], gate: str | N
         _pip_install(result, state, pip[1], gate, wheels, cmd)
     elif pip and pip[0] == "uninstall":
         names = [w for w in pip[1] if not w.startswith("-")]
-        step = {"name": "", "kind": "remove", "why": WHY, "packages": [{"name": n, "why": WHY} for n in names]}
+        step = kind_adopting(ADOPT_PIP_UNINSTALL).entry(WHY, packages=[{"name": n, "why": WHY} for n in names])
         result.entries.append(_gated(step, gate))
     elif apt and words[1:2] and "install" in words:
         apt_install(result, state, words, gate)
@@ -316,7 +317,7 @@ def _uv_sync(result: RunResult, state: RunState, words: list[str], gate: str | N
         result.listed.append(f"`{' '.join(extras)}`: a uv-project step syncs the project's own dependencies only")
     if state.ctx.project_base:
         context_dir = os.path.relpath(state.ctx.project_base[0] / context_dir, state.ctx.project_base[1])
-    result.entries.append(uv_kind.adopted_entry(context_dir, "--no-install-project" not in words, WHY, gate))
+    result.entries.append(kind_adopting(ADOPT_UV_SYNC).adopted_entry(context_dir, "--no-install-project" not in words, WHY, gate))
     state.ctx.venv = state.ctx.venv or f"{project}/.venv"
 
 
@@ -375,7 +376,7 @@ def _index_name(state: RunState, url: str) -> str:
 
 def _wheels_step(result: RunResult, wheels: dict, gate: str | None) -> dict:
     if gate not in wheels:
-        wheels[gate] = _gated({"name": "", "kind": "wheels", "why": WHY, "packages": []}, gate)
+        wheels[gate] = _gated(kind_adopting(ADOPT_PIP_INSTALL).entry(WHY, packages=[]), gate)
         result.entries.append(wheels[gate])
     return wheels[gate]
 
@@ -474,9 +475,9 @@ def _asset(result: RunResult, state: RunState, file: str, gate: str | None) -> N
         result.listed.append(f"`{file}`: a downloaded file whose name is not a wheel's")
         return
     digest = re.search(r"#sha256=([0-9a-f]{64})", url)
-    step = _gated({"name": "", "kind": "asset", "why": WHY,
-                   "package": f"{m['name'].replace('_', '-').lower()}=={m['version']}",
-                   "url": {"url": url.split("#", 1)[0], "sha256": digest.group(1) if digest else ZERO_SHA256}}, gate)
+    step = _gated(kind_adopting(ADOPT_WHEEL_DOWNLOAD).entry(
+        WHY, package=f"{m['name'].replace('_', '-').lower()}=={m['version']}",
+        url={"url": url.split("#", 1)[0], "sha256": digest.group(1) if digest else ZERO_SHA256}), gate)
     result.entries.append(step)
     if not digest:
         result.todos.append(Todo(step, "url.sha256", f"the sha256 of {url} (`build.py asset add URL` prints it)",
@@ -508,9 +509,9 @@ def _source(result: RunResult, state: RunState, req: str, parsed: df.PipInstall,
         rev = ""
     name = re.sub(r"[^a-z0-9-]+", "-", url.rstrip("/").rsplit("/", 1)[-1].removesuffix(".git").lower()).strip("-")
     extras = re.search(r"\[([^\]]+)\]", req)
-    step: dict = {"name": "", "kind": "git", "why": WHY,
-                  "package": f"{name}{'[' + extras.group(1) + ']' if extras else ''}=={TODO_VERSION}",
-                  "url": url, "rev": rev if _COMMIT.match(rev or "") else ZERO_COMMIT}
+    step = kind_adopting(ADOPT_GIT_SOURCE).entry(
+        WHY, package=f"{name}{'[' + extras.group(1) + ']' if extras else ''}=={TODO_VERSION}",
+        url=url, rev=rev if _COMMIT.match(rev or "") else ZERO_COMMIT)
     if subdirectory:
         step["subdirectory"] = subdirectory
     if parsed.no_build_isolation:

@@ -16,7 +16,7 @@ import shlex
 from dataclasses import dataclass, field
 
 from .. import dockerfiles as df
-from ..steps import run as run_kind
+from ..steps import ADOPT_SHELL, kind_adopting
 
 AUTOMATIC_ARGS = {"TARGETARCH": "amd64", "TARGETPLATFORM": "linux/amd64", "TARGETOS": "linux",
                   "BUILDARCH": "amd64", "BUILDPLATFORM": "linux/amd64"}  # the variant's platform is x86_64
@@ -140,8 +140,8 @@ def whole_run(ins: df.Instruction, shell: Shell, args: dict[str, str | None], co
     first = next((c.command.words[0] for c in shell.commands if c.substantive),
                  next((w for c in df.commands(ins.script) for w in c.words[:1]), "script"))
     script, env = _with_args(script, args)
-    entry, todos = run_kind.adopted_entry(_name(first), script, "TODO: why", [(f.url, f.dest) for f in shell.fetches],
-                                          env, [c for c in cache if run_kind.expressible_path(c)], None, "0" * 64)
+    entry, todos = kind_adopting(ADOPT_SHELL).adopted_entry(_name(first), script, "TODO: why", [(f.url, f.dest) for f in shell.fetches],
+                                          env, [c for c in cache if kind_adopting(ADOPT_SHELL).expressible_path(c)], None, "0" * 64)
     return entry, todos, None
 
 
@@ -171,7 +171,7 @@ def rebuilt(shell: Shell, args: dict[str, str | None], copied: list[str], cwd: s
             continue
         script, env = _with_args("\n".join(" ".join(quote(w) for w in c.command.words) for c in kept), args)
         first = next(c for c in kept if c.substantive).command.words[0]
-        entry, todos = run_kind.adopted_entry(_name(first), script, "TODO: why", [], env, [], gate, "0" * 64)
+        entry, todos = kind_adopting(ADOPT_SHELL).adopted_entry(_name(first), script, "TODO: why", [], env, [], gate, "0" * 64)
         out.append((kept[0].pos, entry, todos))
     return out, listed
 
@@ -185,9 +185,9 @@ def _problem(ins: df.Instruction, shell: Shell, copied: list[str], cwd: str) -> 
     for f in shell.fetches:
         if f.used:
             return f"downloads {f.url[:80]} for the apt step, next to commands of its own"
-        if "$" in f.url or not run_kind.expressible_url(f.url):
+        if "$" in f.url or not kind_adopting(ADOPT_SHELL).expressible_url(f.url):
             return f"downloads {f.url[:80]}, a URL the build computes or a run step cannot fetch"
-        if f.dest is None or not run_kind.expressible_path(f.dest):
+        if f.dest is None or not kind_adopting(ADOPT_SHELL).expressible_path(f.dest):
             return f"downloads {f.url[:80]} into a pipe or a path import cannot follow"
     reads = next((p for c in shell.commands for p in _context_reads(c.command.words, copied, cwd)), None) or \
         next((c.rstrip("/") for c in copied if c.rstrip("/") in ins.script), None)

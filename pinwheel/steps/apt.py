@@ -284,6 +284,23 @@ class AptView(KindView):
 class Apt(StepKind):
     name = "apt"
     noun = "apt step"
+
+    def adopted_entry(self, *args: Any, **kwargs: Any) -> Any:
+        """import's builder, adopted_entry below: asked through the kind, so import names no kind module."""
+        return adopted_entry(*args, **kwargs)
+
+    def deb_url(self, *args: Any, **kwargs: Any) -> Any:
+        """import's builder, deb_url below: asked through the kind, so import names no kind module."""
+        return deb_url(*args, **kwargs)
+
+    def source_url(self, *args: Any, **kwargs: Any) -> Any:
+        """import's builder, source_url below: asked through the kind, so import names no kind module."""
+        return source_url(*args, **kwargs)
+
+    def adopted(self, *args: Any, **kwargs: Any) -> "AdoptedApt":
+        """import's apt findings of one RUN (AdoptedApt below), made through the kind."""
+        return AdoptedApt(*args, **kwargs)
+
     adopts = ADOPT_APT_INSTALL
 
     def read(self, node: Any, key: str, reading: StepReading) -> AptStep:

@@ -80,7 +80,11 @@ ADOPT_PIP_UNINSTALL = "pip uninstall"
 ADOPT_APT_INSTALL = "apt-get install"
 ADOPT_WHEEL_DOWNLOAD = "wheel download"  # a wheel fetched by URL, then pip-installed
 ADOPT_GIT_SOURCE = "git source"  # a git URL, or a checkout the RUN cloned
-ADOPTS = (ADOPT_PIP_INSTALL, ADOPT_PIP_UNINSTALL, ADOPT_APT_INSTALL, ADOPT_WHEEL_DOWNLOAD, ADOPT_GIT_SOURCE)
+ADOPT_ENV = "ENV"  # the image's environment variables
+ADOPT_SHELL = "shell commands"  # commands no package kind expresses: a make build, a binary download, a symlink
+ADOPT_UV_SYNC = "uv sync"  # a uv project installed from its own uv.lock
+ADOPTS = (ADOPT_PIP_INSTALL, ADOPT_PIP_UNINSTALL, ADOPT_APT_INSTALL, ADOPT_WHEEL_DOWNLOAD, ADOPT_GIT_SOURCE,
+          ADOPT_ENV, ADOPT_SHELL, ADOPT_UV_SYNC)
 
 
 class StagingError(Exception):

@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from ..model.manifest import StepSpec
 from ..model.reader import Reader, StepReading
 from ..model.source import show
-from .base import Effect, KindView, StepKind
+from .base import ADOPT_ENV, Effect, KindView, StepKind
 
 if TYPE_CHECKING:
     from ..plan import Plan, Step
@@ -131,7 +131,16 @@ class EnvView(KindView):
 
 class Env(StepKind):
     name = "env"
+    adopts = ADOPT_ENV
     noun = "env step"
+
+    def adopted_entry(self, *args: Any, **kwargs: Any) -> Any:
+        """import's builder, adopted_entry below: asked through the kind, so import names no kind module."""
+        return adopted_entry(*args, **kwargs)
+
+    def settable(self, *args: Any, **kwargs: Any) -> Any:
+        """import's builder, settable below: asked through the kind, so import names no kind module."""
+        return settable(*args, **kwargs)
 
     def read(self, node: Any, key: str, reading: StepReading) -> EnvStep:
         r = reading.reader

@@ -38,7 +38,7 @@ from packaging.utils import canonicalize_name
 from ..fsutil import sha256_file
 from ..model.reader import Reader, StepReading
 from ..model.source import show
-from .base import DirectInstall, Effect, KindView, Staging, StagingError, StepKind
+from .base import ADOPT_UV_SYNC, DirectInstall, Effect, KindView, Staging, StagingError, StepKind
 
 if TYPE_CHECKING:
     from ..plan import Plan, Step
@@ -168,7 +168,12 @@ def context_dir(step_name: str) -> str:
 
 class UvProject(StepKind):
     name = "uv-project"
+    adopts = ADOPT_UV_SYNC
     noun = "uv-project step"
+
+    def adopted_entry(self, *args: Any, **kwargs: Any) -> Any:
+        """import's builder, adopted_entry below: asked through the kind, so import names no kind module."""
+        return adopted_entry(*args, **kwargs)
 
     def read(self, node: Any, key: str, reading: StepReading) -> UvProjectStep:
         r = reading.reader

@@ -69,22 +69,6 @@ def test_the_check_finds_a_leak(tmp_path):
 OWN_ROOMS: dict[str, str] = {
     "commands/asset.py: imports the kind module steps.asset": "`asset add URL`, the asset kind's own command",
 }
-# Not sealed yet: import's walk of RUN commands writes these kinds' entries itself, or calls their builders by
-# module, instead of asking the kind that adopts what it found (StepKind.adopts/entry). Each one goes when
-# import asks the kinds; the equality below fails as soon as one of them has gone and is still listed.
-NOT_YET_SEALED: dict[str, str] = {
-    "adopt/__init__.py: compares a kind with 'wheels'": "names the steps import wrote",
-    "adopt/__init__.py: imports the kind module env": "ENV lines as env steps",
-    "adopt/debian.py: imports the kind module apt": ".deb, hold, remove and extra sources",
-    "adopt/debian.py: reaches the kind class AdoptedApt": "the apt findings of one RUN",
-    "adopt/runs.py: imports the kind module uv_project": "`uv sync` as a uv-project step",
-    "adopt/runs.py: writes the kind 'asset'": "a wheel downloaded by URL",
-    "adopt/runs.py: writes the kind 'git'": "a clone at a commit",
-    "adopt/runs.py: writes the kind 'remove'": "pip uninstall",
-    "adopt/runs.py: writes the kind 'wheels'": "pip install",
-    "adopt/shell.py: imports the kind module run": "shell commands as run steps",
-}
-OWN_ROOMS.update(NOT_YET_SEALED)
 
 
 def _is_kind_read(node: ast.AST) -> bool:
