@@ -95,22 +95,55 @@ class Package:
 
 @dataclass(frozen=True)
 class PlannedPackage:
+    """A package as a Plan installs it: the manifest's Package it came from (None for what a kind installs
+    directly: a git commit, an asset, an sdist) and what the Plan decides beside it. The stages after the
+    manifest may set its requirement, version, --no-deps, why and fallback (a local wheel's version read from
+    its metadata, a bump's new pin); everything else is the Package's own."""
+
     name: str
     requirement: str
     version: str | None
     no_deps: bool
     why: str | None
-    gate: str | None
-    local: LocalWheel | None
     fallback: "PlannedPackage | None"
     active: bool  # False when its gate (or its wheel set's) is off for this variant
-    override: bool = False  # a deliberate replacement that contradicts a requirement (manifest `override: true`)
-    allow_missing: tuple[AllowMissing, ...] = ()  # dropped base requirements the image may leave unmet
-    needs: str | None = None  # "driver": its modules are imported by the smoke, not at build time
-    needs_why: str | None = None
-    verify: Verify | None = None  # its own check (manifest `verify:`)
-    exclude: tuple[Exclude, ...] = ()  # its requirements left out on purpose (manifest `exclude:`)
-    index: Any = None  # the NamedIndex it comes from, only (manifest `index: NAME`)
+    package: Package | None = None  # what the manifest says of it, where a manifest package named it
+
+    @property
+    def gate(self) -> str | None:
+        return self.package.gate if self.package else None
+
+    @property
+    def local(self) -> LocalWheel | None:
+        return self.package.local if self.package else None
+
+    @property
+    def override(self) -> bool:  # a deliberate replacement that contradicts a requirement (`override: true`)
+        return self.package.override if self.package else False
+
+    @property
+    def allow_missing(self) -> tuple[AllowMissing, ...]:  # dropped base requirements the image may leave unmet
+        return self.package.allow_missing if self.package else ()
+
+    @property
+    def needs(self) -> str | None:  # "driver": its modules are imported by the smoke, not at build time
+        return self.package.needs if self.package else None
+
+    @property
+    def needs_why(self) -> str | None:
+        return self.package.needs_why if self.package else None
+
+    @property
+    def verify(self) -> Verify | None:  # its own check (manifest `verify:`)
+        return self.package.verify if self.package else None
+
+    @property
+    def exclude(self) -> tuple[Exclude, ...]:  # its requirements left out on purpose (manifest `exclude:`)
+        return self.package.exclude if self.package else ()
+
+    @property
+    def index(self) -> Any:  # the NamedIndex it comes from, only (manifest `index: NAME`)
+        return self.package.index if self.package else None
 
     @property
     def pinned(self) -> str:

@@ -212,8 +212,8 @@ class Resolver:
         self._meta[(d.name, d.version)] = meta
         extras = f"[{','.join(d.extras)}]" if d.extras else ""
         why = f"{d.why} (prebuilt: {path.name} matches wheels/{d.local.glob}, installed instead of the build)"
-        return (PlannedPackage(d.name, f"{d.name}{extras}=={d.version}", d.version, True, why, None, None, None,
-                               True), "local", path.name)
+        return (PlannedPackage(d.name, f"{d.name}{extras}=={d.version}", d.version, True, why, None, True),
+                "local", path.name)
 
     # ------------------------------------------------- what gets installed
 
@@ -249,7 +249,7 @@ class Resolver:
                 self._fixed.add(d.name)
             why = d.why if d.local is None else f"{d.why} (no wheel matches wheels/{d.local.glob}: built from {d.source})"
             out.append((PlannedPackage(d.name, f"{d.name}{extras}=={d.version}", d.version, d.no_deps, why, None,
-                                       None, None, True), d.source, None))
+                                       True), d.source, None))
         return out
 
     def as_pip_would(self, plan: Plan) -> tuple[dict[str, Installed], list[Hazard], list[Clash], list[Unjudged]]:

@@ -237,24 +237,9 @@ def _local(r: Reader, node: Any, key: str) -> LocalWheel:
 
 
 def _planned(p: Package, active: bool) -> PlannedPackage:
-    return PlannedPackage(
-        name=p.name,
-        requirement=str(p.requirement),
-        version=pinned_version(p.requirement),
-        no_deps=p.no_deps,
-        why=p.why,
-        gate=p.gate,
-        local=p.local,
-        fallback=_planned(p.fallback, active) if p.fallback else None,
-        active=active,
-        override=p.override,
-        allow_missing=p.allow_missing,
-        needs=p.needs,
-        needs_why=p.needs_why,
-        verify=p.verify,
-        exclude=p.exclude,
-        index=p.index,
-    )
+    return PlannedPackage(name=p.name, requirement=str(p.requirement), version=pinned_version(p.requirement),
+                          no_deps=p.no_deps, why=p.why, fallback=_planned(p.fallback, active) if p.fallback else None,
+                          active=active, package=p)
 
 
 # ------------------------------------------------------------------ render
