@@ -16,8 +16,8 @@ from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
 
 from .. import dockerfiles as df
-from ..steps import ADOPT_GIT_SOURCE, ADOPT_PIP_INSTALL, ADOPT_PIP_UNINSTALL, ADOPT_UV_SYNC, ADOPT_WHEEL_DOWNLOAD, \
-    kind_adopting
+from ..steps import ADOPT_GIT_SOURCE, ADOPT_PIP_INSTALL, ADOPT_PIP_UNINSTALL, ADOPT_SDIST_BUILD, ADOPT_UV_SYNC, \
+    ADOPT_WHEEL_DOWNLOAD, kind_adopting
 from .debian import apt_hold, apt_install, apt_remove, dpkg, piped_key, source_line
 from .shell import ShellCommand, fetch_of, rebuilt, whole_run
 from .state import TODO_DEB, TODO_VERSION, WHY, ZERO_COMMIT, ZERO_SHA256, Context, RunResult, RunState, Todo
@@ -400,6 +400,8 @@ def _requirement(result: RunResult, state: RunState, req: str, parsed: df.PipIns
         return
     if "git+" in req:
         _source(result, state, req, parsed, gate, editable=False)
+        if fallback_branch:
+            _prebuilt_of(result, result.entries[-1])
         return
     if req.startswith((".", "/", "$", "~")) or file.endswith((".whl", ".tar.gz", ".zip")):
         if req.startswith(".") and state.clone:
@@ -417,7 +419,8 @@ def _requirement(result: RunResult, state: RunState, req: str, parsed: df.PipIns
         return
     spec = list(parsed_req.specifier)
     exact = len(spec) == 1 and spec[0].operator == "==" and "*" not in spec[0].version
-    if fallback_branch and _attach_fallback(result, parsed_req, req if exact else None, no_deps):
+    if fallback_branch and _attach_fallback(result, parsed_req, req if exact else None, no_deps,
+                                            parsed.no_build_isolation):
         return
     extras = f"[{','.join(sorted(parsed_req.extras))}]" if parsed_req.extras else ""
     pin = req if exact else f"{parsed_req.name}{extras}=={TODO_VERSION}"
@@ -442,7 +445,26 @@ def _requirement(result: RunResult, state: RunState, req: str, parsed: df.PipIns
                                  "(`build.py import --pin` writes today's version)", ("index", req)))
 
 
-def _attach_fallback(result: RunResult, req: Requirement, exact: str | None, no_deps: dict) -> bool:
+def _prebuilt_of(result: RunResult, built: dict) -> None:
+    """A source build in the else-branch of a local wheel's guard of the same distribution: the wheel becomes
+    the build's `prebuilt:` (taken when the context holds it), and leaves its wheel set."""
+    name = canonicalize_name(built["package"].split("[")[0].split("==")[0])
+    for step in [s for s in result.entries if s is not built]:
+        for i, p in enumerate(step.get("packages", ())):
+            if isinstance(p, dict) and p.get("local") and "fallback" not in p and \
+                    canonicalize_name(p["requirement"].split("==")[0]) == name:
+                built["prebuilt"] = {"glob": p["local"]["glob"], "why": WHY}
+                del step["packages"][i]
+                key = f"packages[{i}]."
+                result.todos[:] = [t for t in result.todos if not (t.step is step and t.key.startswith(key))]
+                if not step["packages"]:
+                    result.entries.remove(step)
+                    result.todos[:] = [t for t in result.todos if t.step is not step]
+                return
+
+
+def _attach_fallback(result: RunResult, req: Requirement, exact: str | None, no_deps: dict,
+                     parsed_build: bool = False) -> bool:
     """An index install in the else-branch of a local wheel's guard is that wheel's fallback: the local entry
     of the same distribution, else the first one of this RUN that has none."""
     name = canonicalize_name(req.name)
@@ -453,7 +475,14 @@ def _attach_fallback(result: RunResult, req: Requirement, exact: str | None, no_
         return False
     step, p = (same or locals_)[0]
     local = p["local"]
-    if same:
+    if same and parsed_build:
+        # The local wheel, else a build of the index's sdist: one sdist step that takes the wheel when
+        # the context holds it (prebuilt:).
+        entry = kind_adopting(ADOPT_SDIST_BUILD).entry(WHY, package=exact, sha256=ZERO_SHA256, isolation=False)
+        result.entries.append(_gated(entry, step.get("gate")))
+        result.todos.append(Todo(entry, "sha256", f"the sha256 of {exact}'s sdist, as the index lists it"))
+        _prebuilt_of(result, entry)
+    elif same:
         # One distribution from a local wheel, else from the index: the manifest lists a package once,
         # so the wheel is required and the else-branch is listed.
         local["if_missing"] = "fail"

@@ -6,10 +6,10 @@
 """
 from __future__ import annotations
 
-from .base import ADOPT_APT_INSTALL, ADOPT_ENV, ADOPT_GIT_SOURCE, ADOPT_PIP_INSTALL, ADOPT_PIP_UNINSTALL, ADOPT_SHELL, \
-    ADOPT_UV_SYNC, ADOPT_WHEEL_DOWNLOAD, Effect, StepKind
+from .base import ADOPT_APT_INSTALL, ADOPT_ENV, ADOPT_GIT_SOURCE, ADOPT_PIP_INSTALL, ADOPT_PIP_UNINSTALL, ADOPT_SDIST_BUILD, \
+    ADOPT_SHELL, ADOPT_UV_SYNC, ADOPT_WHEEL_DOWNLOAD, Effect, StepKind
 from .registry import KINDS, build_point, built_in_image, kind_adopting, kind_listed_as, kind_of
 
-__all__ = ["ADOPT_APT_INSTALL", "ADOPT_ENV", "ADOPT_GIT_SOURCE", "ADOPT_SHELL", "ADOPT_UV_SYNC", "ADOPT_PIP_INSTALL", "ADOPT_PIP_UNINSTALL", "ADOPT_WHEEL_DOWNLOAD",
+__all__ = ["ADOPT_APT_INSTALL", "ADOPT_ENV", "ADOPT_GIT_SOURCE", "ADOPT_SDIST_BUILD", "ADOPT_SHELL", "ADOPT_UV_SYNC", "ADOPT_PIP_INSTALL", "ADOPT_PIP_UNINSTALL", "ADOPT_WHEEL_DOWNLOAD",
            "KINDS", "Effect", "StepKind", "build_point", "built_in_image", "kind_adopting", "kind_listed_as",
            "kind_of"]

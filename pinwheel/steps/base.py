@@ -83,8 +83,9 @@ ADOPT_GIT_SOURCE = "git source"  # a git URL, or a checkout the RUN cloned
 ADOPT_ENV = "ENV"  # the image's environment variables
 ADOPT_SHELL = "shell commands"  # commands no package kind expresses: a make build, a binary download, a symlink
 ADOPT_UV_SYNC = "uv sync"  # a uv project installed from its own uv.lock
+ADOPT_SDIST_BUILD = "sdist build"  # an index pin built from its sdist (--no-build-isolation)
 ADOPTS = (ADOPT_PIP_INSTALL, ADOPT_PIP_UNINSTALL, ADOPT_APT_INSTALL, ADOPT_WHEEL_DOWNLOAD, ADOPT_GIT_SOURCE,
-          ADOPT_ENV, ADOPT_SHELL, ADOPT_UV_SYNC)
+          ADOPT_ENV, ADOPT_SHELL, ADOPT_UV_SYNC, ADOPT_SDIST_BUILD)
 
 
 class StagingError(Exception):

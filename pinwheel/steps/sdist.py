@@ -40,7 +40,7 @@ from packaging.version import Version
 
 from ..model.manifest import StepSpec, pinned_version
 from ..model.reader import StepReading
-from .base import DirectInstall, Effect, KindView, Staging, StepKind
+from .base import ADOPT_SDIST_BUILD, DirectInstall, Effect, KindView, Staging, StepKind
 from .git import read_env, read_needs
 from .build_env import BuildEnvOverride, build_env_identity, env_cases, read_build_env
 from .prebuilt import Prebuilt, prebuilt_identity, read_prebuilt, stage_prebuilt, SourceBuildView
@@ -136,6 +136,8 @@ class SdistView(SourceBuildView, KindView):
 class Sdist(StepKind):
     name = "sdist"
     noun = "sdist step"
+    adopts = ADOPT_SDIST_BUILD
+    named_by_package = True
     builds_in_image = True
 
     def read(self, node: Any, key: str, reading: StepReading) -> SdistStep:

@@ -213,3 +213,36 @@ def test_a_file_with_nothing_to_express_is_refused_with_a_located_message(tmp_pa
     proc = build_py("import", "Dockerfile", cwd=tmp_path)
     assert proc.returncode == 2 and "Traceback" not in proc.stderr
     assert "Dockerfile: no instruction becomes a manifest step" in proc.stderr
+
+
+def test_a_local_wheel_else_its_source_build_is_one_step_with_prebuilt(tmp_path):
+    """`wheels/` copy if there, else build it: one distribution, one entry. A git URL in the else-branch is a
+    git step and an index pin built with --no-build-isolation an sdist step, each taking the wheel as
+    `prebuilt:`; the wheel leaves its wheel set, and nothing of the RUN is listed."""
+    dockerfile = tmp_path / "Dockerfile"
+    dockerfile.write_text(
+        "FROM nvcr.io/nvidia/pytorch:25.01-py3\n"
+        "COPY wheel[s]/ /tmp/wheels/\n"
+        "RUN if ls /tmp/wheels/fht-*.whl 2>/dev/null | grep -q .; then \\\n"
+        "      pip install /tmp/wheels/fht-*.whl; \\\n"
+        "    else \\\n"
+        '      pip install "git+https://example.invalid/org/fht.git@e7706faf8d1c3b9f241e36860640ad1dac644ede" '
+        "--no-build-isolation; \\\n"
+        "    fi\n"
+        "RUN if ls /tmp/wheels/hadamard-*.whl 2>/dev/null | grep -q .; then \\\n"
+        "      pip install /tmp/wheels/hadamard-*.whl; \\\n"
+        "    else \\\n"
+        "      pip install hadamard==1.0.1 --no-build-isolation; \\\n"
+        "    fi\n")
+    adopted = adopt(dockerfile)
+    steps = adopted.manifest["steps"]
+    [git] = by_kind(steps, "git")
+    [sdist] = by_kind(steps, "sdist")
+    assert git["prebuilt"]["glob"] == "fht-*.whl" and git["isolation"] is False
+    assert (sdist["package"], sdist["prebuilt"]["glob"], sdist["isolation"]) == ("hadamard==1.0.1", "hadamard-*.whl",
+                                                                                 False)
+    assert not by_kind(steps, "wheels") and not adopted.listed
+    assert todo_at(adopted, sdist, "sha256") in [t["at"] for t in adopted.manifest["todo"]]
+    out = tmp_path / "wheels_manifest.yaml"
+    out.write_text(to_yaml(adopted, dockerfile))
+    assert build_py("--manifest", str(out), "render", "--stdout", cwd=tmp_path).returncode == 0
