@@ -17,6 +17,7 @@ import pytest
 from pinwheel.image.build import build_image
 from pinwheel.image.engine import Engine
 from pinwheel.lock import lock_sha256
+from pinwheel.lock.format import RESOLUTION_HEADER, with_resolution_digest
 from pinwheel.workspace import Workspace
 
 from tests.support.pipeline import (
@@ -229,14 +230,22 @@ def test_a_hand_edited_slice_is_refused_before_the_engine(project: Project, tls_
 
 
 def test_a_wrong_hash_fails_uv_in_the_image(project: Project, tmp_path: Path):
-    """The same wrong digest in the slice and in requirements.txt reads back, so the host lets it through:
-    uv in the image checks the wheel it downloads against it and fails the build, naming both digests."""
+    """The same wrong digest in the slice and in requirements.txt: every derived file agrees, but
+    requirements.txt's own digest does not, so the host refuses it. With that digest written again too (past
+    what a file can prove), uv in the image checks the wheel it downloads and fails the build, naming both."""
     broken = project.copy(tmp_path / "broken")
     [(name, pin)] = [(f.name, f.read_text()) for f in broken.lock_dir.glob("01-*.txt")]
     right = re.search(r"--hash=sha256:([0-9a-f]{64})", pin)[1]
     wrong = ("0" if right[0] != "0" else "1") + right[1:]
     for f in (broken.lock_dir / name, broken.lock_dir / "requirements.txt"):
         f.write_text(f.read_text().replace(right, wrong))
+    refused = broken.cli("build", "--variant", "cu130", "--quiet")
+    assert refused.returncode == 2, refused.output[-3000:]
+    assert "requirements.txt: edited after `build.py lock` wrote it" in refused.stderr, refused.stderr[-3000:]
+    whole = broken.lock_dir / "requirements.txt"
+    text = "".join(line for line in whole.read_text().splitlines(keepends=True)
+                   if not line.startswith(RESOLUTION_HEADER))
+    whole.write_text(with_resolution_digest(text))
     result = broken.cli("build", "--variant", "cu130", "--quiet")
     assert result.returncode == 1, result.output[-3000:]
     assert "uv pip install" in result.stderr and wrong in result.stderr and right in result.stderr, \
