@@ -142,12 +142,17 @@ def publish(engine: Engine, tags: list[str], registry: str, smoke_results: Path,
     return Published(image_id, refs, digests, pushed_id, extra, {carrier: result}, notes, tuple(moved), previous)
 
 
+def digests_smoked_in(smoke: Mapping | None, remote: str) -> list[str]:
+    """The digests of ``remote`` (host/repository) the engine knew for the image when its smoke ran."""
+    return [d.partition("@")[2] for d in (smoke or {}).get("repo_digests", ()) if d.partition("@")[0] == remote]
+
+
 def smoked_digest(smoke: Mapping | None, remote: str, image_id: str) -> str | None:
     """The digest of ``remote`` (host/repository) the smoke ran on, where its record names one (a host that
     smoked a candidate it pulled by digest): publishing is then pointing tags at it, never a push of other
     bytes. None where the record names no digest of ``remote``; BadSmokeRecord where the registry holds none
     of those it names as this image."""
-    here = [d.partition("@")[2] for d in (smoke or {}).get("repo_digests", ()) if d.partition("@")[0] == remote]
+    here = digests_smoked_in(smoke, remote)
     if not here:
         return None
     host, repository, _ = split_ref(f"{remote}:smoked")
@@ -292,7 +297,7 @@ def promote(registry_ref: str, tags: Sequence[str], smoke_results: Path, declare
     if not image_id:
         raise PublishRefused(f"{registry_ref}: a {manifest.media_type}, not one image; promote each platform's image")
     smoke = checked_record(image_id, smoke_results)
-    here = [d.partition("@")[2] for d in (smoke or {}).get("repo_digests", ()) if d.partition("@")[0] == f"{host}/{repository}"]
+    here = digests_smoked_in(smoke, f"{host}/{repository}")
     if here and digest not in here:
         raise BadSmokeRecord(f"{registry_ref}: the smoke of image {image_id[:19]} ran on {host}/{repository}@{here[0]}, "
                              "not on this digest; smoke the image by this digest")
