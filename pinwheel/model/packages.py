@@ -93,6 +93,12 @@ class Package:
         return pinned_version(self.requirement)
 
 
+def _of_package(field_name: str, default: Any) -> property:
+    """A PlannedPackage's view of one field of the Package it came from; ``default`` where there is none."""
+    return property(lambda self: getattr(self.package, field_name) if self.package else default,
+                    doc=f"the Package's {field_name}")
+
+
 @dataclass(frozen=True)
 class PlannedPackage:
     """A package as a Plan installs it: the manifest's Package it came from (None for what a kind installs
@@ -109,41 +115,16 @@ class PlannedPackage:
     active: bool  # False when its gate (or its wheel set's) is off for this variant
     package: Package | None = None  # what the manifest says of it, where a manifest package named it
 
-    @property
-    def gate(self) -> str | None:
-        return self.package.gate if self.package else None
-
-    @property
-    def local(self) -> LocalWheel | None:
-        return self.package.local if self.package else None
-
-    @property
-    def override(self) -> bool:  # a deliberate replacement that contradicts a requirement (`override: true`)
-        return self.package.override if self.package else False
-
-    @property
-    def allow_missing(self) -> tuple[AllowMissing, ...]:  # dropped base requirements the image may leave unmet
-        return self.package.allow_missing if self.package else ()
-
-    @property
-    def needs(self) -> str | None:  # "driver": its modules are imported by the smoke, not at build time
-        return self.package.needs if self.package else None
-
-    @property
-    def needs_why(self) -> str | None:
-        return self.package.needs_why if self.package else None
-
-    @property
-    def verify(self) -> Verify | None:  # its own check (manifest `verify:`)
-        return self.package.verify if self.package else None
-
-    @property
-    def exclude(self) -> tuple[Exclude, ...]:  # its requirements left out on purpose (manifest `exclude:`)
-        return self.package.exclude if self.package else ()
-
-    @property
-    def index(self) -> Any:  # the NamedIndex it comes from, only (manifest `index: NAME`)
-        return self.package.index if self.package else None
+    # What the manifest says of it, read from its Package (a direct install has none: the defaults).
+    gate = _of_package("gate", None)
+    local = _of_package("local", None)
+    override = _of_package("override", False)  # a deliberate replacement that contradicts a requirement
+    allow_missing = _of_package("allow_missing", ())  # dropped base requirements the image may leave unmet
+    needs = _of_package("needs", None)  # "driver": its modules are imported by the smoke, not at build time
+    needs_why = _of_package("needs_why", None)
+    verify = _of_package("verify", None)  # its own check (manifest `verify:`)
+    exclude = _of_package("exclude", ())  # its requirements left out on purpose (manifest `exclude:`)
+    index = _of_package("index", None)  # the NamedIndex it comes from, only (manifest `index: NAME`)
 
     @property
     def pinned(self) -> str:
