@@ -7,11 +7,15 @@ PY := $(VENV)/bin/python
 CUDA ?= 13
 TORCH ?=
 PKG ?=
-IMAGE ?=
+# which image: train (the root's wheels_manifest.yaml) or an example under images/ (images/IMAGE/wheels_manifest.yaml)
+IMAGE ?= train
+# the image reference `make smoke` runs in (default: the variant's newest build)
+REF ?=
 PYTEST_ARGS ?=
 PUBLISH_ARGS ?=
 # e.g. linux/amd64,linux/arm64: build (and lock) each of the variant's platforms
 PLATFORMS ?=
+PW := $(PY) build.py$(if $(filter train,$(IMAGE)),, --manifest images/$(IMAGE)/wheels_manifest.yaml)
 comma := ,
 platform_list = $(subst $(comma), ,$(PLATFORMS))
 
@@ -24,6 +28,7 @@ help:
 	@echo "make lock              regenerate hashed locks under images/"
 	@echo "make render            regenerate images/*/Dockerfile"
 	@echo "make bump TORCH=2.14.1 what breaks if torch is bumped"
+	@echo "make image IMAGE=sglang-base   an example image of images/ (each target takes IMAGE=)"
 	@echo "make smoke | publish | e2e | bench | bench-scale"
 
 $(VENV)/.deps: pyproject.toml
@@ -52,34 +57,34 @@ tools:
 	@command -v shellcheck >/dev/null || { apt-get update -qq && apt-get install -y -qq shellcheck >/dev/null; }
 
 render: deps
-	$(PY) build.py render
+	$(PW) render
 
 check-render: deps
-	$(PY) build.py render --check
+	$(PW) render --check
 
 # report and bump judge each of the variant's platforms; PLATFORMS naming one judges that one
 one_platform = $(if $(filter 1,$(words $(platform_list))), --platform $(PLATFORMS),)
 
 report: deps
-	$(PY) build.py report --cuda $(CUDA)$(one_platform)
+	$(PW) report --cuda $(CUDA)$(one_platform)
 
 lock: deps
-	$(if $(PLATFORMS),$(foreach p,$(platform_list),$(PY) build.py lock --cuda $(CUDA) --platform $(p) $(if $(ENGINE),--resolver $(ENGINE),) && ) true,$(PY) build.py lock --cuda $(CUDA) $(if $(ENGINE),--resolver $(ENGINE),))
+	$(if $(PLATFORMS),$(foreach p,$(platform_list),$(PW) lock --cuda $(CUDA) --platform $(p) $(if $(ENGINE),--resolver $(ENGINE),) && ) true,$(PW) lock --cuda $(CUDA) $(if $(ENGINE),--resolver $(ENGINE),))
 
 base: deps engine
-	$(PY) build.py base --cuda $(CUDA)
+	$(PW) base --cuda $(CUDA)
 
 image: deps engine $(if $(PLATFORMS),qemu,)
-	$(if $(PLATFORMS),$(foreach p,$(platform_list),$(PY) build.py build --cuda $(CUDA) --platform $(p) && ) true,$(PY) build.py build --cuda $(CUDA))
+	$(if $(PLATFORMS),$(foreach p,$(platform_list),$(PW) build --cuda $(CUDA) --platform $(p) && ) true,$(PW) build --cuda $(CUDA))
 
 smoke: deps engine
-	$(PY) build.py smoke --cuda $(CUDA) $(IMAGE)
+	$(PW) smoke --cuda $(CUDA) $(REF)
 
 publish: deps engine registry
-	$(PY) build.py publish --cuda $(CUDA) $(PUBLISH_ARGS)
+	$(PW) publish --cuda $(CUDA) $(PUBLISH_ARGS)
 
 bump: deps
-	$(PY) build.py bump $(if $(TORCH),torch==$(TORCH),$(PKG)) --cuda $(CUDA)$(one_platform)
+	$(PW) bump $(if $(TORCH),torch==$(TORCH),$(PKG)) --cuda $(CUDA)$(one_platform)
 
 e2e: deps engine registry tools
 	$(PY) -m pytest -m e2e tests/e2e $(PYTEST_ARGS)

@@ -124,7 +124,23 @@ class Workspace:
 
     @property
     def image_dir(self) -> Path:
+        """images/<image>/ under the root; a manifest that lives in images/<image>/ itself (an example
+        image beside the root's own) keeps its Dockerfile, lock and inventory next to it."""
+        if self.root.name == self.image and self.root.parent.name == "images":
+            return self.root
         return self.root / "images" / self.image
+
+    @property
+    def repository_root(self) -> Path:
+        """The repository that holds this manifest: the root, or for an example image's own manifest
+        (images/<image>/wheels_manifest.yaml) the directory above images/."""
+        return self.root.parent.parent if self.image_dir == self.root else self.root
+
+    def manifests(self) -> list[Path]:
+        """Every manifest of the repository: the root's own, then each images/<name>/wheels_manifest.yaml."""
+        top = self.repository_root
+        found = [top / MANIFEST_FILE] if (top / MANIFEST_FILE).is_file() else []
+        return found + sorted(top.glob(f"images/*/{MANIFEST_FILE}"))
 
     @property
     def dockerfile(self) -> Path:

@@ -26,12 +26,31 @@ def ensure_variant_base(plan: Plan, ws: Workspace, engine, progress: bool = True
     if engine.image_exists(base):
         return
     if not is_bootstrap(base):
-        raise UsageError(f"base image {base} is not in the engine; pull it first (`docker pull {base}`)")
+        build_sibling_base(base, ws, engine, progress)
+        return
     try:
         ensure_base(base, plan.variant.python, engine, suite=suite_for_python(plan.variant.python),
                     cache_dir=ws.base_cache, progress=progress, arch=plan.platform_arch)
     except BaseImageError as exc:
         raise UsageError(str(exc)) from None
+
+
+def build_sibling_base(base: str, ws: Workspace, engine, progress: bool) -> None:
+    """Build ``base`` from the manifest of this repository whose variant tags it (a stand-in base), or say
+    that it must be pulled."""
+    from ..image.sibling_base import sibling_base
+    sibling = sibling_base(ws, base)
+    if sibling is None:
+        raise UsageError(f"base image {base} is not in the engine; pull it first (`docker pull {base}`)")
+    where = sibling.manifest.relative_to(ws.repository_root).as_posix()
+    err().print(f"base image {escape(base)} is not in the engine: building it from {escape(where)} "
+                f"(variant {sibling.variant})")
+    m = manifest_mod.load(sibling.manifest)
+    plan = plan_variant(m, m.variants[sibling.variant])
+    require_fresh_lock(plan, m.path.parent)
+    built = build_variant(m, plan, engine, "image", "auto" if progress else "quiet")
+    if built is None or not engine.image_exists(base):
+        raise UsageError(f"base image {base}: the build of {where} did not make it")
 
 
 def build_variant(m: Manifest, plan: Plan, engine, target: str, progress: str, cache: BuildCache | None = None,
