@@ -40,6 +40,9 @@ class Inventory:
     distributions: tuple[Distribution, ...] = ()
     layers: int = 0
     notes: tuple[str, ...] = field(default_factory=tuple)
+    # (name, why) of the base's packages whose modules import only with a driver, where the base is one
+    # pinwheel built (its expect.json's import_skip)
+    import_skip: tuple[tuple[str, str], ...] = ()
 
     def by_name(self, site: str | None = None) -> dict[str, Distribution]:
         return {d.name: d for d in self.distributions if site is None or d.site == site}
@@ -53,7 +56,8 @@ class Inventory:
                 "layers": self.layers, "notes": list(self.notes),
                 "distributions": [{**asdict(d), "requires_dist": list(d.requires_dist),
                                    "provides_extra": list(d.provides_extra), "top_level": list(d.top_level)}
-                                  for d in self.distributions]}
+                                  for d in self.distributions],
+                **({"import_skip": dict(self.import_skip)} if self.import_skip else {})}
 
     @classmethod
     def from_json(cls, data: dict) -> "Inventory":
@@ -62,4 +66,4 @@ class Inventory:
         dists = tuple(Distribution(**{k: tuple(v) if isinstance(v, list) else v for k, v in d.items()})
                       for d in data["distributions"])
         return cls(data["image"], data["image_id"], data.get("digest"), dists, data.get("layers", 0),
-                   tuple(data.get("notes", ())))
+                   tuple(data.get("notes", ())), tuple(sorted(dict(data.get("import_skip", {})).items())))

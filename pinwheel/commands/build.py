@@ -46,7 +46,7 @@ def build_sibling_base(base: str, ws: Workspace, engine, progress: bool) -> None
     err().print(f"base image {escape(base)} is not in the engine: building it from {escape(where)} "
                 f"(variant {sibling.variant})")
     m = manifest_mod.load(sibling.manifest)
-    plan = plan_variant(m, m.variants[sibling.variant])
+    plan = plan_variant(m, sibling.variant)
     require_fresh_lock(plan, m.path.parent)
     built = build_variant(m, plan, engine, "image", "auto" if progress else "quiet")
     if built is None or not engine.image_exists(base):

@@ -24,6 +24,7 @@ to the cache ref; ``cache_from`` reads either kind.
 from __future__ import annotations
 
 import collections
+import contextlib
 import ipaddress
 import json
 import os
@@ -34,7 +35,7 @@ import sys
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable, Iterable, Iterator, Mapping, Sequence, cast
+from typing import IO, TYPE_CHECKING, Callable, Iterable, Iterator, Mapping, Sequence, cast
 
 from .push_output import PushedLayer, PushEvent, PushResult, _PushOutputParser, _run_in_pty
 
@@ -454,6 +455,29 @@ class Engine:
         """Write ``docker save`` output for ``ref`` to ``path``."""
         self.docker.image.save(ref, output=Path(path))
         return Path(path)
+
+    @contextlib.contextmanager
+    def save_stream(self, ref: str) -> Iterator[IO[bytes]]:
+        """``docker save`` of ``ref`` as a stream, written nowhere: a reader of a 30 GB base needs no 30 GB
+        of scratch. A failed save raises EngineError with the CLI's last line, once the stream is read."""
+        try:
+            proc = subprocess.Popen([*self._client_call, "image", "save", ref], stdin=subprocess.DEVNULL,
+                                    stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        except (FileNotFoundError, PermissionError) as exc:
+            raise EngineError(f"cannot run the docker CLI: {exc}") from None
+        assert proc.stdout is not None and proc.stderr is not None
+        try:
+            yield proc.stdout
+            while proc.stdout.read(1 << 20):  # a reader that stopped early still lets the save finish
+                pass
+        except BaseException:
+            proc.kill()  # the reader failed: a save blocked on a full pipe would never end
+            proc.wait()
+            raise
+        code = proc.wait()
+        said = proc.stderr.read().decode(errors="replace").strip().splitlines()
+        if code != 0:
+            raise EngineError(f"docker save {ref}: {said[-1] if said else f'exit {code}'}")
 
     def import_tarball(self, tarball: Path, ref: str, changes: Iterable[str] = (), platform: str | None = None) -> str:
         """``docker import`` a root filesystem tarball as ``ref``; return the image id.

@@ -29,7 +29,8 @@ from packaging.utils import canonicalize_name
 
 from ..distributions import Distribution, Inventory, InventoryError
 from ..fsutil import atomic_write
-from .engine import Engine
+from ..workspace import InImage
+from .engine import Engine, EngineError
 
 WANTED = frozenset({"METADATA", "RECORD", "INSTALLER", "direct_url.json", "top_level.txt"})
 # <prefix>/lib/pythonX.Y/{site,dist}-packages/<name>-<version>.dist-info/<file>, and Debian's
@@ -62,8 +63,57 @@ def _hardlink_checked(member: tarfile.TarInfo, where: str) -> None:
         member_path(member.linkname, where)
 
 
+@dataclass
+class LayerDelta:
+    """What one layer does to the files that matter: the wanted files it writes, the paths it whites out,
+    the directories it makes opaque, and the wanted paths it turns into links."""
+
+    files: dict[str, bytes]
+    whiteouts: list[str]
+    opaque: list[str]
+    links: list[str]
+
+
+def layer_delta(stream: IO[bytes], where: str) -> LayerDelta:
+    """Read one layer tar as it streams past; every member's path is checked (member_path)."""
+    delta = LayerDelta({}, [], [], [])
+    with tarfile.open(fileobj=stream, mode="r|*") as layer:
+        for member in layer:
+            path = member_path(member.name, where)
+            _hardlink_checked(member, where)
+            parent, base = posixpath.split(path)
+            if base == OPAQUE:
+                delta.opaque.append(parent)
+            elif base.startswith(WHITEOUT):
+                delta.whiteouts.append(posixpath.join(parent, base[len(WHITEOUT):]))
+            elif path == InImage.EXPECT or ((m := _DIST_INFO.match(path)) and m["file"] in WANTED):
+                if member.isfile():
+                    fh = layer.extractfile(member)
+                    data = fh.read(MAX_FILE_BYTES + 1) if fh else b""
+                    if len(data) > MAX_FILE_BYTES:
+                        raise InventoryError(f"{path} in {where} is over {MAX_FILE_BYTES} bytes")
+                    delta.files[path] = data
+                elif member.issym() or member.islnk():
+                    delta.links.append(path)
+    return delta
+
+
+def apply_layer(files: dict[str, tuple[int, bytes]], delta: LayerDelta, index: int) -> None:
+    """A layer over the ones below it: its whiteouts and opaque directories remove what lower layers wrote
+    (OCI's rule), then its files are written; a link is not a record pinwheel trusts."""
+    for parent in delta.opaque:
+        _drop_under(files, parent, keep_layer=index)
+    for path in delta.whiteouts:
+        _drop_under(files, path)
+    for path, data in delta.files.items():
+        files[path] = (index, data)
+    for path in delta.links:
+        files.pop(path, None)
+
+
 def replay_layers(layers: Iterable[IO[bytes]], after_layer=None) -> tuple[dict[str, tuple[int, bytes]], int]:
-    """path -> (layer index, bytes) of every wanted dist-info file in the final filesystem.
+    """path -> (layer index, bytes) of every wanted dist-info file in the final filesystem (and the
+    expect.json of a base pinwheel built).
 
     `after_layer(index, files)`, where given, sees the state after each layer.
     """
@@ -71,28 +121,7 @@ def replay_layers(layers: Iterable[IO[bytes]], after_layer=None) -> tuple[dict[s
     count = 0
     for index, stream in enumerate(layers):
         count += 1
-        with tarfile.open(fileobj=stream, mode="r|*") as layer:
-            for member in layer:
-                path = member_path(member.name, f"layer {index}")
-                _hardlink_checked(member, f"layer {index}")
-                parent, base = posixpath.split(path)
-                if base == OPAQUE:
-                    _drop_under(files, parent, keep_layer=index)
-                    continue
-                if base.startswith(WHITEOUT):
-                    _drop_under(files, posixpath.join(parent, base[len(WHITEOUT):]))
-                    continue
-                match = _DIST_INFO.match(path)
-                if not match or match["file"] not in WANTED:
-                    continue
-                if member.isfile():
-                    fh = layer.extractfile(member)
-                    data = fh.read(MAX_FILE_BYTES + 1) if fh else b""
-                    if len(data) > MAX_FILE_BYTES:
-                        raise InventoryError(f"{path} in layer {index} is over {MAX_FILE_BYTES} bytes")
-                    files[path] = (index, data)
-                elif member.issym() or member.islnk():
-                    files.pop(path, None)  # a link is not a record pinwheel trusts
+        apply_layer(files, layer_delta(stream, f"layer {index}"), index)
         if after_layer is not None:
             after_layer(index, files)
     return files, count
@@ -109,6 +138,7 @@ def _drop_under(files: dict[str, tuple[int, bytes]], path: str, keep_layer: int 
 def distributions(files: dict[str, tuple[int, bytes]],
                   parsed: dict | None = None) -> tuple[list[Distribution], list[str]]:
     """Group the replayed files by dist-info directory; a dist-info without METADATA is noted, not guessed.
+    (A base pinwheel built also holds its expect.json: base_import_skip reads it, this leaves it out.)
 
     `parsed`, when given, remembers each dist-info by the layers its files came from, so replaying an
     image layer by layer parses a distribution once, not once per layer after it.
@@ -116,7 +146,8 @@ def distributions(files: dict[str, tuple[int, bytes]],
     groups: dict[tuple[str, str], dict[str, tuple[int, bytes]]] = {}
     for path, value in files.items():
         m = _DIST_INFO.match(path)
-        assert m is not None
+        if m is None:
+            continue
         groups.setdefault((m["site"], m["dir"]), {})[m["file"]] = value
     out, notes = [], []
     for (site, dirname), parts in sorted(groups.items()):
@@ -208,11 +239,68 @@ def read_saved(archive: Path, after_layer=None) -> tuple[dict[str, tuple[int, by
         raise InventoryError(f"{archive.name} is not a docker save archive ({exc})") from None
 
 
+def base_import_skip(files: dict[str, tuple[int, bytes]]) -> tuple[dict[str, str], list[str]]:
+    """The import_skip of the expect.json a base pinwheel built carries (its own manifest's `needs: driver`
+    packages), and a note where that file is there but unreadable; ({}, []) for any other base."""
+    if InImage.EXPECT not in files:
+        return {}, []
+    try:
+        skip = json.loads(files[InImage.EXPECT][1]).get("import_skip", {})
+        if isinstance(skip, dict) and all(isinstance(k, str) and isinstance(v, str) for k, v in skip.items()):
+            return dict(sorted(skip.items())), []
+    except (ValueError, AttributeError):
+        pass
+    return {}, [f"{InImage.EXPECT} is unreadable: no import skips taken from it"]
+
+
+def read_save_stream(stream: IO[bytes], where: str) -> tuple[dict[str, tuple[int, bytes]], int]:
+    """Replay the layers of a `docker save` stream without writing it anywhere. The archive lists its
+    layers' order in manifest.json, which may come after them: each layer's delta is read as it passes
+    (a member that is no tar, such as an OCI config blob, is none), then they are applied in that order."""
+    deltas: dict[str, LayerDelta] = {}
+    manifest = None
+    try:
+        with tarfile.open(fileobj=stream, mode="r|") as outer:
+            for member in outer:
+                name = member.name
+                member_path(name, f"{where}: the archive")
+                if not member.isfile():
+                    continue
+                fh = outer.extractfile(member)
+                if name == "manifest.json" and fh is not None:
+                    manifest = json.loads(fh.read(MAX_FILE_BYTES))
+                elif fh is not None and (name.endswith("/layer.tar") or name.startswith("blobs/")):
+                    try:
+                        deltas[name] = layer_delta(fh, f"{where}: {name}")
+                    except tarfile.ReadError:
+                        continue  # a blob that is not a layer (an OCI manifest or config)
+        order = [str(n) for n in manifest[0]["Layers"]] if manifest else None
+    except (tarfile.TarError, KeyError, IndexError, TypeError, ValueError) as exc:
+        raise InventoryError(f"{where} is not a docker save archive ({exc})") from None
+    if order is None:
+        raise InventoryError(f"{where} is not a docker save archive (no manifest.json)")
+    files: dict[str, tuple[int, bytes]] = {}
+    for index, name in enumerate(order):
+        if name not in deltas:
+            raise InventoryError(f"{where}: layer {name} is missing")
+        apply_layer(files, deltas[name], index)
+    return files, len(order)
+
+
 def read_image(engine: Engine, ref: str, scratch: Path | None = None) -> Inventory:
-    """The inventory of an image in the engine, from its layers (the image is never run)."""
-    files, count = save_and(engine, ref, scratch, read_saved)
+    """The inventory of an image in the engine, from its layers as `docker save` streams them (the image is
+    never run, and the archive is written nowhere)."""
+    try:
+        with engine.save_stream(ref) as stream:
+            files, count = read_save_stream(stream, f"image {ref}")
+    except engine._errors() + (EngineError,) as exc:
+        said = (getattr(exc, "stderr", None) or str(exc)).strip().splitlines()
+        raise InventoryError(f"the engine cannot save image {ref} to read it: "
+                             f"{said[-1] if said else type(exc).__name__}") from None
     dists, notes = distributions(files)
-    return Inventory(ref, engine.image_id(ref), engine.repo_digest(ref), tuple(dists), count, tuple(notes))
+    skip, skip_notes = base_import_skip(files)
+    return Inventory(ref, engine.image_id(ref), engine.repo_digest(ref), tuple(dists), count,
+                     tuple(notes + skip_notes), import_skip=tuple(skip.items()))
 
 
 # ------------------------------------------------------------------ committed inventories

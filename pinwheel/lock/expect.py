@@ -20,6 +20,16 @@ def _with_fallbacks(plan: Plan):
         yield from ((p, p.fallback) if getattr(p, "fallback", None) else (p,))
 
 
+def base_import_skip(plan: Plan, installed_here: set[str]) -> dict[str, str]:
+    """The base's own import skips (a base pinwheel built: its inventory keeps them), for the packages this
+    image keeps from the base; one it installs again is judged by this manifest alone."""
+    inv = plan.resolution.base_inventory
+    if not reads_base(plan) or inv is None:
+        return {}
+    kept = set(base_kept(plan)) - installed_here
+    return {name: f"{why} (the base's own manifest)" for name, why in inv.import_skip if name in kept}
+
+
 def derived_expect(plan: Plan, pins: Mapping[str, str], conditional: Mapping[str, str]) -> dict:
     """expect.json but its FROM_THE_INDEX keys: ``pins`` (what the slices install), ``fallbacks`` (what the
     fallback files install), and what the manifest says (exclusions, import skips, verify checks, overrides,
@@ -34,7 +44,8 @@ def derived_expect(plan: Plan, pins: Mapping[str, str], conditional: Mapping[str
     excluded = {name: dict(sorted(names.items())) for name, names in sorted(exclusions(plan).items()) if name in pins}
     if excluded:
         out["excluded"] = excluded
-    import_skip = {q.name: f"needs: {q.needs}: {q.needs_why}" for q in _with_fallbacks(plan) if getattr(q, "needs", None)}
+    import_skip = {**base_import_skip(plan, set(pins) | set(conditional)),
+                   **{q.name: f"needs: {q.needs}: {q.needs_why}" for q in _with_fallbacks(plan) if getattr(q, "needs", None)}}
     if import_skip:
         out["import_skip"] = dict(sorted(import_skip.items()))
     verify = {q.name: {"import": list(q.verify.imports), "python": q.verify.python, "needs": q.verify.needs,

@@ -11,7 +11,7 @@ import pytest
 
 from pinwheel.image.engine import Engine
 from pinwheel.distributions import Inventory, InventoryError
-from pinwheel.image.inventory import distributions, read_image, read_saved
+from pinwheel.image.inventory import base_import_skip, distributions, read_image, read_save_stream, read_saved
 
 SITE = "/usr/local/lib/python3.11/dist-packages"
 
@@ -99,6 +99,69 @@ def test_inventory_json_round_trip():
     inv = Inventory("img:1", "sha256:abc", None, tuple(distributions(
         {f"{SITE}/a-1.0.dist-info/METADATA": (0, metadata("a", "1.0", requires=("b>=1",)))})[0]), 1)
     assert Inventory.from_json(json.loads(json.dumps(inv.to_json()))) == inv
+
+
+def test_a_base_pinwheel_built_keeps_its_import_skips_and_an_unreadable_one_is_noted(tmp_path):
+    expect = json.dumps({"import_skip": {"sglang-kernel": "needs: driver: links libcuda.so.1"}}).encode()
+    files, _ = read_saved(archive(tmp_path, [{**dist_info("sglang-kernel", "0.4.5"),
+                                               "/opt/pinwheel/expect.json": expect}]))
+    assert base_import_skip(files) == ({"sglang-kernel": "needs: driver: links libcuda.so.1"}, [])
+    dists, notes = distributions(files)
+    assert [d.name for d in dists] == ["sglang-kernel"] and notes == []  # the file is no distribution
+    inv = Inventory("img:1", "sha256:abc", None, tuple(dists), 1, import_skip=(("sglang-kernel", "why"),))
+    assert Inventory.from_json(json.loads(json.dumps(inv.to_json()))) == inv
+    assert "import_skip" not in Inventory("img:1", "sha256:abc", None, tuple(dists), 1).to_json()
+    for raw in (b"{not json", b'{"import_skip": {"a": 1}}', b"[]"):
+        assert base_import_skip({"/opt/pinwheel/expect.json": (0, raw)}) == (
+            {}, ["/opt/pinwheel/expect.json is unreadable: no import skips taken from it"])
+    assert base_import_skip({}) == ({}, [])
+
+
+def oci_archive(tmp_path: Path, layers: list[dict[str, bytes]], manifest_first: bool) -> Path:
+    """An archive in the OCI layout newer engines save: layers and a JSON config under blobs/sha256/."""
+    path = tmp_path / "oci.tar"
+    members = [(f"blobs/sha256/{i:064x}", layer(files)) for i, files in enumerate(layers)]
+    members.append(("blobs/sha256/" + "c" * 64, b'{"config": "not a layer"}'))
+    manifest = ("manifest.json", json.dumps([{"Config": members[-1][0], "Layers": [n for n, _ in members[:-1]]}])
+                .encode())
+    with tarfile.open(path, "w") as outer:
+        for name, data in ([manifest] + members) if manifest_first else (members + [manifest]):
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            outer.addfile(info, io.BytesIO(data))
+    return path
+
+
+@pytest.mark.parametrize("manifest_first", [False, True])
+def test_a_streamed_save_replays_like_an_archive_on_disk_in_either_layout(tmp_path, manifest_first):
+    layers = [{**dist_info("torch", "2.13.0"), **dist_info("gone", "1.0")},
+              {f"{SITE}/.wh.gone-1.0.dist-info": b"", **dist_info("six", "1.17.0")}]
+    on_disk = read_saved(archive(tmp_path, layers))
+    with open(archive(tmp_path, layers), "rb") as fh:
+        assert read_save_stream(fh, "image x") == on_disk
+    with open(oci_archive(tmp_path, layers, manifest_first), "rb") as fh:
+        files, count = read_save_stream(fh, "image x")
+    assert (files, count) == on_disk and count == 2
+    assert sorted(d.name for d in distributions(files)[0]) == ["six", "torch"]
+
+
+def test_a_streamed_save_without_its_layers_or_manifest_is_a_clear_error(tmp_path):
+    path = oci_archive(tmp_path, [dist_info("six", "1.17.0")], manifest_first=False)
+    with tarfile.open(path) as tar:
+        members = {m.name: tar.extractfile(m).read() for m in tar.getmembers()}
+    for drop, message in (("manifest.json", "no manifest.json"), (next(n for n in members if n.endswith("0")),
+                                                                  "is missing")):
+        broken = tmp_path / "broken.tar"
+        with tarfile.open(broken, "w") as outer:
+            for name, data in members.items():
+                if name != drop:
+                    info = tarfile.TarInfo(name)
+                    info.size = len(data)
+                    outer.addfile(info, io.BytesIO(data))
+        with open(broken, "rb") as fh, pytest.raises(InventoryError, match=message):
+            read_save_stream(fh, "image x")
+    with pytest.raises(InventoryError, match="not a docker save archive"):
+        read_save_stream(io.BytesIO(b"not a tar at all" * 64), "image x")
 
 
 # ------------------------------------------------------------------ real engine

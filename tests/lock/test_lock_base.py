@@ -143,3 +143,15 @@ def test_a_move_the_manifest_forces_on_a_base_package_is_sliced_and_named(demo, 
     (move,) = [h for h in data["hazards"] if h["package"] == "pwt-util"]
     assert (move["earlier_step"], move["before"], move["after"]) == ("base", "1.0", "1.1")
     assert rc == 1  # a move of a base package the manifest does not pin is a finding
+
+
+def test_the_base_s_own_import_skips_hold_for_what_the_image_keeps_from_it(demo, capsys):
+    """A base pinwheel built names its driver-bound packages (its expect.json, kept in the inventory): the
+    image's invariant skips them as well, but not a package the image installs again (pwt-common here)."""
+    m, _ = demo
+    skips = (("pwt-common", "needs: driver: the base's build"), ("pwt-torchy", "needs: driver: links libcuda"))
+    write_inventory(dataclasses.replace(BASE, import_skip=skips), Workspace.of(m).inventory_file("t"))
+    assert cli.main(["--manifest", str(m.path), "lock", "--variant", "t", "--resolver", "uv"]) == 0, \
+        capsys.readouterr().err
+    expect = json.loads((Workspace.of(m).lock_dir("t") / LockFiles.EXPECT).read_text())
+    assert expect["import_skip"] == {"pwt-torchy": "needs: driver: links libcuda (the base's own manifest)"}
