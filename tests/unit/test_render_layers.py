@@ -14,7 +14,7 @@ from pinwheel.plan import plan_variant
 from pinwheel.render import Layering, render_dockerfile, render_dockerfiles
 
 from tests.support import base_environment
-from tests.support.manifests import assert_refused_at, load_text
+from tests.support.manifests import CUDA_13_GATE, assert_refused_at, load_text, manifest_yaml
 from tests.support.render import GOLDEN, POLICIES, run_scripts
 
 UPDATE = os.environ.get("PINWHEEL_UPDATE_GOLDEN") == "1"
@@ -95,3 +95,37 @@ def test_the_shipped_manifest_keeps_its_chained_dockerfile(capsys):
 
     assert cli.main(["--manifest", str(REPO_ROOT / "wheels_manifest.yaml"), "render", "--check"]) == 0
     assert "COPY --link" not in (REPO_ROOT / "images" / "train" / "Dockerfile").read_text()
+
+
+BUILD_STEPS = f"""\
+  - name: torch
+    kind: wheels
+    why: "what the kernel compiles against"
+    packages:
+      - {{requirement: "torch==2.13.0", why: "the image's torch"}}
+  - name: tools
+    kind: wheels
+    why: "later tools"
+    packages:
+      - {{requirement: "six==1.16.0", why: "tiny"}}
+  - name: fht
+    kind: sdist
+    why: "ships only an sdist"
+    package: "fast-hadamard-transform==1.0.4"
+    sha256: "{'ab' * 32}"
+    isolation: false
+    needs: [torch]
+"""
+
+
+def test_a_build_that_needs_a_set_starts_from_the_image_stage_that_joined_it(tmp_path):
+    """A source build compiling against torch starts from the image cut after torch's join; a step of another
+    kind stays in the image stage, in its place."""
+    text = manifest_yaml(steps=BUILD_STEPS, gates=CUDA_13_GATE, key="steps").replace(
+        "repository: pinwheel/demo}", "repository: pinwheel/demo, layers: parent-free}", 1)
+    out = render_dockerfile(plans(text, tmp_path))
+    order = [out.index(s) for s in ("FROM venv AS wheel-set-torch", "FROM venv AS wheel-set-tools",
+                                    "FROM venv AS image-torch", "COPY --link --from=wheel-set-torch",
+                                    "FROM image-torch AS sdist-fht", "FROM image-torch AS image",
+                                    "COPY --link --from=wheel-set-tools", "# ---- sdist step 3/3: fht")]
+    assert order == sorted(order)
