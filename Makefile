@@ -35,6 +35,7 @@ help:
 	@echo "make render            regenerate images/*/Dockerfile"
 	@echo "make bump TORCH=2.14.1 what breaks if torch is bumped"
 	@echo "make image IMAGE=sglang-base   an example image of images/ (each target takes IMAGE=)"
+	@echo "make engine-modern     start Docker 26 (containerd image store) beside the main engine"
 	@echo "make smoke | publish | e2e | bench | bench-scale"
 
 $(VENV)/.deps: pyproject.toml
