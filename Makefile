@@ -16,10 +16,16 @@ PUBLISH_ARGS ?=
 # e.g. linux/amd64,linux/arm64: build (and lock) each of the variant's platforms
 PLATFORMS ?=
 PW := $(PY) build.py$(if $(filter train,$(IMAGE)),, --manifest images/$(IMAGE)/wheels_manifest.yaml)
+# the main engine: 20.10 (bookworm's docker.io) or modern (Docker >= 26, containerd image store)
+PINWHEEL_ENGINE ?= 20.10
+# where the modern engine runs beside the main one, as a second engine (`make engine-modern`)
+MODERN_ENGINE_ENV := PINWHEEL_ENGINE2=modern PINWHEEL_ENGINE2_ROOT=/var/lib/pinwheel-engine-modern \
+	PINWHEEL_ENGINE2_SOCK=/run/pinwheel-engine-modern.sock PINWHEEL_ENGINE2_BRIDGE=pw-modern \
+	PINWHEEL_ENGINE2_BIP=10.214.0.1/24
 comma := ,
 platform_list = $(subst $(comma), ,$(PLATFORMS))
 
-.PHONY: help deps engine engine2 qemu registry tools render check-render report lock image smoke publish bump base e2e test bench bench-cache bench-scale clean
+.PHONY: help deps engine engine2 engine-modern qemu registry tools render check-render report lock image smoke publish bump base e2e test bench bench-cache bench-scale clean
 
 help:
 	@echo "make image CUDA=13     build the CUDA 13 image (installs the engine if needed)"
@@ -29,6 +35,7 @@ help:
 	@echo "make render            regenerate images/*/Dockerfile"
 	@echo "make bump TORCH=2.14.1 what breaks if torch is bumped"
 	@echo "make image IMAGE=sglang-base   an example image of images/ (each target takes IMAGE=)"
+	@echo "make engine-modern     start Docker 26 (containerd image store) beside the main engine"
 	@echo "make smoke | publish | e2e | bench | bench-scale"
 
 $(VENV)/.deps: pyproject.toml
@@ -40,11 +47,16 @@ $(VENV)/.deps: pyproject.toml
 deps: $(VENV)/.deps
 
 engine:
-	scripts/engine-up
+	PINWHEEL_ENGINE=$(PINWHEEL_ENGINE) scripts/engine-up
 
 # a second, independent engine on this machine: the remote build node of the remote-builder and cache tests
 engine2: engine
 	scripts/engine2-up >/dev/null
+
+# the modern engine (Docker >= 26, containerd image store) as a second engine beside the main one:
+# the tests of what only a modern engine renders (COPY --link) build on it
+engine-modern: engine
+	$(MODERN_ENGINE_ENV) scripts/engine2-up >/dev/null
 
 # linux/arm64 builds on an x86_64 host: qemu-aarch64 registered with binfmt_misc
 qemu:
@@ -90,7 +102,7 @@ e2e: deps engine registry tools
 	$(PY) -m pytest -m e2e tests/e2e $(PYTEST_ARGS)
 
 # every test, the end-to-end ones included (they build the real images: most of the run's time)
-test: deps engine engine2 qemu registry tools
+test: deps engine engine2 engine-modern qemu registry tools
 	$(PY) -m pytest --e2e $(PYTEST_ARGS)
 
 bench: deps engine

@@ -192,6 +192,8 @@ class Plan:
     platform_arch: str | None = None
     # What installs the lock slices in the image: "uv" (the lock pins it, installer.txt) or "pip".
     installer: str = "uv"
+    # How the wheel sets' layers are made (ImageSpec.layers): "chained" or "parent-free".
+    layers: str = "chained"
     resolution: Resolution = field(default_factory=Resolution)
 
     def with_resolution(self, **changes) -> Plan:
@@ -286,6 +288,7 @@ def plan_variant(manifest: Manifest, variant_name: str, platform: str | None = N
         shared_pin_needs={p.name: p.needed_by for p in manifest.shared_pins},
         platform_arch=container_arch(variant.platform) if variant is not declared else None,
         installer=manifest.image.installer,
+        layers=manifest.image.layers,
         todos=manifest.todos,
     )
 

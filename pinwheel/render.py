@@ -19,7 +19,7 @@ from .plan import Plan
 from .steps import build_point, kind_of
 from .workspace import InContext, InImage, LockFiles
 
-__all__ = ["PythonEnvironment", "dockerfile_groups", "dockerfile_name", "preflight_checks", "render_dockerfile", "render_dockerfiles", "shell_glob", "shell_quote"]
+__all__ = ["Layering", "PythonEnvironment", "dockerfile_groups", "dockerfile_name", "preflight_checks", "render_dockerfile", "render_dockerfiles", "shell_glob", "shell_quote"]
 
 # The templates ship inside the package (pinwheel/templates), so an installed
 # wheel renders exactly what the checkout does.
@@ -130,6 +130,35 @@ def segments(plan: Plan, views: Sequence) -> tuple[Segment, ...]:
             run, in_scope = [], tuple(declared)
     out.append(Segment("image", tuple(run), (), out[-1].name if out else None, in_scope))
     return tuple(out)
+
+
+@dataclass(frozen=True)
+class Layering:
+    """How one Dockerfile's wheel sets make their layers: parent-free (a stage each, joined with COPY
+    --link) or chained; ``note`` says, in one line, why a manifest's parent-free layers are chained here."""
+
+    parent_free: bool
+    note: str | None = None
+
+    @classmethod
+    def of(cls, plan: Plan, copy_link: bool = True) -> "Layering":
+        """What the plan asks (image.layers), on an engine that has COPY --link (``copy_link``) or not."""
+        if plan.layers != "parent-free":
+            return cls(False)
+        if plan.variant.environment != "venv":
+            return cls(False, "environment: base: the wheel sets install into the base's own python and share "
+                              "its site-packages, so their layers stay chained")
+        if not copy_link:
+            return cls(False, "the engine has no COPY --link (BuildKit before v0.10): the wheel sets' layers "
+                              "are chained")
+        return cls(True)
+
+
+def apart_stages(plan: Plan, views: Sequence, layering: Layering) -> tuple:
+    """(view, the gates its install reads) of each step installed in a stage of its own (see Layering)."""
+    if not layering.parent_free:
+        return ()
+    return tuple((view, step_gates(step)) for step, view in zip(plan.steps, views) if kind_of(step).installs_apart)
 
 
 def step_gates(step) -> tuple[str, ...]:
@@ -269,9 +298,10 @@ def render_dockerfiles(plans: Sequence[Plan]) -> dict[str, str]:
     return {name: render_dockerfile(members) for name, members in dockerfile_groups(plans).items()}
 
 
-def render_dockerfile(plans: Sequence[Plan]) -> str:
+def render_dockerfile(plans: Sequence[Plan], copy_link: bool = True) -> str:
     """One Dockerfile for variants of one image that install into one kind of environment; gates select
-    per variant."""
+    per variant. ``copy_link``: whether the engine that builds it has COPY --link (the committed file
+    assumes it does; see Layering)."""
     if not plans:
         raise ValueError("render_dockerfile needs at least one Plan")
     first = plans[0]
@@ -282,6 +312,9 @@ def render_dockerfile(plans: Sequence[Plan]) -> str:
                          "render_dockerfiles")
     preflight = preflight_checks(first)
     views = [kind_of(s).view(s) for s in first.steps]
+    layering = Layering.of(first, copy_link)
+    apart = apart_stages(first, views, layering)
+    image_segments = segments(first, views)
     text = _environment().get_template("Dockerfile.j2").render(
         manifest=first.manifest_path,
         image=first.image,
@@ -296,7 +329,11 @@ def render_dockerfile(plans: Sequence[Plan]) -> str:
         build_args=first.build_args,  # a partial's own ARGs default to the first variant's values
         steps=views,
         staged=any(hasattr(v, "stage") for v in views),  # a builder stage precedes the installer's
-        segments=segments(first, views),
+        segments=image_segments,
+        layers_note=layering.note,
+        apart_stages=apart,
+        apart=frozenset(view.name for view, _gates in apart),
+        first_stage=InImage.VENV_STAGE if apart else image_segments[0].name,
         preflight=preflight,
         preflight_gates=[g.name for g in first.gates if any(g.name in c.gates for c in preflight)],
         paths=InImage,

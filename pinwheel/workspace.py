@@ -107,6 +107,12 @@ class InImage:
     INVARIANT_CACHE = "/var/cache/pinwheel"  # the invariant's passing results: a BuildKit cache mount, in no layer
     INVARIANT_CACHE_ID = "pinwheel-invariant"  # that cache mount's id, shared by every build on the engine
     FRESH_CHECKS_ARG = "PINWHEEL_FRESH_CHECKS"  # the build arg (and the payload's variable) that reuses nothing
+    # parent-free layers: the files one wheel set's stage added to the venv, moved here (their paths kept)
+    # for the image's COPY --link; the venv's listing before the install lies beside it
+    WHEEL_SET_ROOT = "/tmp/pinwheel/wheel-set"
+    VENV_BEFORE = "/tmp/pinwheel/venv-before"
+    VENV_AFTER = "/tmp/pinwheel/venv-after"
+    VENV_STAGE = "venv"  # the stage of the venv's skeleton that each wheel set's stage and the image start from
 
 
 @dataclass(frozen=True)

@@ -82,7 +82,8 @@ def build_variant(m: Manifest, plan: Plan, engine, target: str, progress: str, c
 
 
 def cmd_build(args: argparse.Namespace) -> int:
-    from ..image.build import BuildCache, BuildError, BuildInputs, cache_ref, check_local_wheels, refuse_todos
+    from ..image.build import BuildCache, BuildError, BuildInputs, cache_ref, check_local_wheels, engine_layering, \
+        refuse_todos
     m = manifest_mod.load(args.manifest)
     plan = select_plan(m, args)
     try:
@@ -100,6 +101,9 @@ def cmd_build(args: argparse.Namespace) -> int:
                        None if to is None else to.ref or cache_ref(plan, args.registry),
                        to_mode=to.mode if to is not None else "max")
     engine = engine_or_fail(args)
+    note = engine_layering(plan, engine).note
+    if note:
+        err().print(f"note: {escape(note)}")
     built = build_variant(m, plan, engine, args.target, "quiet" if args.quiet else args.progress, cache,
                           fresh_checks=args.fresh_checks)
     if built is None:

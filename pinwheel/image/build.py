@@ -32,7 +32,7 @@ from ..plan import Plan, plan_variant
 from ..steps import kind_of
 from ..steps.base import Staging, StagingError
 from ..workspace import InContext, InImage, LockFiles, Workspace
-from ..render import dockerfile_groups, render_dockerfile
+from ..render import Layering, dockerfile_groups, render_dockerfile
 
 if TYPE_CHECKING:
     from ..manifest import Manifest
@@ -197,6 +197,15 @@ def check_inputs(plans: list[Plan], plan: Plan, inputs: BuildInputs) -> None:
     if not (inputs.lock_dir / LockFiles.REQUIREMENTS).exists():
         raise BuildError(f"variant {plan.variant.name} has no lock in {inputs.lock_dir.relative_to(inputs.root)}: "
                          "run `make lock`")
+
+
+def engine_layering(plan: Plan, engine: Engine) -> Layering:
+    """How this engine builds the plan's wheel sets: parent-free (as the committed Dockerfile has them) only
+    where the engine has COPY --link; else chained, with the note that says so."""
+    asked = Layering.of(plan)
+    if not asked.parent_free or engine.copy_link():
+        return asked
+    return Layering.of(plan, copy_link=False)
 
 
 def refuse_todos(plan: Plan) -> None:
@@ -415,7 +424,11 @@ def build_image(plans: list[Plan], plan: Plan, root: Path, engine: Engine, targe
     with tempfile.TemporaryDirectory(prefix="pinwheel-context-") as ctx, \
             tempfile.TemporaryDirectory(prefix="pinwheel-secrets-") as sec:
         context = Path(ctx)
-        assemble_context(plan, inputs, context, dockerfile_for(plans, plan)[0])
+        name, members = dockerfile_for(plans, plan)
+        assemble_context(plan, inputs, context, name)
+        if Layering.of(plan).parent_free and not engine_layering(plan, engine).parent_free:
+            # an engine without COPY --link builds the chained rendering of the same steps
+            (context / "Dockerfile").write_text(render_dockerfile(members, copy_link=False))
         try:  # each step's files (a verified download, a patch) staged in the context
             stage_steps(plan, root, context)
         except StagingError as exc:

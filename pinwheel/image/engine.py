@@ -197,6 +197,18 @@ class Engine:
             return "registry"
         return "inline"
 
+    def copy_link(self) -> bool:
+        """Whether the builder's Dockerfile frontend takes COPY --link (BuildKit v0.10, Docker 23, and later).
+
+        The docker driver's BuildKit is the engine's (Debian's builds report it as v0.0.0), so there the
+        engine's version decides; another driver's node reports its own BuildKit version."""
+        if self.builder_driver() == "docker":
+            return _major_minor(str(self.docker.version().server.version or "")) >= (23, 0)
+        proc = subprocess.run([*self._client_call, "buildx", "inspect", *([self.builder] if self.builder else [])],
+                              capture_output=True, text=True)
+        found = re.search(r"^BuildKit(?: version)?:\s*v?(\S+)", proc.stdout, re.MULTILINE | re.IGNORECASE)
+        return bool(found) and _major_minor(found.group(1)) >= (0, 10)
+
     def _containerd_store(self) -> bool:
         info = self.docker.system.info()
         status = [tuple(pair) for pair in (getattr(info, "driver_status", None) or []) if len(pair) == 2]
@@ -587,6 +599,12 @@ def _cache_export(cache_to: str | None, cache_kind: str | None, cache_mode: str)
     if cache_to:
         return {"type": "inline"}
     return None
+
+
+def _major_minor(version: str) -> tuple[int, int]:
+    """(major, minor) of a version like 26.1.5+dfsg1 or 0.13.1; (0, 0) when it is not one."""
+    found = re.match(r"(\d+)\.(\d+)", version.strip())
+    return (int(found.group(1)), int(found.group(2))) if found else (0, 0)
 
 
 def _short_id(diff_id: str) -> str:

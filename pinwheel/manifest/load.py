@@ -19,7 +19,7 @@ from packaging.utils import canonicalize_name
 from packaging.version import Version
 
 from ..index.target import CONTAINER_MACHINES, container_platform
-from ..model.manifest import GATE_ARCHES, GATE_VARIABLES, MANIFEST_VERSION, TAG_FIELDS, ArchSpec, Gate, ImageSpec, INSTALLERS, Manifest, \
+from ..model.manifest import GATE_ARCHES, GATE_VARIABLES, MANIFEST_VERSION, TAG_FIELDS, ArchSpec, Gate, ImageSpec, INSTALLERS, LAYERS, Manifest, \
     NamedIndex, SharedPin, StepSpec, Variant
 from ..model.reader import STEP_NAME, Reader, StepReading, node_kind
 from ..model.source import Node, Scalar, compose, read_text, show
@@ -135,16 +135,21 @@ def _kind_name(r: Reader, node: Any, key: str, kinds: dict) -> str:
 
 
 def _image(r: Reader, node: Any) -> ImageSpec:
-    m = r.mapping(node, "image", {"name", "repository", "title", "venv", "installer"}, {"name", "repository"}).value
+    m = r.mapping(node, "image", {"name", "repository", "title", "venv", "installer", "layers"},
+                  {"name", "repository"}).value
     installer = r.string(m["installer"], "image.installer") if "installer" in m else "uv"
     if installer not in INSTALLERS:
         raise r.fail(m["installer"].line, "image.installer", f"{installer!r} is not one of: {', '.join(INSTALLERS)}")
+    layers = r.string(m["layers"], "image.layers") if "layers" in m else "chained"
+    if layers not in LAYERS:
+        raise r.fail(m["layers"].line, "image.layers", f"{layers!r} is not one of: {', '.join(LAYERS)}")
     return ImageSpec(
         name=r.string(m["name"], "image.name", STEP_NAME, "image name (lowercase letters, digits, '-')"),
         repository=r.string(m["repository"], "image.repository", _REPOSITORY, "image repository"),
         title=r.string(m["title"], "image.title") if "title" in m else "",
         venv=r.string(m["venv"], "image.venv", _ABS_PATH, "absolute path") if "venv" in m else "/opt/venv",
         installer=installer,
+        layers=layers,
     )
 
 

@@ -168,9 +168,14 @@ class ImageSpec:
     # What installs each lock slice in the image: uv (bind-mounted from a stage of its own, so it is in
     # no layer of the image) or pip. Both install --no-deps --require-hashes.
     installer: str = "uv"
+    # How the wheel sets' layers are made: "chained" (each set's install runs on the image as the sets before
+    # left it) or "parent-free" (each set installs in a stage of its own from the venv's skeleton, and the
+    # image joins them with COPY --link, where the engine has it).
+    layers: str = "chained"
 
 
 INSTALLERS = ("uv", "pip")
+LAYERS = ("chained", "parent-free")
 
 
 class StepSpec(Protocol):

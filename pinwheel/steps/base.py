@@ -168,6 +168,10 @@ class StepKind:
 
     name: ClassVar[str]  # the manifest's `kind:` value, the module's name and the partial's
     noun: ClassVar[str]  # how comments and messages call one step of this kind
+    # Whether its install needs none of the earlier steps' files, only the venv's skeleton: then, with
+    # parent-free layers, it installs in a stage of its own (its partial's "apart" part) and the image
+    # joins that stage's files (its "join" part).
+    installs_apart: ClassVar[bool] = False
 
     @property
     def partial(self) -> str:

@@ -13,7 +13,10 @@ The building block of kind `wheels`:
   wheel's fallback its own file;
 - partial: templates/steps/wheels.j2, one RUN that installs the slice with
   --no-deps --require-hashes and guards each local wheel, bind-mounting the
-  context's wheels/<step>/, which holds only this set's local wheels;
+  context's wheels/<step>/, which holds only this set's local wheels; with
+  parent-free layers that RUN is in a stage of its own ("apart", from the
+  venv's skeleton: it installs apart, installs_apart) and the image joins the
+  files it added with COPY --link ("join");
 - invariant: none of its own; every pin is checked with the whole Python
   environment after the last step (expect.json, Dockerfile.j2).
 """
@@ -269,6 +272,17 @@ class StepView(KindView):
         return self.kind.slice_packages(self.step)
 
     @property
+    def apart_stage(self) -> str:
+        """Its stage with parent-free layers: the venv's skeleton and this set's install, nothing else."""
+        return f"wheel-set-{self.step.name}"
+
+    @property
+    def replaced_message(self) -> str:
+        return (f"pinwheel: ERROR: wheel set {self.step.name} removed or replaced files of the venv's skeleton "
+                "(it installs pip or setuptools?); a layer joined with COPY --link cannot remove them: "
+                "use image.layers: chained")
+
+    @property
     def wheels_dir(self) -> str:
         """The build context's directory of this set's own local wheels, which its RUN bind-mounts instead of
         all of wheels/: BuildKit keys the mount by that directory's bytes, so another set's changed wheel
@@ -296,6 +310,8 @@ def _local_view(step: Step, p: PlannedPackage) -> LocalView:
 class WheelSets(StepKind):
     name = "wheels"
     noun = "wheel set"
+    # The lock puts each distribution in exactly one slice, installed --no-deps: no set reads another's files.
+    installs_apart = True
     adopts = ADOPT_PIP_INSTALL
     named_by_package = True
 

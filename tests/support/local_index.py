@@ -95,6 +95,7 @@ def build_wheel(
     metadata: str | None = None,
     dist_info_first: bool = False,
     module_source: str | None = None,
+    files: Mapping[str, bytes] | None = None,
 ) -> Path:
     """Write a small valid wheel and return its path.
 
@@ -104,6 +105,8 @@ def build_wheel(
     than reading its central directory.  ``metadata`` replaces the generated
     METADATA text verbatim.  ``dist_info_first`` puts the .dist-info members at
     the start of the archive (far from the central directory) instead of the end.
+    ``files`` adds members by their path in the wheel: a top-level ``.pth``, or
+    ``<dist>-<version>.dist-info/entry_points.txt`` for console scripts.
     """
     dist = re.sub(r"[-_.]+", "_", canonicalize_name(name))
     module = dist.lower()
@@ -127,6 +130,7 @@ def build_wheel(
         members.append((f"{module}/_C{suffix}", b"\x7fELF placeholder, not a real extension\n"))
     if payload_size:
         members.append((f"{module}/payload.bin", os.urandom(payload_size)))
+    members.extend((files or {}).items())
     members.append((f"{dist_info}/METADATA", meta.encode()))
     members.append((f"{dist_info}/WHEEL", ("\n".join(wheel_lines) + "\n").encode()))
     record = [f"{n},{_record_hash(d)},{len(d)}" for n, d in members] + [f"{dist_info}/RECORD,,"]
@@ -260,6 +264,7 @@ class LocalIndex:
         metadata: str | None = None,
         dist_info_first: bool = False,
         module_source: str | None = None,
+        files: Mapping[str, bytes] | None = None,
     ) -> Path:
         """Build a wheel, publish it on the index, return the wheel's path.
 
@@ -282,6 +287,7 @@ class LocalIndex:
             metadata=metadata,
             dist_info_first=dist_info_first,
             module_source=module_source,
+            files=files,
         )
         data = path.read_bytes()
         meta_sha = None
