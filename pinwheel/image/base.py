@@ -19,7 +19,8 @@ from pathlib import Path
 from typing import Sequence
 
 from . import labels
-from .engine import Engine, write_rootfs_tar
+from .engine import Engine
+from .rootfs import write_rootfs_tar
 
 __all__ = [
     "AptSource",

@@ -13,7 +13,8 @@ from pathlib import Path
 import pytest
 
 from pinwheel.image.base import LABEL_PYTHON, LABEL_SUITE, ensure_base
-from pinwheel.image.engine import BuildFailed, Engine, import_rootfs
+from pinwheel.image.engine import BuildFailed, Engine
+from pinwheel.image.rootfs import import_rootfs
 
 pytestmark = pytest.mark.engine
 
