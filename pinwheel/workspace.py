@@ -174,9 +174,9 @@ class Workspace:
         return inside_project(self.root, path, what)
 
     def relative(self, path: Path) -> str:
-        """A path as the user sees it: relative to the root where it lies under it."""
+        """A path as the user sees it: relative to the repository's root where it lies under it."""
         try:
-            return Path(path).resolve().relative_to(self.root.resolve()).as_posix()
+            return Path(path).resolve().relative_to(self.repository_root.resolve()).as_posix()
         except ValueError:
             return str(path)
 
