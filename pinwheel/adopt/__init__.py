@@ -9,6 +9,8 @@ a person fills it in. The YAML is written only by the YAML library's emitter.
 """
 from __future__ import annotations
 
+import ast
+
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -191,7 +193,8 @@ class _Walk:
         self.steps.extend(result.entries)
         self.lines.update({id(e): ins.line for e in result.entries})
         self.todos.extend(result.todos)
-        _attach_verifies(self.out, self.steps, [(ins.line, v) for v in result.verifies])  # on what came before
+        _attach_verifies(self.out, self.steps, [(ins.line, v) for v in result.verifies],
+                         own=result.entries, own_incomplete=bool(result.listed))
         self.out.listed += [f"line {ins.line}: {item}" for item in result.listed]
 
 
@@ -266,22 +269,66 @@ def _name_steps(steps: list[dict]) -> None:
         step["name"] = name
 
 
-def _attach_verifies(out: Adopted, steps: list[dict], verifies: list[tuple[int, str]]) -> None:
-    """Each `python -c` check goes on the last index or local package before it (the build runs every verify
-    after the last step)."""
+def _attach_verifies(out: Adopted, steps: list[dict], verifies: list[tuple[int, str]], own: list[dict] = (),
+                     own_incomplete: bool = False) -> None:
+    """Each `python -c` check goes on the package it checks: one its own RUN installs (the one whose name the
+    snippet imports, else the last); in a RUN that installs nothing, the last index or local package before
+    it that it imports, else the last one (the build runs every verify after the last step). A check whose
+    own RUN installs something import does not express stays with that RUN, listed: on an earlier package it
+    would check the wrong thing, or under that package's gate not at all."""
     checked = kind_adopting(ADOPT_PIP_INSTALL).name  # the kind whose packages carry a `verify`
+
+    def packages(entries) -> list[dict]:
+        return [p for s in entries if s["kind"] == checked for p in s["packages"] if "verify" not in p]
+
     for line, snippet in verifies:
-        target = next((p for s in reversed(steps) if s["kind"] == checked for p in reversed(s["packages"])
-                       if "verify" not in p), None)
-        try:
-            compile(snippet, "verify", "exec")
-        except (SyntaxError, ValueError, RecursionError, MemoryError):
+        modules = _imported_modules(snippet)
+        here = packages(own)
+        if modules is None:
             target = None
+        elif here or own_incomplete:
+            target = _named_in(here, modules) or (here[-1] if here else None)
+        else:
+            before = packages(steps)
+            target = _named_in(before, modules) or (before[-1] if before else None)
         if target is None:
-            out.listed.append(f"line {line}: python -c check: no package to attach it to, or not valid Python")
+            why = ("its RUN installs what import does not express (listed at this line)" if own_incomplete
+                   and modules is not None else "no package to attach it to, or not valid Python")
+            out.listed.append(f"line {line}: python -c check: {why}")
             continue
         target["verify"] = {"python": snippet}
         target.setdefault("why", WHY)
+
+
+def _imported_modules(snippet: str) -> set[str] | None:
+    """The top-level modules a snippet imports, or None where it is not valid Python."""
+    try:
+        tree = ast.parse(snippet, "verify")
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return None
+    names: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            names.update(a.name.split(".")[0] for a in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+            names.add(node.module.split(".")[0])
+    return names
+
+
+def _named_in(packages: list[dict], modules: set[str]) -> dict | None:
+    """The package a snippet's imports name: its distribution name, as a module name, equal to one (flash_attn),
+    else ending in one (apache_tvm_ffi: tvm_ffi), else starting with one (mooncake_transfer_engine: mooncake);
+    the last such package of the best kind of match, or None."""
+    wanted = {m.lower() for m in modules}
+
+    def match(p: dict) -> int:
+        name = re.split(r"[\[=<>!~;@ ]", p["requirement"], maxsplit=1)[0].lower().replace("-", "_")
+        return max((3 if name == m else 2 if name.endswith("_" + m) else 1 if name.startswith(m + "_") else 0)
+                   for m in wanted) if wanted else 0
+
+    scored = [(match(p), i) for i, p in enumerate(packages)]
+    best = max(scored, default=(0, -1))
+    return packages[best[1]] if best[0] else None
 
 
 def _manifest(path: Path, final: df.Stage, steps, gates: Gates, venv, todos, out: Adopted, indexes: dict) -> dict:

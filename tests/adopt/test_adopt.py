@@ -134,3 +134,31 @@ def test_report_counts_each_todo_as_unchecked_never_clean(tmp_path, local_index)
     (tmp_path / "wheels_manifest.yaml").write_text(text)
     proc = build_py("report", "--json", "--no-lock", "--index-url", url, cwd=tmp_path)
     assert proc.returncode == 0 and json.loads(proc.stdout)["summary"]["verdict"] == "clean", proc.stdout[-2000:]
+
+
+CHECKS = """\
+FROM python:3.11
+RUN pip install nvidia-cudnn-cu12==9.22.0.52
+RUN set -- /tmp/wheels/mooncake*.whl; pip install --force-reinstall --no-deps "$1" && \\
+    python3 -c "from mooncake.store import Bundle; Bundle.put"
+RUN pip install apache-tvm-ffi==0.1.11 flash-attn==2.8.3 && python3 -c "import tvm_ffi; tvm_ffi.Module"
+RUN pip install six==1.17.0
+RUN python3 -c "import flash_attn"
+RUN python3 -c "import sys; assert sys.version_info >= (3, 11)"
+"""
+
+
+def test_a_python_check_goes_on_the_package_it_checks_or_stays_listed_with_its_run(tmp_path):
+    """A check whose own RUN installs what import cannot follow is listed with that RUN, never put on an earlier,
+    unrelated package; a check names its package by the module it imports; one that names none goes on the
+    last package before it."""
+    path = tmp_path / "Dockerfile"
+    path.write_text(CHECKS)
+    adopted = adopt(path)
+    verified = {p["requirement"]: p["verify"]["python"] for s in adopted.manifest["steps"] if s["kind"] == "wheels"
+                for p in s["packages"] if "verify" in p}
+    assert verified == {"apache-tvm-ffi==0.1.11": "import tvm_ffi; tvm_ffi.Module",
+                        "flash-attn==2.8.3": "import flash_attn",
+                        "six==1.17.0": "import sys; assert sys.version_info >= (3, 11)"}
+    assert "line 3: python -c check: its RUN installs what import does not express (listed at this line)" \
+        in adopted.listed
