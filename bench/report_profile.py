@@ -5,7 +5,10 @@ Each run is a fresh interpreter (so imports are counted as a command pays them),
 cache on; the table gives the median of --runs. The phases nest as the evaluation does: index pages and
 METADATA are read inside the plain-pip replay and the judging, and are counted once, in their own rows.
 
-    .venv/bin/python bench/report_profile.py [--runs 5] [--variant cu130] [--imports]
+    .venv/bin/python bench/report_profile.py [--runs 5] [--variant cu130] [--imports] [--manifest PATH]
+
+--manifest takes another locked manifest whose index cache is filled (PINWHEEL_CACHE_DIR, as the command
+reads it), such as a copy of bench/miles/ that `lock` has run on.
 
 --imports adds the imports by package (`python -X importtime`, self times summed per top-level package;
 importtime's own overhead inflates them, so read them as shares).
@@ -103,10 +106,11 @@ def main() -> int:
     ap.add_argument("--runs", type=int, default=5)
     ap.add_argument("--variant", default="cu130")
     ap.add_argument("--imports", action="store_true", help="also the imports by package")
+    ap.add_argument("--manifest", type=Path, default=ROOT / "wheels_manifest.yaml")
     args = ap.parse_args()
     env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
     env["PYTHONPATH"] = os.pathsep.join([str(ROOT), env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
-    cmd = [sys.executable, "-c", ONE_RUN, str(ROOT / "wheels_manifest.yaml"), args.variant]
+    cmd = [sys.executable, "-c", ONE_RUN, str(args.manifest.resolve()), args.variant]
     subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True)  # warm-up: bytecode, parsed cache
     runs = []
     for _ in range(args.runs):
@@ -126,7 +130,7 @@ def main() -> int:
 
 
 def print_imports(args: argparse.Namespace, env: dict[str, str]) -> None:
-    cmd = [sys.executable, "-X", "importtime", str(ROOT / "build.py"), "--manifest", str(ROOT / "wheels_manifest.yaml"),
+    cmd = [sys.executable, "-X", "importtime", str(ROOT / "build.py"), "--manifest", str(args.manifest.resolve()),
            "report", "--variant", args.variant, "--platform", "linux/amd64", "--offline", "--json"]
     runs = []
     for _ in range(args.runs):
