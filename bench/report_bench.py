@@ -15,7 +15,11 @@ states are the bench's own. The index is pip's configured one. States (--states)
   memo row answers from the memo. (uv has no answer memo.)
 - after-online: the first `--offline` run after an online one (each timed run follows an untimed online run
   of the same tool; pinwheel's online run revalidates and so rewrites every page it read);
-- cold: online with an empty cache on both sides (each cache is removed before each run).
+- cold: online with an empty cache on both sides (each tool's cold rows have a cache of their own, removed
+  before each run, so the other states' caches stay warm).
+
+A timed run must be a whole one: an offline report that could not read its cache (could-not-judge), or a uv
+run that failed, stops the bench instead of being timed.
 
 All rows are timed in one run of this program, interleaved (one of each row per round), so a slow moment of
 the machine falls on every row alike; each row gives the median wall time and the median CPU time (user and
@@ -70,6 +74,9 @@ class Bench:
         self.tmp, self.py = tmp, sys.executable
         self.pw_cache, self.uv_cache = tmp / "pinwheel-cache", tmp / "uv-cache"
         self.env = dict(ENV, PINWHEEL_CACHE_DIR=str(self.pw_cache))
+        # the cold rows have caches of their own, so that emptying them leaves the warm ones warm
+        self.pw_cold, self.uv_cold = tmp / "pinwheel-cache-cold", tmp / "uv-cache-cold"
+        self.cold_env = dict(ENV, PINWHEEL_CACHE_DIR=str(self.pw_cold))
         source = INPUTS[args.input]
         if args.input == "shipped":
             self.manifest = source  # its lock is committed beside it
@@ -84,6 +91,7 @@ class Bench:
         self.uv = [str(Path(self.py).parent / "uv"), "pip", "compile", "--quiet", "--python-version", "3.11",
                    "--index-url", index, "--cache-dir", str(self.uv_cache), "-c", str(con), str(req),
                    "-o", str(tmp / "uv.txt")]
+        self.uv_cold_cmd = [str(self.uv_cold) if c == str(self.uv_cache) else c for c in self.uv]
         self.pip_compile = [str(Path(self.py).parent / "pip-compile"), "--quiet", "--no-header", "--index-url",
                             index, "-c", str(con), str(req), "-o", str(tmp / "pc.txt")]
         self.variant = args.variant
@@ -106,33 +114,39 @@ class Bench:
         run_checked(self.report, self)
         self.drop_memo()
 
-    def empty_caches(self) -> None:
+    def empty_cold_caches(self) -> None:
         # The whole cache: index pages, METADATA, the parsed store, memos, ABI results and the wheels read for them.
-        shutil.rmtree(self.pw_cache, ignore_errors=True)
-        shutil.rmtree(self.uv_cache, ignore_errors=True)
+        shutil.rmtree(self.pw_cold, ignore_errors=True)
+        shutil.rmtree(self.uv_cold, ignore_errors=True)
 
-    def rows(self, states: list[str], with_pip_compile: bool) -> dict[str, tuple[list[str], object]]:
-        """name -> (command, what to do untimed before each run)."""
-        offline_report, offline_uv = self.report + ["--offline"], self.uv + ["--offline"]
-        rows: dict[str, tuple[list[str], object]] = {}
+    def rows(self, states: list[str], with_pip_compile: bool) -> dict[str, tuple[list[str], object, dict]]:
+        """name -> (command, what to do untimed before each run, its environment)."""
+        offline_report, offline_uv, env = self.report + ["--offline"], self.uv + ["--offline"], self.env
+        rows: dict[str, tuple[list[str], object, dict]] = {}
         if "warm" in states:
-            rows["warm: pinwheel report --offline --json, memo dropped"] = (offline_report, self.drop_memo)
-            rows["warm: uv pip compile --offline"] = (offline_uv, None)
-            rows["warm: pinwheel report --offline --json, memo warm"] = (offline_report, None)
+            rows["warm: pinwheel report --offline --json, memo dropped"] = (offline_report, self.drop_memo, env)
+            rows["warm: uv pip compile --offline"] = (offline_uv, None, env)
+            rows["warm: pinwheel report --offline --json, memo warm"] = (offline_report, None, env)
             if with_pip_compile:
-                rows["warm: pip-compile"] = (self.pip_compile, None)
+                rows["warm: pip-compile"] = (self.pip_compile, None, env)
         if "after-online" in states:
-            rows["after-online: pinwheel report --offline --json"] = (offline_report, self.after_online)
-            rows["after-online: uv pip compile --offline"] = (offline_uv, lambda: run_checked(self.uv, self))
+            rows["after-online: pinwheel report --offline --json"] = (offline_report, self.after_online, env)
+            rows["after-online: uv pip compile --offline"] = (offline_uv, lambda: run_checked(self.uv, self), env)
         if "cold" in states:
-            rows["cold: pinwheel report --json"] = (self.report, self.empty_caches)
-            rows["cold: uv pip compile"] = (self.uv, self.empty_caches)
+            rows["cold: pinwheel report --json"] = (self.report, self.empty_cold_caches, self.cold_env)
+            rows["cold: uv pip compile"] = (self.uv_cold_cmd, self.empty_cold_caches, env)
         return rows
 
 
 def run_checked(cmd: list[str], bench: Bench) -> None:
-    proc = subprocess.run(cmd, cwd=bench.tmp, capture_output=True, text=True, env=bench.env)
-    if proc.returncode not in (0, 1, 3):  # report: 1 conflicts, 3 unchecked requirements; still a full run
+    check(cmd, subprocess.run(cmd, cwd=bench.tmp, capture_output=True, text=True, env=bench.env))
+
+
+def check(cmd: list[str], proc: subprocess.CompletedProcess) -> None:
+    """A timed run must be a whole one: report may exit 1 (conflicts) or 3 (unchecked requirements), but not
+    for a cache it could not read (an offline run on an empty cache answers could-not-judge quickly); uv 0."""
+    ok = (0,) if cmd[0].endswith("uv") else (0, 1, 3)
+    if proc.returncode not in ok or '"could_not_judge"' in proc.stdout:
         raise SystemExit(f"{' '.join(cmd)} failed ({proc.returncode}):\n{proc.stderr[-2000:]}")
 
 
@@ -141,26 +155,25 @@ def _children_cpu() -> float:
     return used.ru_utime + used.ru_stime
 
 
-def timed_once(cmd: list[str], bench: Bench, before=None) -> tuple[float, float]:
+def timed_once(cmd: list[str], bench: Bench, before=None, env: dict | None = None) -> tuple[float, float]:
     """(wall seconds, CPU seconds) of one run of cmd; `before` runs untimed first."""
     if before:
         before()
     cpu_before = _children_cpu()
     start = time.perf_counter()
-    proc = subprocess.run(cmd, cwd=bench.tmp, capture_output=True, text=True, env=bench.env)
+    proc = subprocess.run(cmd, cwd=bench.tmp, capture_output=True, text=True, env=env or bench.env)
     elapsed = time.perf_counter() - start
-    if proc.returncode not in (0, 1, 3):
-        raise SystemExit(f"{' '.join(cmd)} failed ({proc.returncode}):\n{proc.stderr[-2000:]}")
+    check(cmd, proc)
     return elapsed, _children_cpu() - cpu_before
 
 
 def measure(rows: dict, bench: Bench, runs: int) -> dict[str, dict[str, list[float]]]:
-    for cmd, before in rows.values():  # warm-up: bytecode, and each state's own preparation
-        timed_once(cmd, bench, before)
+    for cmd, before, env in rows.values():  # warm-up: bytecode, and each state's own preparation
+        timed_once(cmd, bench, before, env)
     got = {name: {"wall": [], "cpu": []} for name in rows}
     for _ in range(runs):  # interleaved by run, so a slow moment of the machine is shared by every row
-        for name, (cmd, before) in rows.items():
-            wall, used = timed_once(cmd, bench, before)
+        for name, (cmd, before, env) in rows.items():
+            wall, used = timed_once(cmd, bench, before, env)
             got[name]["wall"].append(wall)
             got[name]["cpu"].append(used)
     return got

@@ -3,9 +3,13 @@
 
 Each run is a fresh interpreter (so imports are counted as a command pays them), with Python's bytecode
 cache on; the table gives the median of --runs. The phases nest as the evaluation does: index pages and
-METADATA are read inside the plain-pip replay and the judging, and are counted once, in their own rows.
+METADATA are read inside the plain-pip replay and the judging, and are counted once, in their own rows
+(each row is its own time, less that of the rows inside it).
 
-    .venv/bin/python bench/report_profile.py [--runs 5] [--variant cu130] [--imports]
+    .venv/bin/python bench/report_profile.py [--runs 5] [--variant cu130] [--imports] [--manifest PATH]
+
+--manifest takes another locked manifest whose index cache is filled (PINWHEEL_CACHE_DIR, as the command
+reads it), such as a copy of bench/miles/ that `lock` has run on.
 
 --imports adds the imports by package (`python -X importtime`, self times summed per top-level package;
 importtime's own overhead inflates them, so read them as shares).
@@ -40,26 +44,26 @@ from pinwheel.resolve import resolve, with_inventory
 from pinwheel.resolve.resolver import Resolver
 from pinwheel.workspace import Workspace
 
-spent, inside = {}, []
-def timed(cls, name, key, reads=False):
+spent, stack = {}, []  # exclusive CPU per key: a timed call's time less that of the timed calls inside it
+def timed(cls, name, key):
     inner = getattr(cls, name)
     def wrapper(*args, **kwargs):
         began = T()
-        if not reads:
-            inside.append(key)
+        stack.append([key, 0.0])
         try:
             return inner(*args, **kwargs)
         finally:
             took = T() - began
-            if reads:  # a read is counted in its own row, and taken out of the phase that asked for it
-                asker = "read in " + (inside[-1] if inside else "other")
-                spent[asker] = spent.get(asker, 0.0) + took
-            else:
-                inside.pop()
-            spent[key] = spent.get(key, 0.0) + took
+            _, inside = stack.pop()
+            spent[key] = spent.get(key, 0.0) + took - inside
+            if stack:
+                stack[-1][1] += took
     setattr(cls, name, wrapper)
-timed(IndexClient, "_load_page", "pages", reads=True)
-timed(IndexClient, "metadata_for", "metadata", reads=True)
+timed(IndexClient, "_load_page", "pages")
+timed(IndexClient, "versions", "versions")
+timed(IndexClient, "best_wheel", "wheel")
+timed(IndexClient, "metadata_for", "metadata")
+timed(Resolver, "classify", "markers")
 timed(Resolver, "as_pip_would", "replay")
 timed(Resolver, "judge", "judge")
 timed(Resolver, "as_locked", "locked")
@@ -78,20 +82,26 @@ plan = plan.with_resolution(lock_state=state)
 planned = T() - began
 began = T(); client = index_client(Args(), m, plan); client.index_url; configured = T() - began
 began = T(); resolved = resolve(plan, client, ws.wheels_dir, locked); resolving = T() - began
+READS = ("pages", "versions", "wheel", "metadata", "markers")
+def reads():
+    return sum(spent.get(k, 0.0) for k in READS)
+resolve_reads, resolve_timed = reads(), sum(spent.values())
 began = T(); abi = torch_abi(resolved, client, getattr(client, "default", client), ws, True); abi_s = T() - began
 began = T(); json.dumps(to_json(resolved, abi), indent=2); view = T() - began
-def own(key):
-    return spent.get(key, 0.0) - spent.get("read in " + key, 0.0)
 print(json.dumps({
     "imports": imports,
     "manifest, Plan, lock check and read": planned,
     "pip's configuration (index URL)": configured,
     "index pages (cache reads)": spent.get("pages", 0.0),
+    "version lists (parsing a page's versions)": spent.get("versions", 0.0),
+    "choosing a wheel (a version's files built)": spent.get("wheel", 0.0),
     "METADATA (cache reads, parsing)": spent.get("metadata", 0.0),
-    "plain-pip replay": own("replay"),
-    "the image as locked": own("locked"),
-    "judging every edge": own("judge"),
-    "torch ABI (classification cache)": abi_s - spent.get("read in other", 0.0),
+    "markers (each METADATA's, evaluated once)": spent.get("markers", 0.0),
+    "plain-pip replay, its own": spent.get("replay", 0.0),
+    "the image as locked, its own": spent.get("locked", 0.0),
+    "judging every edge, its own": spent.get("judge", 0.0),
+    "the rest of resolve (Plan of the result)": resolving - resolve_timed,
+    "torch ABI (classification cache)": abi_s - (reads() - resolve_reads),
     "JSON view": view,
     "total": T() - start,
 }))
@@ -103,10 +113,11 @@ def main() -> int:
     ap.add_argument("--runs", type=int, default=5)
     ap.add_argument("--variant", default="cu130")
     ap.add_argument("--imports", action="store_true", help="also the imports by package")
+    ap.add_argument("--manifest", type=Path, default=ROOT / "wheels_manifest.yaml")
     args = ap.parse_args()
     env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
     env["PYTHONPATH"] = os.pathsep.join([str(ROOT), env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
-    cmd = [sys.executable, "-c", ONE_RUN, str(ROOT / "wheels_manifest.yaml"), args.variant]
+    cmd = [sys.executable, "-c", ONE_RUN, str(args.manifest.resolve()), args.variant]
     subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True)  # warm-up: bytecode, parsed cache
     runs = []
     for _ in range(args.runs):
@@ -126,7 +137,7 @@ def main() -> int:
 
 
 def print_imports(args: argparse.Namespace, env: dict[str, str]) -> None:
-    cmd = [sys.executable, "-X", "importtime", str(ROOT / "build.py"), "--manifest", str(ROOT / "wheels_manifest.yaml"),
+    cmd = [sys.executable, "-X", "importtime", str(ROOT / "build.py"), "--manifest", str(args.manifest.resolve()),
            "report", "--variant", args.variant, "--platform", "linux/amd64", "--offline", "--json"]
     runs = []
     for _ in range(args.runs):

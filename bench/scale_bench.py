@@ -31,7 +31,12 @@ command interleaved, so a slow moment of the machine falls on all of them;
 each cell is the median of --runs.
 
     .venv/bin/python bench/scale_bench.py [--sizes 10,50,200] [--runs 5] [--json bench/results/scale.json]
-                                          [--png docs/scale.png]
+                                          [--png docs/scale.png] [--real]
+
+--real adds a real manifest to every round: the miles input (bench/miles/), with real metadata from pip's
+configured index, locked once online in its own folder. Its `report --offline --json` (memo dropped) and
+uv's offline compile are timed in the same rounds, and printed against what each one's fit over the
+generated sizes predicts at the miles lock's package count.
 
 Prints a table, the log-log slope of each command over the sizes (1 is linear,
 2 quadratic), the time per package at the largest size over the smallest, and
@@ -267,6 +272,39 @@ def prepare(base: Path, n: int, seed: int) -> Size:
     return Size(n, root, index, gen, env, commands)
 
 
+@dataclass
+class RealInput:
+    """The miles input (bench/miles/), real metadata from pip's configured index, locked once (online) in its
+    own folder: the check of the generated sizes' fit against a real manifest. Timed: report and uv only."""
+
+    n: int
+    root: Path
+    env: dict
+    commands: dict[str, list[str]]
+    manifest = Size.manifest
+    drop_memo = Size.drop_memo
+
+
+def prepare_real(base: Path) -> RealInput:
+    root = base / "miles"
+    (root / "project").mkdir(parents=True)
+    shutil.copy(ROOT / "bench" / "miles" / "wheels_manifest.yaml", root / "project" / "wheels_manifest.yaml")
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+    env.update(PINWHEEL_CACHE_DIR=str(root / "cache"), UV_CACHE_DIR=str(root / "uv-cache"))
+    from pinwheel.index import default_index_url
+
+    py, man = sys.executable, root / "project" / "wheels_manifest.yaml"
+    cli = [py, str(ROOT / "build.py"), "--manifest", str(man)]
+    subprocess.run(cli + ["lock", "--variant", "cu130", "--resolver", "uv"], env=env, check=True, capture_output=True)
+    req, con = peer_inputs(man, "cu130", root)
+    uv = [str(Path(py).parent / "uv"), "pip", "compile", "--offline", "--quiet", "--python-version", PY,
+          "--index-url", default_index_url(), "-c", str(con), str(req), "-o", str(root / "uv.txt")]
+    real = RealInput(0, root, env, {"report": cli + ["report", "--variant", "cu130", "--offline", "--json"],
+                                     "uv": uv})
+    real.n = _lock_count(real, "miles-bench")
+    return real
+
+
 def run_once(size: Size, command: str, *, warm: bool = False) -> tuple[float, float]:
     """(wall seconds, CPU seconds) of one run. The CPU time is the command's user + system time with the
     processes it waited for (lock's uv), not the local index serving it from this process: on a shared
@@ -394,6 +432,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--json", type=Path, default=ROOT / "bench" / "results" / "scale.json")
     ap.add_argument("--png", type=Path, default=ROOT / "docs" / "scale.png")
     ap.add_argument("--no-plot", action="store_true", help="leave the PNG out (no matplotlib needed)")
+    ap.add_argument("--real", action="store_true", help="add the miles input (real metadata, pip's configured "
+                    "index; locked online once) to every round: its report and uv against the sizes' fit")
     ap.add_argument("--keep", type=Path, help="generate into this directory and keep it (default: a temporary one)")
     args = ap.parse_args(argv)
     # here, not at import: the generator's test imports this module and must not see build.py as `build`
@@ -412,6 +452,11 @@ def main(argv: list[str] | None = None) -> int:
             print(f"n={n}: {s.gen.wheels} wheels, {s.gen.requirements} requirements, "
                   f"{len(s.gen.no_deps)} no_deps, {len(s.gen.shared)} shared pins "
                   f"(generated in {time.perf_counter() - started:.1f}s)", file=sys.stderr)
+        real = prepare_real(base) if args.real else None
+        real_times: dict[str, dict[str, list[float]]] = {m: {"report": [], "uv": []} for m in METRICS}
+        for c in ("report", "uv") if real else ():  # online first (fills both caches), then one offline run
+            run_once(real, c, warm=True)
+            run_once(real, c)
         for s in prepared:  # warm-up, untimed: caches filled from the index (online), bytecode written, a round
             for i, c in enumerate(("report", "uv", *ROUND)):
                 run_once(s, c, warm=i < 2)
@@ -422,6 +467,9 @@ def main(argv: list[str] | None = None) -> int:
                 for c in ROUND:
                     for m, value in zip(METRICS, run_once(s, c)):
                         times[m][c][s.n].append(value)
+            for c in ("report", "uv") if real else ():
+                for m, value in zip(METRICS, run_once(real, c)):
+                    real_times[m][c].append(value)
             print(f"round {r + 1}/{args.runs} done", file=sys.stderr)
         load_after = os.getloadavg()
         packages = {s.n: _lock_count(s) for s in prepared}
@@ -434,6 +482,7 @@ def main(argv: list[str] | None = None) -> int:
     growth = {m: summarise(sizes, medians[m]) for m in METRICS}
     for m in METRICS:
         print_tables(sizes, m, medians[m], growth[m])
+    real_doc = print_real(real, real_times, growth) if real else None
     print(f"\nload average {load_before[0]:.2f} before, {load_after[0]:.2f} after; {os.cpu_count()} cores")
     doc = {
         "bench": "scale", "runs": args.runs, "seed": args.seed, "sizes": sizes,
@@ -450,6 +499,7 @@ def main(argv: list[str] | None = None) -> int:
                             for c in COMMANDS if c != "uv"},
             "growth": growth[m],
         } for m in METRICS},
+        **({"real": real_doc} if real_doc else {}),
     }
     args.json.parent.mkdir(parents=True, exist_ok=True)
     args.json.write_text(json.dumps(doc, indent=2) + "\n")
@@ -483,9 +533,27 @@ def print_tables(sizes: list[int], metric: str, medians: dict[str, dict[int, flo
               + " | ".join(f"{g['marginal_ms_per_package'][st]:.1f}" for st in steps) + " |")
 
 
-def _lock_count(s: Size) -> int:
+def print_real(real: RealInput, times: dict[str, dict[str, list[float]]], growth: dict) -> dict:
+    """The miles input's medians against what each command's fit over the generated sizes predicts at its
+    package count."""
+    doc = {"packages_locked": real.n, "runs_s": times, "median_s": {}, "fit_s": {}}
+    print(f"\nreal metadata: the miles input, {real.n} packages locked, against the fit at {real.n}\n")
+    print("| metric | command | measured, median (s) | fit: fixed + per package × N (s) | measured / fit |")
+    print("|---|---|---|---|---|")
+    for m in METRICS:
+        for c in ("report", "uv"):
+            fit = growth[m][c]["linear_fit"]
+            predicted = fit["fixed_s"] + fit["ms_per_package"] / 1000 * real.n
+            med = statistics.median(times[m][c])
+            doc["median_s"].setdefault(m, {})[c] = round(med, 4)
+            doc["fit_s"].setdefault(m, {})[c] = round(predicted, 4)
+            print(f"| {m} | {LABELS[c]} | {med:.3f} | {predicted:.3f} | {med / predicted:.2f}× |")
+    return doc
+
+
+def _lock_count(s: Size | RealInput, image: str = "scale") -> int:
     """How many packages the size's lock pins (the bench measures what it says)."""
-    text = (s.manifest.parent / "images" / "scale" / "lock" / "cu130" / "requirements.txt").read_text()
+    text = (s.manifest.parent / "images" / image / "lock" / "cu130" / "requirements.txt").read_text()
     return sum(1 for line in text.splitlines() if line and not line[0].isspace() and not line.startswith("#")
                and "==" in line)
 

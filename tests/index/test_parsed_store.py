@@ -158,3 +158,46 @@ def test_a_page_the_index_answers_unchanged_is_not_parsed_again(local_index, tmp
     assert db.execute("SELECT count(*) FROM page_versions WHERE size = ? AND mtime = ?",
                       (st.st_size, st.st_mtime_ns)).fetchone() == (1,)
     assert client(url, cache, offline=True).versions("pkg") == [Version("1.0")]
+
+
+def test_a_page_fetched_online_is_kept_parsed_for_the_file_written(local_index, tmp_path):
+    # A page new to the cache (or with other files) is parsed from the index's answer; its rows are kept for
+    # the page file as written, so the first offline run after an online one reads them and not the file.
+    local_index.add("pkg", "1.0")
+    local_index.add("pkg", "2.0", yanked="broken")
+    url = local_index.serve()
+    cache = tmp_path / "cache"
+    online = client(url, cache)
+    assert online.versions("pkg") == [Version("1.0")]
+    online.flush()
+    page = next((cache / "pages").rglob("pkg.json"))
+    st = page.stat()
+    db = sqlite3.connect(cache / DATABASE)
+    assert db.execute("SELECT count(*) FROM page_heads WHERE size = ? AND mtime = ?",
+                      (st.st_size, st.st_mtime_ns)).fetchone() == (1,)
+    assert db.execute("SELECT count(*) FROM page_versions WHERE size = ? AND mtime = ?",
+                      (st.st_size, st.st_mtime_ns)).fetchone() == (2,)
+    local_index.close()
+    offline = client(url, cache, offline=True)
+    assert offline.versions("pkg") == [Version("1.0")]
+    assert offline.versions("pkg", include_yanked=True) == [Version("1.0"), Version("2.0")]
+    assert [f.to_json() for f in offline.files("pkg")] == json.loads(page.read_text())["files"]
+
+
+def test_metadata_fetched_online_is_kept_parsed_for_the_file_written(local_index, tmp_path):
+    local_index.add("pkg", "1.0", requires=["dep>=1", 'win-only; sys_platform == "win32"'], extras={"fast": ["x>=2"]})
+    url = local_index.serve()
+    cache = tmp_path / "cache"
+    online = client(url, cache)
+    fetched = online.metadata("pkg", "1.0", *TARGET)
+    online.flush()
+    local_index.close()
+    files = [p for p in (cache / "metadata").rglob("*.METADATA")]
+    assert len(files) == 1
+    st = files[0].stat()
+    db = sqlite3.connect(cache / DATABASE)
+    assert db.execute("SELECT count(*) FROM metadata WHERE size = ? AND mtime = ?",
+                      (st.st_size, st.st_mtime_ns)).fetchone() == (1,)
+    again = client(url, cache, offline=True).metadata("pkg", "1.0", *TARGET)
+    assert [str(r) for r in again.requires_dist] == [str(r) for r in fetched.requires_dist]
+    assert (again.name, again.version, again.provides_extra) == (fetched.name, fetched.version, fetched.provides_extra)
