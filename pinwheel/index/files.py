@@ -196,13 +196,22 @@ def parse_json_page(data: Mapping[str, Any], page_url: str) -> list[IndexFile]:
     return files
 
 
+def _absolute(page_url: str, url: str) -> str:
+    """The file's URL against its page, without its fragment. Most indexes give every file an absolute URL
+    with nothing to resolve: that one is taken as it is (urljoin's parse was half of reading a page)."""
+    if url.startswith(("https://", "http://")) and url.isprintable() and not url.endswith(" ") \
+            and "#" not in url and "/." not in url and "\\" not in url:
+        return url
+    return urldefrag(urljoin(page_url, url))[0]
+
+
 def _json_file(entry: Any, page_url: str) -> IndexFile | None:
     if not isinstance(entry, Mapping) or not isinstance(entry.get("filename"), str) \
             or not isinstance(entry.get("url"), str):
         log.debug("skipping a page entry that is not a file: %.200r", entry)
         return None
     try:
-        url, _ = urldefrag(urljoin(page_url, entry["url"]))
+        url = _absolute(page_url, entry["url"])
     except ValueError:
         log.debug("skipping a file whose URL does not parse: %.200r", entry["url"])
         return None

@@ -29,6 +29,7 @@ from packaging.specifiers import SpecifierSet
 from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
+from ..index.errors import IndexClientError
 from ..index.sources import MetadataSource
 from ..plan import Clash, Edge, Hazard, Installed, Plan, PlannedPackage, Removal, Step, Unjudged
 from ..steps import kind_of
@@ -462,6 +463,7 @@ def resolve(plan: Plan, source: MetadataSource, wheels_dir: Path | None = None,
     lock installs it, and the plain-pip view is kept to show the churn it removes.
     """
     base = base_installed(plan)
+    prefetch_locked(source, plan, locked)
     if base:  # the base's own packages are read from its inventory, not the index
         source = InventorySource(source, base_distributions(plan))
     resolver = Resolver(source, wheels_dir, base=base)
@@ -486,6 +488,20 @@ def resolve(plan: Plan, source: MetadataSource, wheels_dir: Path | None = None,
         clashes=tuple(clashes),
         unjudged=tuple(unjudged),
     )
+
+
+def prefetch_locked(source: MetadataSource, plan: Plan, locked: dict[str, dict[str, str]] | None) -> None:
+    """On an online run, the locked set's pages and METADATA are fetched first, in parallel (the client's
+    thread pool), so the walk below reads them from the cache instead of asking one after another. Offline,
+    the cache answers as fast alone. A lookup that fails here is asked again by the walk, which says why."""
+    indexes = getattr(source, "indexes", [source])
+    if locked is None or not any(getattr(s, "offline", True) is False for s in indexes):
+        return
+    pins = sorted({(name, version) for versions in locked.values() for name, version in versions.items()})
+    try:
+        source.metadata_many(pins, plan.target.python, plan.target.platforms())
+    except IndexClientError:
+        return
 
 
 def base_installed(plan: Plan) -> dict[str, Installed]:

@@ -479,14 +479,15 @@ class _IndexHandler(BaseHTTPRequestHandler):
         )
 
     def _send(self, status: int, body: bytes, ctype: str = "text/plain", headers: Iterable[tuple[str, str]] = ()) -> None:
+        # log before anything goes out: a client that gives up on the status line alone (a 502 it retries)
+        # must find the entry, however slowly this thread runs on a loaded machine
+        self._log(status, len(body) if self.command != "HEAD" else 0)
         self.send_response(status)
         self.send_header("Content-Type", ctype)
         self.send_header("Content-Length", str(len(body)))
         for k, v in headers:
             self.send_header(k, v)
         self.end_headers()
-        # log before the body goes out, so a client that has read it sees the entry
-        self._log(status, len(body) if self.command != "HEAD" else 0)
         if self.command != "HEAD":
             self.wfile.write(body)
 
