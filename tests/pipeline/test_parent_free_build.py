@@ -12,14 +12,13 @@ from __future__ import annotations
 
 import os
 import re
-import uuid
 
 import pytest
 
 from pinwheel.image.build import build_image, engine_layering
 from pinwheel.image.engine import Engine
 
-from tests.support.engine import engine_unavailable
+from tests.support.engine import carry_base, engine_unavailable
 from tests.support.pipeline import Project, steps_in
 
 pytestmark = pytest.mark.engine
@@ -57,21 +56,12 @@ def modern(engine: Engine, base_image: str, registry: str) -> Engine:
                            f"{reason}")
     if not remote.copy_link():
         engine_unavailable(f"the engine at {MODERN_HOST} has no COPY --link: it is not the modern engine")
-    if not remote.image_exists(base_image):
-        ref = f"{registry}/pinwheel-test/base-{uuid.uuid4().hex[:10]}:{base_image.rsplit(':', 1)[-1]}"
-        engine.tag(base_image, ref)
-        try:
-            engine.push(ref)
-            remote.docker.image.pull(ref, quiet=True)
-            remote.tag(ref, base_image)
-            remote.remove(ref)
-        finally:
-            engine.remove(ref)
+    carry_base(engine, remote, base_image, registry)
     return remote
 
 
 def _leaf(tls_index, version: str) -> None:
-    entry_points = f"[console_scripts]\npw-leaf-hello = pw_leaf:hello\n".encode()
+    entry_points = b"[console_scripts]\npw-leaf-hello = pw_leaf:hello\n"
     tls_index.add("pw-leaf", version, payload_size=16,
                   module_source=f'__version__ = "{version}"\n\ndef hello():\n    print("hello", __version__)\n',
                   files={**LEAF_FILES, f"{DIST_INFO.format(version=version)}/entry_points.txt": entry_points})

@@ -8,7 +8,7 @@ import uuid
 
 import pytest
 
-from tests.support.engine import second_engine
+from tests.support.engine import carry_base, second_engine
 from pinwheel.image.engine import Engine
 
 from tests.support.pipeline import Project, registry_get
@@ -20,16 +20,7 @@ pytestmark = pytest.mark.engine
 def engine2(engine: Engine, base_image: str, registry: str) -> Engine:
     """The second engine, holding the bootstrap base (through the registry: the same image as here)."""
     remote = second_engine()
-    if not remote.image_exists(base_image):
-        ref = f"{registry}/pinwheel-test/base-{uuid.uuid4().hex[:10]}:{base_image.rsplit(':', 1)[-1]}"
-        engine.tag(base_image, ref)
-        try:
-            engine.push(ref)
-            remote.docker.image.pull(ref, quiet=True)
-            remote.tag(ref, base_image)
-            remote.remove(ref)
-        finally:
-            engine.remove(ref)
+    carry_base(engine, remote, base_image, registry)
     return remote
 
 

@@ -33,3 +33,22 @@ def second_engine():
     if reason:
         engine_unavailable(f"the second engine at {engine.host} does not answer: {reason}")
     return engine
+
+
+def carry_base(engine, remote, base_image: str, registry: str) -> None:
+    """Put ``base_image`` on ``remote`` where it lacks it: through the registry, so both engines hold the same
+    image (a bootstrap base is made on this machine's main engine only)."""
+    import uuid
+
+    if remote.image_exists(base_image):
+        return
+    ref = f"{registry}/pinwheel-test/base-{uuid.uuid4().hex[:10]}:{base_image.rsplit(':', 1)[-1]}"
+    engine.tag(base_image, ref)
+    try:
+        engine.push(ref)
+        remote.docker.image.pull(ref, quiet=True)
+        remote.tag(ref, base_image)
+        remote.remove(ref)
+    finally:
+        engine.remove(ref)
+
