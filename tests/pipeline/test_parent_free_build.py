@@ -10,21 +10,17 @@ the chained rendering, and says so.
 """
 from __future__ import annotations
 
-import os
 import re
-import uuid
 
 import pytest
 
 from pinwheel.image.build import build_image, engine_layering
 from pinwheel.image.engine import Engine
 
-from tests.support.engine import engine_unavailable
 from tests.support.pipeline import Project, steps_in
 
-pytestmark = pytest.mark.engine
+pytestmark = pytest.mark.engine  # the modern engine: the `modern` fixture (conftest.py)
 
-MODERN_HOST = os.environ.get("PINWHEEL_MODERN_ENGINE_HOST", "unix:///run/pinwheel-engine-modern.sock")
 DIST_INFO = "pw_leaf-{version}.dist-info"
 LEAF_FILES = {
     "pw_leaf_boot.pth": b"import os; os.environ.setdefault('PW_LEAF_PTH', 'read')\n",
@@ -45,29 +41,6 @@ print("pth", os.environ.get("PW_LEAF_PTH"))
 files = md.distribution("pw-leaf").files
 print("record", len(files), sum(not f.locate().exists() for f in files))
 """
-
-
-@pytest.fixture(scope="module")
-def modern(engine: Engine, base_image: str, registry: str) -> Engine:
-    """The modern engine, holding the bootstrap base (through the registry: the same image as here)."""
-    remote = Engine(host=MODERN_HOST)
-    reason = remote.unavailable_reason()
-    if reason:
-        engine_unavailable(f"the modern engine at {MODERN_HOST} is not up (`make engine-modern` starts it): "
-                           f"{reason}")
-    if not remote.copy_link():
-        engine_unavailable(f"the engine at {MODERN_HOST} has no COPY --link: it is not the modern engine")
-    if not remote.image_exists(base_image):
-        ref = f"{registry}/pinwheel-test/base-{uuid.uuid4().hex[:10]}:{base_image.rsplit(':', 1)[-1]}"
-        engine.tag(base_image, ref)
-        try:
-            engine.push(ref)
-            remote.docker.image.pull(ref, quiet=True)
-            remote.tag(ref, base_image)
-            remote.remove(ref)
-        finally:
-            engine.remove(ref)
-    return remote
 
 
 def _leaf(tls_index, version: str) -> None:
