@@ -6,6 +6,7 @@ import argparse
 from typing import TYPE_CHECKING
 
 from .. import manifest as manifest_mod
+from ..image.builder_features import COMPRESSIONS
 from ..image.cache_spec import CacheSpec, cache_from_arg, cache_to_arg
 from ..manifest import Manifest
 from ..plan import Plan, plan_variant
@@ -54,11 +55,12 @@ def build_sibling_base(base: str, ws: Workspace, engine, progress: bool) -> None
 
 
 def build_variant(m: Manifest, plan: Plan, engine, target: str, progress: str, cache: BuildCache | None = None,
-                  fresh_checks: bool = False):
+                  fresh_checks: bool = False, export=None):
     """The built image, or None when the build failed (its log tail already printed). A variant built on
     another variant's image (base_variant) builds that one first, for the same platform, and starts FROM it.
     ``progress``: --progress auto|plain|quiet; ``cache``: the layer cache refs of this variant's build
-    (--cache-from/--cache-to); ``fresh_checks``: the invariant reuses no earlier passing result (--fresh-checks)."""
+    (--cache-from/--cache-to); ``fresh_checks``: the invariant reuses no earlier passing result (--fresh-checks);
+    ``export``: the image exporter's compression and rewrite-timestamp (this variant's image only)."""
     from ..image.build import BuildError, base_variant_plan, build_image, from_base_variant
     from ..image.engine import BuildFailed
     base_image = None
@@ -73,7 +75,8 @@ def build_variant(m: Manifest, plan: Plan, engine, target: str, progress: str, c
     try:
         with build_log(progress) as (stream, on_log):
             return build_image(plans_for(m, None), plan, m.path.parent, engine, target=target, progress=stream,
-                               base_image=base_image, cache=cache, fresh_checks=fresh_checks, on_log=on_log)
+                               base_image=base_image, cache=cache, fresh_checks=fresh_checks, on_log=on_log,
+                               export=export)
     except BuildError as exc:
         raise UsageError(str(exc)) from None
     except BuildFailed as exc:
@@ -82,8 +85,8 @@ def build_variant(m: Manifest, plan: Plan, engine, target: str, progress: str, c
 
 
 def cmd_build(args: argparse.Namespace) -> int:
-    from ..image.build import BuildCache, BuildError, BuildInputs, cache_ref, check_local_wheels, engine_layering, \
-        refuse_todos
+    from ..image.build import BuildError, BuildInputs, check_local_wheels, engine_layering, refuse_todos
+    from ..image.builder_features import image_export
     m = manifest_mod.load(args.manifest)
     plan = select_plan(m, args)
     try:
@@ -96,21 +99,19 @@ def cmd_build(args: argparse.Namespace) -> int:
             err().print(f"[yellow]warning:[/yellow] {escape(warning)}")
     except BuildError as exc:
         raise UsageError(str(exc)) from None
-    to = args.cache_to
-    cache = BuildCache(tuple(spec.ref or cache_ref(plan, args.registry) for spec in args.cache_from),
-                       None if to is None else to.ref or cache_ref(plan, args.registry),
-                       to_mode=to.mode if to is not None else "max")
     engine = engine_or_fail(args)
-    note = engine_layering(plan, engine).note
-    if note:
-        err().print(f"note: {escape(note)}")
+    cache = build_cache(args, plan, engine)
+    export, notes = image_export(engine, args.compression)
+    for note in [engine_layering(plan, engine).note, *notes]:
+        if note:
+            err().print(f"note: {escape(note)}")
     built = build_variant(m, plan, engine, args.target, "quiet" if args.quiet else args.progress, cache,
-                          fresh_checks=args.fresh_checks)
+                          fresh_checks=args.fresh_checks, export=export)
     if built is None:
         return EXIT_PROBLEM
-    for export in built.cache_exports:
-        err().print(f"cache: {export.kind} cache of {escape(engine.describe())} written to {escape(export.ref)}"
-                    + (f" (the image, {export.digest})" if export.digest else ""))
+    for written in built.cache_exports:
+        err().print(f"cache: {written.kind} cache of {escape(engine.describe())} written to {escape(written.ref)}"
+                    + (f" (the image, {written.digest})" if written.digest else ""))
     if args.json:
         emit_json({"image_id": built.image_id, "tags": list(built.tags), "labels": built.labels})
     else:
@@ -118,6 +119,23 @@ def cmd_build(args: argparse.Namespace) -> int:
         for t in built.tags:
             out().print(f"  {escape(t)}")
     return EXIT_OK
+
+
+def build_cache(args: argparse.Namespace, plan: Plan, engine) -> BuildCache:
+    """The layer cache of ``build``: as --cache-from/--cache-to ask (bare: the variant's cache ref); given
+    neither, the variant's registry cache read and written where the builder exports one and the registry
+    answers (--no-cache-export: none), with a one-line note where it does not answer."""
+    from ..image.build import BuildCache, cache_ref
+    from ..image.builder_features import default_cache_ref
+    to, ref = args.cache_to, cache_ref(plan, args.registry)
+    if to is None and not args.cache_from and not args.no_cache_export:
+        found, note = default_cache_ref(engine, ref, args.registry)
+        if note:
+            err().print(f"note: {escape(note)}")
+        return BuildCache((found,), found) if found else BuildCache()
+    return BuildCache(tuple(spec.ref or ref for spec in args.cache_from),
+                      None if to is None or args.no_cache_export else to.ref or ref,
+                      to_mode=to.mode if to is not None else "max")
 
 
 def cmd_base(args: argparse.Namespace) -> int:
@@ -188,6 +206,12 @@ def add_build_parsers(sub) -> None:
                    help="write the layer cache to REF: a registry cache (mode=max unless mode=min) where the builder "
                         "can, else the inline cache with the image pushed to REF; with no value: the variant's "
                         "cache ref")
+    b.add_argument("--no-cache-export", action="store_true",
+                   help="write no layer cache (by default, on a builder that exports a registry cache, the "
+                        "variant's cache ref is read and written when no --cache-from/--cache-to is given)")
+    b.add_argument("--compression", choices=COMPRESSIONS, default=None,
+                   help="how the image's layers are compressed (default: zstd where the builder keeps them, "
+                        "the containerd image store or another driver; gzip on Docker 20.10's engine)")
     b.add_argument("--registry", default=DEFAULT_REGISTRY,
                    help=f"the publish registry, home of the default cache refs (default: {DEFAULT_REGISTRY})")
     b.add_argument("--fresh-checks", action="store_true",

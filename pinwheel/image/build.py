@@ -25,6 +25,7 @@ from . import payload as smoke_payload
 from .identity import ContentInputs, base_digest, content_inputs
 from .labels import BASE_DIGEST_KIND, CONTENT_TAG, OCI_BASE_DIGEST, OCI_SOURCE
 from .base import platform_base
+from .builder_features import ImageExport
 from .engine import CacheExport, Engine
 from ..index import ca_bundle, default_index_url, pip_setting
 from ..lock import lock_sha256, locked_versions
@@ -394,10 +395,11 @@ def step_labels(plan: Plan) -> dict[str, str]:
 def build_image(plans: list[Plan], plan: Plan, root: Path, engine: Engine, target: str = "image",
                 progress: bool = True, extra_tags: tuple[str, ...] = (), base_image: str | None = None,
                 cache: BuildCache | None = None, fresh_checks: bool = False,
-                on_log: Callable[[str], None] | None = None) -> BuiltImage:
+                on_log: Callable[[str], None] | None = None, export: ImageExport | None = None) -> BuiltImage:
     """Build one variant. base_image: the image a base_variant variant starts FROM (the BASE build arg);
     cache: where its layer cache is read from and written to; fresh_checks: the invariant reuses no earlier
-    passing result; on_log: sees each line of the build log (progress: it streams to stderr too)."""
+    passing result; on_log: sees each line of the build log (progress: it streams to stderr too); export: the
+    image exporter's compression and rewrite-timestamp (builder_features.image_export)."""
     inputs = BuildInputs.for_plan(plan, root)
     base = base_reference(plan, base_image)
     check_inputs(plans, plan, inputs)
@@ -440,6 +442,6 @@ def build_image(plans: list[Plan], plan: Plan, root: Path, engine: Engine, targe
             secrets=secrets,
             target=target, progress=progress, **({"on_log": on_log} if on_log else {}),
             platform=plan.container_platform if plan.variant.platforms else None,
-            **_cache_options(cache, exports.append),
+            **_cache_options(cache, exports.append), **({"export": export} if export else {}),
         )
     return BuiltImage(image_id, tags + extra_tags, labels, plan.variant.name, tuple(exports))

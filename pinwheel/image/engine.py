@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import collections
 import contextlib
-import ipaddress
 import json
 import os
 import re
@@ -37,6 +36,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Callable, Iterable, Iterator, Mapping, Sequence, cast
 
+from .builder_features import ImageExport, buildx_output, loopback_registry as _loopback_registry
 from .push_output import PushedLayer, PushEvent, PushResult, _PushOutputParser, _run_in_pty
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -201,11 +201,15 @@ class Engine:
         The docker driver's BuildKit is the engine's (Debian's builds report it as v0.0.0), so there the
         engine's version decides; another driver's node reports its own BuildKit version."""
         if self.builder_driver() == "docker":
-            return _major_minor(str(self.docker.version().server.version or "")) >= (23, 0)
+            return self.engine_version() >= (23, 0)
         proc = subprocess.run([*self._client_call, "buildx", "inspect", *([self.builder] if self.builder else [])],
                               capture_output=True, text=True)
         found = re.search(r"^BuildKit(?: version)?:\s*v?(\S+)", proc.stdout, re.MULTILINE | re.IGNORECASE)
         return bool(found) and _major_minor(found.group(1)) >= (0, 10)
+
+    def engine_version(self) -> tuple[int, int]:
+        """(major, minor) of the engine's version: 26.1.5+dfsg1 is (26, 1)."""
+        return _major_minor(str(self.docker.version().server.version or ""))
 
     def _containerd_store(self) -> bool:
         info = self.docker.system.info()
@@ -235,6 +239,7 @@ class Engine:
         on_cache_export: Callable[[CacheExport], None] | None = None,
         on_log: Callable[[str], None] | None = None,
         push: bool = False,
+        export: ImageExport | None = None,
     ) -> str:
         """Build with buildx into the engine's image store; return the image id.
 
@@ -245,7 +250,8 @@ class Engine:
         ref. ``on_cache_export`` is told where it went; ``on_log`` sees each
         line of the plain build log. ``push`` pushes the result to its tags'
         registry instead of loading it into the engine's store (then cached
-        layers a registry already holds need not be downloaded).
+        layers a registry already holds need not be downloaded). ``export``: the image exporter's compression
+        and rewrite-timestamp (builder_features); None, as buildx has them.
 
         ``platform`` (linux/arm64) builds for that container platform; one that
         is not the host's runs its RUN steps through QEMU (scripts/qemu-up).
@@ -258,10 +264,10 @@ class Engine:
         """
         secret_specs = _secret_specs(secrets)
         cache_kind = self.cache_kind() if cache_to else None
-        image_id, tail = self._buildx(
-            context, dockerfile, progress, on_log, tags=list(tags), labels=dict(labels or {}),
+        image_id, tail, exported = self._exported_build(
+            context, dockerfile, progress, on_log, export, push, tags=list(tags), labels=dict(labels or {}),
             build_args=dict(build_args or {}), secrets=secret_specs, target=target,
-            platforms=[platform] if platform else None, builder=self.builder, load=not push, push=push, cache=cache,
+            platforms=[platform] if platform else None, builder=self.builder, cache=cache,
             cache_from=[{"type": "registry", "ref": ref} for ref in cache_from] or None,
             cache_to=_cache_export(cache_to, cache_kind, cache_mode))
         if image_id is None and push:
@@ -270,9 +276,28 @@ class Engine:
             if not tags:
                 raise BuildFailed("build finished but reported no image id", "\n".join(tail))
             image_id = self.image_id(tags[0])
+        for tag in tags[1:] if exported else ():  # an exporter's output names the first tag only
+            self.tag(tags[0], tag)
         if cache_to:
             self._export_cache(image_id, cache_to, cache_kind, push, on_cache_export)
         return image_id
+
+    def _exported_build(self, context: Path, dockerfile: Path, progress: bool, on_log: Callable[[str], None] | None,
+                        export: ImageExport | None, push: bool, **options):
+        """:meth:`_buildx` with ``export``'s --output where it asks for more than buildx's default (else load or
+        push); with it, whether an exporter named the image (by its first tag only)."""
+        with tempfile.TemporaryDirectory(prefix="pinwheel-oci-") as oci:
+            tarball = str(Path(oci) / "image.tar")
+            output = None if export is None or export.default or not options["tags"] else buildx_output(
+                export, options["tags"], push, tarball if self.builder_driver() == "docker" else None)
+            if output and export and export.rewrite_timestamp:
+                options["build_args"] = {"SOURCE_DATE_EPOCH": str(export.source_date_epoch), **options["build_args"]}
+            image_id, tail = self._buildx(context, dockerfile, progress, on_log, load=not push and not output,
+                                          push=push and not output, output=output or {}, **options)
+            if output and output["type"] == "oci":  # the docker driver's exporter cannot rewrite timestamps
+                self.docker.image.load(Path(output["dest"]), quiet=True)
+                image_id = None
+        return image_id, tail, output is not None
 
     def _buildx(self, context: Path, dockerfile: Path, progress: bool, on_log: Callable[[str], None] | None,
                 **options) -> tuple[str | None, collections.deque[str]]:
@@ -444,7 +469,13 @@ class Engine:
         try:
             proc = subprocess.run([*command, ref], capture_output=True, text=True, timeout=120)
             manifest = json.loads(proc.stdout) if proc.returncode == 0 else None
-        except (OSError, subprocess.SubprocessError, ValueError):
+            images = [m for m in (manifest or {}).get("manifests") or []
+                      if m.get("platform", {}).get("os") != "unknown"]
+            if len(images) == 1:  # the containerd store pushes an index: the image beside its attestations
+                proc = subprocess.run([*command, f"{_repository(ref)}@{images[0]['digest']}"], capture_output=True,
+                                      text=True, timeout=120)
+                manifest = json.loads(proc.stdout) if proc.returncode == 0 else None
+        except (OSError, subprocess.SubprocessError, ValueError, AttributeError, KeyError, TypeError):
             return None
         layers = manifest.get("layers") if isinstance(manifest, dict) else None
         if not isinstance(layers, list) or len(layers) != count:
@@ -578,20 +609,6 @@ def _major_minor(version: str) -> tuple[int, int]:
 
 def _short_id(diff_id: str) -> str:
     return diff_id.split(":", 1)[-1][:12]
-
-
-def _loopback_registry(ref: str) -> bool:
-    """True when ``ref`` names a registry on this host's loopback (``127.0.0.1:5000/a/b:t``)."""
-    first, sep, _ = ref.partition("/")
-    if not sep or not ("." in first or ":" in first or first == "localhost"):
-        return False
-    host = first[1:].split("]", 1)[0] if first.startswith("[") else first.rsplit(":", 1)[0] if first.count(":") == 1 else first
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
 
 
 def _image_id_from_metadata(path: Path) -> str | None:

@@ -6,6 +6,7 @@ reason; with ``CI`` set they fail instead, because CI must provide them
 """
 from __future__ import annotations
 
+import os
 import uuid
 from pathlib import Path
 from typing import Iterator
@@ -14,7 +15,7 @@ import pytest
 
 from pinwheel.image.engine import Engine
 
-from tests.support.engine import REGISTRY_ADDR, engine_unavailable
+from tests.support.engine import REGISTRY_ADDR, carry_base, engine_unavailable
 from tests.support.pipeline import (
     Project,
     TLSIndex,
@@ -30,6 +31,7 @@ from tests.support.pipeline import (
 # here are module-scoped: pipeline_env points pip's variables at the test index,
 # and that must end with these tests, not leak into the rest of the session.
 unavailable = engine_unavailable
+MODERN_HOST = os.environ.get("PINWHEEL_MODERN_ENGINE_HOST", "unix:///run/pinwheel-engine-modern.sock")
 
 
 @pytest.fixture(scope="module")
@@ -118,3 +120,17 @@ def project_factory(engine: Engine, base_image: str, pipeline_env: dict[str, str
         for image in engine.docker.image.list(repository_or_tag=f"{REGISTRY_ADDR}/{project.repository}"):
             for tag in image.repo_tags:
                 engine.remove(tag, force=True)
+
+
+@pytest.fixture(scope="module")
+def modern(engine: Engine, base_image: str, registry: str) -> Engine:
+    """The modern engine, holding the bootstrap base (through the registry: the same image as here)."""
+    remote = Engine(host=MODERN_HOST)
+    reason = remote.unavailable_reason()
+    if reason:
+        engine_unavailable(f"the modern engine at {MODERN_HOST} is not up (`make engine-modern` starts it): "
+                           f"{reason}")
+    if not remote.copy_link():
+        engine_unavailable(f"the engine at {MODERN_HOST} has no COPY --link: it is not the modern engine")
+    carry_base(engine, remote, base_image, registry)
+    return remote

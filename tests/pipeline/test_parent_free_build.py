@@ -10,7 +10,6 @@ the chained rendering, and says so.
 """
 from __future__ import annotations
 
-import os
 import re
 
 import pytest
@@ -18,12 +17,10 @@ import pytest
 from pinwheel.image.build import build_image, engine_layering
 from pinwheel.image.engine import Engine
 
-from tests.support.engine import carry_base, engine_unavailable
 from tests.support.pipeline import Project, steps_in
 
-pytestmark = pytest.mark.engine
+pytestmark = pytest.mark.engine  # the modern engine: the `modern` fixture (conftest.py)
 
-MODERN_HOST = os.environ.get("PINWHEEL_MODERN_ENGINE_HOST", "unix:///run/pinwheel-engine-modern.sock")
 DIST_INFO = "pw_leaf-{version}.dist-info"
 LEAF_FILES = {
     "pw_leaf_boot.pth": b"import os; os.environ.setdefault('PW_LEAF_PTH', 'read')\n",
@@ -44,20 +41,6 @@ print("pth", os.environ.get("PW_LEAF_PTH"))
 files = md.distribution("pw-leaf").files
 print("record", len(files), sum(not f.locate().exists() for f in files))
 """
-
-
-@pytest.fixture(scope="module")
-def modern(engine: Engine, base_image: str, registry: str) -> Engine:
-    """The modern engine, holding the bootstrap base (through the registry: the same image as here)."""
-    remote = Engine(host=MODERN_HOST)
-    reason = remote.unavailable_reason()
-    if reason:
-        engine_unavailable(f"the modern engine at {MODERN_HOST} is not up (`make engine-modern` starts it): "
-                           f"{reason}")
-    if not remote.copy_link():
-        engine_unavailable(f"the engine at {MODERN_HOST} has no COPY --link: it is not the modern engine")
-    carry_base(engine, remote, base_image, registry)
-    return remote
 
 
 def _leaf(tls_index, version: str) -> None:
