@@ -189,6 +189,19 @@ def uv_wheel(directory: Path) -> Path:
     return target
 
 
+class QuietServer(ThreadingHTTPServer):
+    """A client that hangs up (a closed keep-alive connection, a thread pool at exit) is no error of the
+    index's: socketserver would print its traceback to stderr, into the output a test reads."""
+
+    daemon_threads = True
+
+    def handle_error(self, request, client_address) -> None:
+        import sys
+
+        if not isinstance(sys.exc_info()[1], (ConnectionResetError, BrokenPipeError, ConnectionAbortedError)):
+            super().handle_error(request, client_address)
+
+
 @dataclass
 class _Entry:
     project: str
@@ -431,7 +444,7 @@ class LocalIndex:
             class Handler(_IndexHandler):
                 local_index = index
 
-            self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+            self._server = QuietServer(("127.0.0.1", 0), Handler)
             self._server.daemon_threads = True
             self._thread = threading.Thread(
                 target=self._server.serve_forever, kwargs={"poll_interval": 0.05}, name="local-index", daemon=True

@@ -98,3 +98,24 @@ def test_every_step_kind_has_its_own_test_module():
     missing = [name for name in KINDS
                if not (TESTS / "unit" / f"test_steps_{name.replace('-', '_')}.py").is_file()]
     assert not missing, f"step kinds without tests/unit/test_steps_<kind>.py: {missing}"
+
+
+def test_the_test_index_keeps_a_client_s_hangup_off_stderr(tmp_path, capfd):
+    """A client that resets its connection is no error of the index's: nothing reaches the output a test
+    reads (bump's bad-input test once found socketserver's traceback there)."""
+    import socket
+    import struct
+    import time
+
+    from tests.support.local_index import LocalIndex
+
+    index = LocalIndex(tmp_path)
+    url = index.serve()
+    try:
+        host, port = url.split("//")[1].split("/")[0].split(":")
+        with socket.create_connection((host, int(port))) as s:
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))  # close with a reset
+        time.sleep(0.3)
+    finally:
+        index.close()
+    assert "Traceback" not in capfd.readouterr().err
