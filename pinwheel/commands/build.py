@@ -71,7 +71,7 @@ def build_variant(m: Manifest, plan: Plan, engine, target: str, progress: str, c
             return None
         base_image = from_base_variant(base.tags)
     else:
-        ensure_variant_base(plan, Workspace.of(m), engine)
+        ensure_variant_base(plan, Workspace.of(m), engine, progress=progress != "quiet")
     try:
         with build_log(progress) as (stream, on_log):
             return build_image(plans_for(m, None), plan, m.path.parent, engine, target=target, progress=stream,
@@ -166,7 +166,7 @@ def base_inventory(plan: Plan, ws: Workspace, args: argparse.Namespace) -> int:
     engine = engine_or_fail(args)
     ensure_variant_base(plan, ws, engine)
     try:
-        inv = read_image(engine, plan.variant.base, scratch=ws.cache_root if ws.cache_root.is_dir() else None)
+        inv = read_image(engine, plan.variant.base)
     except InventoryError as exc:
         raise UsageError(str(exc)) from None
     write_inventory(inv, path)

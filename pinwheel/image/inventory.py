@@ -287,7 +287,7 @@ def read_save_stream(stream: IO[bytes], where: str) -> tuple[dict[str, tuple[int
     return files, len(order)
 
 
-def read_image(engine: Engine, ref: str, scratch: Path | None = None) -> Inventory:
+def read_image(engine: Engine, ref: str) -> Inventory:
     """The inventory of an image in the engine, from its layers as `docker save` streams them (the image is
     never run, and the archive is written nowhere)."""
     try:

@@ -20,7 +20,7 @@ def _with_fallbacks(plan: Plan):
         yield from ((p, p.fallback) if getattr(p, "fallback", None) else (p,))
 
 
-def base_import_skip(plan: Plan, installed_here: set[str]) -> dict[str, str]:
+def inherited_import_skip(plan: Plan, installed_here: set[str]) -> dict[str, str]:
     """The base's own import skips (a base pinwheel built: its inventory keeps them), for the packages this
     image keeps from the base; one it installs again is judged by this manifest alone."""
     inv = plan.resolution.base_inventory
@@ -44,7 +44,7 @@ def derived_expect(plan: Plan, pins: Mapping[str, str], conditional: Mapping[str
     excluded = {name: dict(sorted(names.items())) for name, names in sorted(exclusions(plan).items()) if name in pins}
     if excluded:
         out["excluded"] = excluded
-    import_skip = {**base_import_skip(plan, set(pins) | set(conditional)),
+    import_skip = {**inherited_import_skip(plan, set(pins) | set(conditional)),
                    **{q.name: f"needs: {q.needs}: {q.needs_why}" for q in _with_fallbacks(plan) if getattr(q, "needs", None)}}
     if import_skip:
         out["import_skip"] = dict(sorted(import_skip.items()))

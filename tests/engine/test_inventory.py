@@ -189,7 +189,7 @@ def test_read_a_real_image_without_running_it(engine: Engine, base_image: str, t
     (tmp_path / "Dockerfile").write_text(BASE_DOCKERFILE.format(base=base_image, site=SITE))
     engine.build(tmp_path, tmp_path / "Dockerfile", tags=[tag])
     try:
-        inv = read_image(engine, tag, scratch=tmp_path)
+        inv = read_image(engine, tag)
         found = {d.name: d.version for d in inv.distributions if d.site == SITE}
         assert found == {"apache-tvm-ffi": "0.1.9", "torch": "2.13.0"}
         assert inv.image_id == engine.image_id(tag) and inv.layers >= 3
