@@ -190,8 +190,8 @@ class Workspace:
 
     @property
     def cache_root(self) -> Path:
-        env = os.environ.get(CACHE_ENV)
-        return Path(env) if env else self.root / ".cache"
+        env = os.environ.get(CACHE_ENV)  # one cache for the repository: its example images share the index
+        return Path(env) if env else self.repository_root / ".cache"
 
     @property
     def index_cache(self) -> Path:
@@ -217,6 +217,11 @@ class Workspace:
     def base_cache(self) -> Path:
         """Root filesystem tarballs of bootstrap bases."""
         return self.cache_root / "base"
+
+    @property
+    def inventory_checks(self) -> Path:
+        """Base image ids found to hold what a committed inventory says (one empty file per pair)."""
+        return self.cache_root / "inventory-checks"
 
     def sbom_file(self, immutable_tag: str) -> Path:
         """The CycloneDX SBOM of the image tagged repository:<variant>-<hash>, written when it is built

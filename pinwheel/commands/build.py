@@ -36,6 +36,22 @@ def ensure_variant_base(plan: Plan, ws: Workspace, engine, progress: bool = True
         raise UsageError(str(exc)) from None
 
 
+def make_missing_base(plan: Plan, ws: Workspace, args: argparse.Namespace) -> None:
+    """A base that pinwheel makes (a bootstrap base, or one another manifest here builds) is made before
+    its inventory is judged: a new machine has none, and the committed inventory is checked against it."""
+    from ..image.base import is_bootstrap, platform_base
+    from ..image.sibling_base import sibling_base
+    from ..resolve.base import reads_base
+    if not reads_base(plan) or not plan.variant.base:
+        return
+    engine = engine_for(args)
+    if engine.unavailable_reason() is not None or engine.image_exists(platform_base(plan.variant.base,
+                                                                                    plan.platform_arch)):
+        return
+    if is_bootstrap(plan.variant.base) or sibling_base(ws, plan.variant.base) is not None:
+        ensure_variant_base(plan, ws, engine, progress=not args.quiet)
+
+
 def build_sibling_base(base: str, ws: Workspace, engine, progress: bool) -> None:
     """Build ``base`` from the manifest of this repository whose variant tags it (a stand-in base), or say
     that it must be pulled."""
@@ -48,6 +64,7 @@ def build_sibling_base(base: str, ws: Workspace, engine, progress: bool) -> None
                 f"(variant {sibling.variant})")
     m = manifest_mod.load(sibling.manifest)
     plan = plan_variant(m, sibling.variant)
+    ensure_variant_base(plan, Workspace.of(m), engine, progress)  # its own base first, then its inventory
     require_fresh_lock(plan, m.path.parent)
     built = build_variant(m, plan, engine, "image", "auto" if progress else "quiet")
     if built is None or not engine.image_exists(base):
@@ -93,6 +110,7 @@ def cmd_build(args: argparse.Namespace) -> int:
         refuse_todos(plan)
     except BuildError as exc:
         raise UsageError(str(exc)) from None
+    make_missing_base(plan, Workspace.of(m), args)
     require_fresh_lock(plan, m.path.parent)
     try:  # on the host, before the engine is touched: a missing required wheel is input to fix
         for warning in check_local_wheels(plan, BuildInputs.for_plan(plan, m.path.parent)):
@@ -156,7 +174,11 @@ def base_inventory(plan: Plan, ws: Workspace, args: argparse.Namespace) -> int:
     path = ws.inventory_file(plan.variant.name)
     if args.check:
         engine = engine_for(args)
-        status, detail = check_inventory(path, plan.variant.base, None if engine.unavailable_reason() else engine)
+        try:
+            status, detail = check_inventory(path, plan.variant.base,
+                                             None if engine.unavailable_reason() else engine, ws.inventory_checks)
+        except InventoryError as exc:
+            status, detail = "stale", str(exc)
         if status == "ok":
             out().print(f"{plan.variant.name}: inventory up to date ({escape(detail)})")
             return EXIT_OK

@@ -14,6 +14,7 @@ with an environment, the build's plan-vs-as-built check, and `inspect`/`diff`.
 from __future__ import annotations
 
 import csv
+import hashlib
 import io
 import json
 import posixpath
@@ -327,12 +328,15 @@ def pinned_digest(ref: str) -> str | None:
     return digest if at else None
 
 
-def check_inventory(path: Path, base: str, engine: Engine | None) -> tuple[str, str]:
+def check_inventory(path: Path, base: str, engine: Engine | None,
+                    verified: Path | None = None) -> tuple[str, str]:
     """(ok | stale | missing, detail) for a committed inventory, against the base it was read from.
 
     A base pinned by digest is compared with the recorded digest, without any
     engine or network. Otherwise the local engine's image id of the base is the
-    identity, when an engine is at hand.
+    identity, when an engine is at hand. A base whose id moved (a bootstrap or
+    stand-in base rebuilt on a new machine) is read again and is ok when it
+    holds what the inventory says; `verified` keeps that verdict per image id.
     """
     if not Path(path).exists():
         return "missing", f"no inventory at {path.name}"
@@ -349,8 +353,39 @@ def check_inventory(path: Path, base: str, engine: Engine | None) -> tuple[str, 
         return "stale", f"base {base} is not in the engine"
     current = engine.image_id(base)
     if current != inv.image_id:
-        return "stale", f"base {base} is now {current[:19]}, the inventory was read from {inv.image_id[:19]}"
+        return _read_again(path, inv, engine, base, current, verified)
     return "ok", f"{len(inv.distributions)} distributions, base {current[:19]}"
+
+
+def _content(inv: Inventory) -> dict:
+    """What an inventory says of its image, without the ids a rebuild of the same recipe changes."""
+    data = inv.to_json()
+    data.pop("image_id", None)
+    data.pop("digest", None)
+    data["distributions"].sort(key=lambda d: (d["site"], d["name"]))
+    return data
+
+
+def _read_again(path: Path, inv: Inventory, engine: Engine, base: str, current: str,
+                verified: Path | None) -> tuple[str, str]:
+    """The verdict on a base whose image id is not the inventory's: ok when its layers hold the same."""
+    moved = f"base {base} is now {current[:19]}, the inventory was read from {inv.image_id[:19]}"
+    committed = hashlib.sha256(Path(path).read_bytes()).hexdigest()[:16]
+    memo = verified / f"{current.partition(':')[2] or current}-{committed}" if verified else None
+    same = f"{len(inv.distributions)} distributions, base {current[:19]} (rebuilt; it holds what the inventory says)"
+    if memo is not None and memo.exists():
+        return "ok", same
+    fresh = read_image(engine, base)
+    if _content(fresh) != _content(inv):
+        was = {(d.name, d.version) for d in inv.distributions}
+        now = {(d.name, d.version) for d in fresh.distributions}
+        differ = sorted(was ^ now)
+        first = f"; first difference: {differ[0][0]} {differ[0][1]}" if differ else ""
+        return "stale", f"{moved}, and what it holds differs{first}"
+    if memo is not None:
+        memo.parent.mkdir(parents=True, exist_ok=True)
+        memo.touch()
+    return "ok", same
 
 
 # ------------------------------------------------------------------ layer by layer

@@ -47,9 +47,10 @@ def with_inventory(plan: Plan, root: Path | str, engine=None) -> Plan:
         return plan
     from ..image.inventory import check_inventory, load_inventory  # the image reader, only for a base that has one
 
-    path = Workspace(Path(root), plan.image).inventory_file(plan.variant.name)
+    ws = Workspace(Path(root), plan.image)
+    path = ws.inventory_file(plan.variant.name)
     try:
-        status, detail = check_inventory(path, plan.variant.base, engine)
+        status, detail = check_inventory(path, plan.variant.base, engine, ws.inventory_checks)
         inventory = load_inventory(path) if status != "missing" else None
     except InventoryError as exc:
         status, detail, inventory = "stale", str(exc), None

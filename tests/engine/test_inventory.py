@@ -11,7 +11,9 @@ import pytest
 
 from pinwheel.image.engine import Engine
 from pinwheel.distributions import Inventory, InventoryError
-from pinwheel.image.inventory import base_import_skip, distributions, read_image, read_save_stream, read_saved
+from pinwheel.image.inventory import (
+    base_import_skip, check_inventory, distributions, read_image, read_save_stream, read_saved, write_inventory,
+)
 
 SITE = "/usr/local/lib/python3.11/dist-packages"
 
@@ -195,6 +197,32 @@ def test_read_a_real_image_without_running_it(engine: Engine, base_image: str, t
         assert inv.image_id == engine.image_id(tag) and inv.layers >= 3
         # the base's own Debian python packages are read too, from their own site
         assert any(d.site != SITE for d in inv.distributions)
+    finally:
+        engine.remove(tag, force=True)
+
+
+@pytest.mark.engine
+def test_a_rebuilt_base_that_holds_the_same_keeps_its_inventory_and_a_changed_one_is_stale(
+        engine: Engine, base_image: str, tmp_path: Path):
+    """A new machine rebuilds a bootstrap or stand-in base under a new image id: the committed inventory
+    still stands when the layers hold what it says (kept per id), and is stale when they do not."""
+    tag = f"pinwheel-test/inventory-rebuilt:{uuid.uuid4().hex[:8]}"
+    dockerfile = tmp_path / "Dockerfile"
+    dockerfile.write_text(BASE_DOCKERFILE.format(base=base_image, site=SITE) + "LABEL build=first\n")
+    engine.build(tmp_path, dockerfile, tags=[tag])
+    committed = write_inventory(read_image(engine, tag), tmp_path / "cu130.json")
+    verified = tmp_path / "checks"
+    try:
+        assert check_inventory(committed, tag, engine, verified)[0] == "ok"
+        dockerfile.write_text(BASE_DOCKERFILE.format(base=base_image, site=SITE) + "LABEL build=second\n")
+        engine.build(tmp_path, dockerfile, tags=[tag])  # a new id, the same distributions
+        status, detail = check_inventory(committed, tag, engine, verified)
+        assert status == "ok" and "rebuilt; it holds what the inventory says" in detail, detail
+        assert len(list(verified.iterdir())) == 1  # the next check of this id reads nothing
+        dockerfile.write_text(BASE_DOCKERFILE.format(base=base_image, site=SITE).replace("0.1.9", "0.1.7"))
+        engine.build(tmp_path, dockerfile, tags=[tag])
+        status, detail = check_inventory(committed, tag, engine, verified)
+        assert status == "stale" and "what it holds differs; first difference: apache-tvm-ffi 0.1." in detail
     finally:
         engine.remove(tag, force=True)
 
