@@ -70,8 +70,8 @@ def wheel_abi_of(inst: Installed, planned: PlannedPackage | None, plan: Plan, so
             if path is not None:
                 filename = path.name
                 w, how = cache.classify_local(path)
-                b = planned.local.built_against
-                built = {"torch": b.torch, "cuda": b.cuda, "arch_list": list(b.arch_list)}
+                b = getattr(planned.local, "built_against", None)  # a source step's prebuilt wheel says none
+                built = {"torch": b.torch, "cuda": b.cuda, "arch_list": list(b.arch_list)} if b else None
         else:
             f = source.best_wheel(inst.name, inst.version, plan.target.python, plan.target.platforms())
             if f is not None:

@@ -7,8 +7,9 @@ from typing import Mapping
 from ..plan import Plan
 from ..resolve import baseline_broken, reads_base
 from ..resolve.resolver import exclusions
+from ..steps.registry import step_allowances
 from .format import EXPECT_SCHEMA
-from .inputs import base_kept, base_kept_excluded, removed_names
+from .inputs import base_kept, base_kept_excluded, stays_removed
 
 # The keys whose values come from the index's metadata (each --no-deps package's Requires-Dist): checked for
 # their shape and their names, not derived.
@@ -48,6 +49,9 @@ def derived_expect(plan: Plan, pins: Mapping[str, str], conditional: Mapping[str
                    **{q.name: f"needs: {q.needs}: {q.needs_why}" for q in _with_fallbacks(plan) if getattr(q, "needs", None)}}
     if import_skip:
         out["import_skip"] = dict(sorted(import_skip.items()))
+    allowed_unmet = step_allowances(plan)
+    if allowed_unmet:  # what source steps' --no-deps installs may leave unmet: their pip check findings pass
+        out["allowed_unmet"] = {n: dict(sorted(a.items())) for n, a in sorted(allowed_unmet.items())}
     verify = {q.name: {"import": list(q.verify.imports), "python": q.verify.python, "needs": q.verify.needs,
                        **({"check": q.verify.check} if q.verify.check else {})}
               for q in _with_fallbacks(plan) if getattr(q, "verify", None)}
@@ -55,7 +59,7 @@ def derived_expect(plan: Plan, pins: Mapping[str, str], conditional: Mapping[str
         out["verify"] = dict(sorted(verify.items()))
     if reads_base(plan):
         out["base_unchanged"] = {n: ver for n, ver in base_kept(plan).items() if n not in pins}
-        out["removed"] = sorted(removed_names(plan) - set(pins) - set(conditional))
+        out["removed"] = sorted(stays_removed(plan) - set(pins) - set(conditional))
         out["baseline_broken"] = sorted({f"{e.parent} {e.requirement}" for e in baseline_broken(plan)})
         kept_excluded = base_kept_excluded(plan, set(pins) | set(conditional))
         if kept_excluded:  # only then: expect.json without such packages is unchanged

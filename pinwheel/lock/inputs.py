@@ -104,9 +104,32 @@ def removed_names(plan: Plan) -> set[str]:
     return {canonicalize_name(n) for s in plan.steps if s.active for n in kind_of(s).effect(s).removes}
 
 
+def stays_removed(plan: Plan) -> set[str]:
+    """Every package an active step removes that no later step installs again (a wheel set's package, a
+    local wheel, or what a source step builds)."""
+    out: set[str] = set()
+    for s in plan.steps:
+        if not s.active:
+            continue
+        out -= _installed_by(s)
+        out |= {canonicalize_name(n) for n in kind_of(s).effect(s).removes}
+    return out
+
+
+def _installed_by(step) -> set[str]:
+    effect = kind_of(step).effect(step)
+    return ({p.name for p in step.packages if p.active} | {p.name for p in effect.installs}
+            | {d.name for d in effect.direct})
+
+
 def manifest_wants(plan: Plan) -> dict[str, list[Requirement]]:
-    """name -> what the manifest itself asks of it: its packages' requirements and the shared pins."""
+    """name -> what the manifest itself asks of it: its packages' requirements, the shared pins, and the
+    version each source step builds."""
     out: dict[str, list[Requirement]] = {}
+    for s in plan.steps:
+        if s.active:
+            for d in kind_of(s).effect(s).direct:
+                out.setdefault(d.name, []).append(Requirement(f"{d.name}=={d.version}"))
     for p in plan.packages():
         out.setdefault(p.name, []).append(Requirement(p.requirement))
         if p.fallback is not None and p.local is not None:

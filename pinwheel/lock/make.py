@@ -365,7 +365,7 @@ def _slice(plan: Plan, engine: str, roots: _Roots, compiled: str, resolved: dict
             resolved = {n: p for n, p in resolved.items() if n not in left_out}
             locked = {**resolved, **appended}
             versions = {n: p.version for n, p in locked.items()}
-    assignment = assign_slices(plan, versions, requires, provided=frozenset(kept))
+    assignment = assign_slices(plan, versions, requires, provided=kept)
     by_unit: dict[str, list[LockedPackage]] = {u.file: [] for u in roots.steps + roots.fallbacks}
     order = sorted(resolved) + list(appended)  # by name: the same slices whichever engine resolved
     for name in order:

@@ -65,6 +65,7 @@ def _reach(
     no_deps: set[str],
     missing: dict[tuple[str, str], str],
     walked: dict[str, set[str]],
+    provided: Mapping[str, str] = {},
 ) -> dict[str, str]:
     """Every locked package the roots reach -> the root that reached it first (BFS), short of what an earlier
     unit already walked.
@@ -79,19 +80,22 @@ def _reach(
         queue.append((r.name, frozenset(canonicalize_name(e) for e in Requirement(r.requirement).extras), r.name))
     while queue:
         name, extras, root = queue.popleft()
-        if name not in versions:
+        in_base = name not in versions and name in provided
+        if name not in versions and not (in_base and extras):
             continue
-        reached.setdefault(name, root)
+        if not in_base:
+            reached.setdefault(name, root)
         if name in no_deps:
             continue
         done = walked.setdefault(name, set())
-        todo = ({""} | set(extras)) - done
+        # a base package asked for with extras: what only the extras require is the lock's to place
+        todo = (set(extras) if in_base else {""} | set(extras)) - done
         if not todo:
             continue
         done |= todo
-        for req in requires(name, versions[name], frozenset(extras)):
+        for req in requires(name, versions.get(name) or provided[name], frozenset(extras)):
             dep = canonicalize_name(req.name)
-            if dep not in versions:
+            if dep not in versions and not (dep in provided and req.extras):
                 missing.setdefault((name, dep), str(req))
                 continue
             queue.append((dep, frozenset(canonicalize_name(e) for e in req.extras), root))
@@ -99,14 +103,15 @@ def _reach(
 
 
 def assign_slices(plan: Plan, versions: Mapping[str, str], requires: RequiresFn,
-                  provided: frozenset[str] = frozenset()) -> Assignment:
+                  provided: Mapping[str, str] = {}) -> Assignment:
     """Assign every locked package to exactly one slice or fallback file.
 
     ``versions`` is the lock (name -> version); ``requires(name, version, extras)``
     gives the requirements that apply on the target for those extras.  A package
     the manifest lists goes to its own step; any other to the earliest step whose
     roots reach it, else to the first fallback file that reaches it. ``provided``
-    names what the base already holds: requirements on it are met without a slice.
+    names what the base already holds, with its version: requirements on it are met without a slice, and
+    the extras a step asks of such a package are followed from there.
     """
     versions = {canonicalize_name(k): v for k, v in versions.items()}
     steps, fallbacks = units(plan)
@@ -123,7 +128,7 @@ def assign_slices(plan: Plan, versions: Mapping[str, str], requires: RequiresFn,
     missing: dict[tuple[str, str], str] = {}
     walked: dict[str, set[str]] = {}
     for u in steps + fallbacks:
-        for name, root in _reach(u.roots, versions, requires, no_deps, missing, walked).items():
+        for name, root in _reach(u.roots, versions, requires, no_deps, missing, walked, provided).items():
             if name not in unit_of:
                 unit_of[name] = u.file
                 reason[name] = f"via {root}"

@@ -19,6 +19,7 @@ from ..index import IndexClientError, target_tags
 from ..lock.inputs import base_kept_excluded
 from ..plan import Edge, Hazard, Plan
 from ..resolve import BASE, Resolver, excludes_shared_pin, record_fields
+from ..steps.registry import kind_of, step_allowances
 from ..workspace import Workspace
 
 SCHEMA = "pinwheel.report/1"
@@ -132,8 +133,9 @@ def no_deps_features(plan: Plan) -> list[dict]:
 
 
 def allowances(plan: Plan) -> dict[str, dict[str, str]]:
-    """--no-deps package -> {requirement name: why} from its manifest `allow_missing` (fallbacks too)."""
-    out: dict[str, dict[str, str]] = {}
+    """--no-deps package -> {requirement name: why} from its manifest `allow_missing` (fallbacks, and the
+    packages source steps build, too)."""
+    out: dict[str, dict[str, str]] = step_allowances(plan)
     for p in plan.packages():
         for q in (p, p.fallback) if getattr(p, "fallback", None) else (p,):
             for a in getattr(q, "allow_missing", ()):
@@ -481,7 +483,10 @@ def torch_abi(plan: Plan, source, client, workspace: Workspace, offline: bool) -
     for e in plan.resolution.edges:
         if e.name == "torch" and e.verdict != "marker-excluded":
             torch_reqs[e.parent].append(Requirement(e.requirement))
-    locals_by_name = {p.name: p for p in plan.packages() if p.local}
+    # local wheels, and the prebuilt wheels that take a source step's build's place when the host has them
+    locals_by_name = {**{d.name: d for s in plan.steps if s.active for d in kind_of(s).effect(s).direct
+                         if d.local is not None},
+                      **{p.name: p for p in plan.packages() if p.local}}
     cache, resolver, notes = AbiCache(workspace, client, offline), Resolver(source, workspace.wheels_dir), []
     rows = []
     for inst in torch_tied(by_name, lambda i: torch_reqs.get(i.name, []), built_on_torch(plan)):

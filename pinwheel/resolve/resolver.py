@@ -131,15 +131,25 @@ def overrides(plan: Plan) -> dict[str, str]:
 
 def intended_change(plan: Plan, h: Hazard) -> bool:
     """Is this move one the manifest asks for? A package marked override always is; a base package is
-    when the manifest names it itself (a shared pin or a package of a step) and admits the new version."""
+    when the manifest names it itself (a shared pin, a package of a step, or what a step builds) and admits the
+    new version."""
     if h.package in overrides(plan):
         return True
     if h.earlier_step != BASE:
         return False
     wanted = [Requirement(p.requirement) for p in plan.packages() if p.name == h.package]
+    if any(d.name == h.package and d.version == h.after for d in _built_by_steps(plan)):
+        return True  # a step builds or fetches this very version itself (a git commit, an sdist, an asset)
     if h.package in plan.shared_pins:
         wanted.append(Requirement(f"{h.package}=={plan.shared_pins[h.package]}"))
     return bool(wanted) and all(r.specifier.contains(h.after, prereleases=True) for r in wanted)
+
+
+def _built_by_steps(plan: Plan):
+    """What the Plan's active steps install from outside the index (Effect.direct), each with its version."""
+    for s in plan.steps:
+        if s.active:
+            yield from kind_of(s).effect(s).direct
 
 
 def removal_why(step: Step, name: str) -> str:

@@ -89,10 +89,14 @@ def load_expect(path: str) -> dict:
     if not _str_map(import_skip):
         raise UsageError(f"{path}: 'import_skip' must be an object of name -> reason")
     verify = _verify(data, path)
+    allowed_unmet = data.get("allowed_unmet", {})  # source-built package -> {requirement name: why}
+    if not isinstance(allowed_unmet, dict) or not all(isinstance(k, str) and _str_map(v) for k, v in allowed_unmet.items()):
+        raise UsageError(f"{path}: 'allowed_unmet' must be an object of name -> {{requirement name: why}}")
     fallbacks = data.get("fallbacks", {})  # installed only without their local wheel: never pins
     if not _str_map(fallbacks):
         raise UsageError(f"{path}: 'fallbacks' must be an object of name -> version")
     return {"pins": pins, "suppressed": suppressed, "base_unchanged": base_unchanged, "dropped": dropped,
-            "import_skip": import_skip, "verify": verify, "fallbacks": fallbacks, **lists,
+            "import_skip": import_skip, "verify": verify, "fallbacks": fallbacks, "allowed_unmet": allowed_unmet,
+            **lists,
             # absent (every finding on an overridden package accepted) in a lock made before the key existed
             "has_overridden_edges": "overridden_edges" in data}

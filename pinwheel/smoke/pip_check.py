@@ -130,6 +130,8 @@ def _judge(expect: dict, found: list, how: str) -> dict:
     """pip check's findings, each accepted for its reason or unexpected."""
     allowed = {normalize(pkg): {parse_requirement(r)["normalized"] for r in reqs}
                for pkg, reqs in expect["suppressed"].items()}
+    for pkg, names in expect.get("allowed_unmet", {}).items():  # a source step's, declared with a why
+        allowed.setdefault(normalize(pkg), set()).update(normalize(n) for n in names)
     baseline = _baseline(expect)
     overridden = {normalize(n) for n in expect["overridden"]}
     # With overridden_edges (a lock made since it exists), only those edges: "parent requirement" each.

@@ -202,6 +202,11 @@ class StepKind:
         """What the step installs, removes or replaces in the Python environment; nothing by default."""
         return Effect()
 
+    def allowances(self, step: Step) -> dict[str, dict[str, str]]:
+        """package -> {requirement name: why}: what the step's own --no-deps install may leave unmet by the
+        manifest's `allow_missing` (a wheel set's packages carry theirs on the package); none by default."""
+        return {}
+
     def slice_packages(self, step: Step) -> tuple[PlannedPackage, ...]:
         """The packages the step's lock slice installs, gated on or not. A step has a slice exactly when
         this is not empty; by default it has none."""

@@ -59,7 +59,10 @@ from ..model.source import show
 from .base import ADOPT_GIT_SOURCE, DirectInstall, Effect, KindView, SbomPart, Staging, StepKind
 from .patch import read_patch_file, read_strip, stage_patch_file
 from .build_env import BuildEnvOverride, build_env_identity, env_cases, read_build_env
-from .prebuilt import Prebuilt, prebuilt_identity, read_prebuilt, stage_prebuilt, SourceBuildView
+from .prebuilt import (
+    Prebuilt, SourceBuildView, prebuilt_identity, read_prebuilt, read_source_allow_missing, source_allowances,
+    stage_prebuilt,
+)
 from .source_meta import git_metadata, read_or_reason
 
 if TYPE_CHECKING:
@@ -101,6 +104,7 @@ class GitStep:
     prebuilt: Prebuilt | None = None  # the wheel in wheels/ installed instead of the build when it is there
     build_env: tuple[BuildEnvOverride, ...] = ()  # `env` overrides per architecture and CUDA line
     env_cases: tuple = ()  # (case pattern, environment) per variant and architecture; empty without overrides
+    allow_missing: tuple = ()  # (model.packages.AllowMissing): requirements it may leave unmet, each with a why
 
 
 @dataclass(frozen=True)
@@ -297,7 +301,7 @@ class Git(StepKind):
         r = reading.reader
         own = {"name", "why", "gate", "package", "url", "rev", "subdirectory", "isolation", "builder", "editable",
                "checkout", "env", "needs", "submodules", "config_settings", "patches", "prebuilt",
-               "build_env"}
+               "build_env", "allow_missing"}
         m = r.mapping(node, key, own | reading.common_keys, {"name", "why", "package", "url", "rev"}).value
         name = reading.name(m["name"], f"{key}.name")
         gate = r.gate(m.get("gate"), f"{key}.gate", reading.gates)
@@ -352,7 +356,7 @@ class Git(StepKind):
         return GitStep(name, r.string(m["why"], f"{key}.why"), gate, package, pinned_version(req) or "",
                        tuple(sorted(req.extras)), url, rev, subdirectory, isolation, builder, editable, checkout,
                        node.line, env, needs, submodules, settings, patches, prebuilt, build_env,
-                       env_cases(env, build_env, reading.variants))
+                       env_cases(env, build_env, reading.variants), read_source_allow_missing(r, m, key))
 
     def check(self, entries: Sequence[tuple[str, StepSpec]], reading: StepReading) -> None:
         """A package built from git is neither a shared pin nor in a wheel set: the index would offer another build."""
@@ -388,6 +392,9 @@ class Git(StepKind):
                           f"read on the host: {why}")
         return Effect(direct=(DirectInstall(spec.package, spec.version, "git", spec.extras, step.why, read=read,
                                             local=spec.prebuilt),))
+
+    def allowances(self, step: Step) -> dict[str, dict[str, str]]:
+        return source_allowances(step)
 
     def invariant(self, step: Step) -> tuple[GitStep, ...]:
         """After the last step, its package must be installed at its version."""

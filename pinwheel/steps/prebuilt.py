@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 from ..fsutil import sha256_file
 from ..workspace import InContext, InImage, Workspace
 from .base import StagingError, Staging
-from .wheels import read_wheel_glob
+from .wheels import read_allow_missing, read_wheel_glob
 from .build_env import case_message
 
 if TYPE_CHECKING:
@@ -133,3 +133,17 @@ class SourceBuildView:
     def prebuilt(self):
         """The existence guard of its prebuilt wheel (templates/steps/prebuilt.j2); None without one."""
         return prebuilt_guard(self.step, self.kind.noun, self.wheel_dir, self.built_instead)
+
+
+def read_source_allow_missing(r, m: dict, key: str) -> tuple:
+    """A source step's `allow_missing`: the requirements its --no-deps install may leave unmet, each with a
+    why (the keys of a wheel set package's)."""
+    return read_allow_missing(r, m["allow_missing"], f"{key}.allow_missing") if "allow_missing" in m else ()
+
+
+def source_allowances(step: Step) -> dict[str, dict[str, str]]:
+    """An active source step's package -> {requirement name: why} from its `allow_missing`."""
+    allowed = getattr(step.spec, "allow_missing", ())
+    if not step.active or not allowed:
+        return {}
+    return {step.spec.package: {a.name: a.why for a in allowed}}

@@ -96,3 +96,13 @@ def build_point(step: Step, steps: Sequence[Step]) -> Step | None:
         return None
     providers = [s for s in steps if s.index < step.index and needs & set(kind_of(s).provides(s))]
     return providers[-1] if providers else None
+
+
+def step_allowances(plan) -> dict[str, dict[str, str]]:
+    """package -> {requirement name: why}: what the packages the Plan's steps build or fetch themselves (not
+    a wheel set's, which carry theirs) may leave unmet, by their steps' `allow_missing`."""
+    out: dict[str, dict[str, str]] = {}
+    for s in plan.steps:
+        for package, allowed in kind_of(s).allowances(s).items():
+            out.setdefault(package, {}).update(allowed)
+    return out

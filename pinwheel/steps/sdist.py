@@ -43,7 +43,10 @@ from ..model.reader import StepReading
 from .base import ADOPT_SDIST_BUILD, DirectInstall, Effect, KindView, Staging, StepKind
 from .git import read_env, read_needs
 from .build_env import BuildEnvOverride, build_env_identity, env_cases, read_build_env
-from .prebuilt import Prebuilt, prebuilt_identity, read_prebuilt, stage_prebuilt, SourceBuildView
+from .prebuilt import (
+    Prebuilt, SourceBuildView, prebuilt_identity, read_prebuilt, read_source_allow_missing, source_allowances,
+    stage_prebuilt,
+)
 from .source_meta import Unreadable, read_or_reason, sdist_metadata, temporary_download
 
 if TYPE_CHECKING:
@@ -74,6 +77,7 @@ class SdistStep:
     prebuilt: Prebuilt | None = None  # the wheel in wheels/ installed instead of the build when it is there
     build_env: tuple[BuildEnvOverride, ...] = ()  # `env` overrides per architecture and CUDA line
     env_cases: tuple = ()  # (case pattern, environment) per variant and architecture; empty without overrides
+    allow_missing: tuple = ()  # (model.packages.AllowMissing): requirements it may leave unmet, each with a why
 
 
 @dataclass(frozen=True)
@@ -142,7 +146,8 @@ class Sdist(StepKind):
 
     def read(self, node: Any, key: str, reading: StepReading) -> SdistStep:
         r = reading.reader
-        own = {"name", "why", "gate", "package", "sha256", "isolation", "env", "needs", "prebuilt", "build_env"}
+        own = {"name", "why", "gate", "package", "sha256", "isolation", "env", "needs", "prebuilt", "build_env",
+               "allow_missing"}
         m = r.mapping(node, key, own | reading.common_keys, {"name", "why", "package", "sha256"}).value
         name = reading.name(m["name"], f"{key}.name")
         gate = r.gate(m.get("gate"), f"{key}.gate", reading.gates)
@@ -168,7 +173,8 @@ class Sdist(StepKind):
         prebuilt = read_prebuilt(r, m["prebuilt"], f"{key}.prebuilt", package) if "prebuilt" in m else None
         build_env = read_build_env(reading, m["build_env"], f"{key}.build_env", read_env) if "build_env" in m else ()
         return SdistStep(name, r.string(m["why"], f"{key}.why"), gate, package, version, sha256, isolation, env, needs,
-                         node.line, prebuilt, build_env, env_cases(env, build_env, reading.variants))
+                         node.line, prebuilt, build_env, env_cases(env, build_env, reading.variants),
+                         read_source_allow_missing(r, m, key))
 
     def check(self, entries: Sequence[tuple[str, StepSpec]], reading: StepReading) -> None:
         """A package built from its sdist is no shared pin; a later wheel set or step taking it is refused."""
@@ -208,6 +214,9 @@ class Sdist(StepKind):
                           **({"prebuilt": spec.prebuilt.glob} if spec.prebuilt else {}),
                           **({"build_env": [[o.arch, o.cuda, [list(e) for e in o.env]] for o in spec.build_env]}
                              if spec.build_env else {})}}
+
+    def allowances(self, step: Step) -> dict[str, dict[str, str]]:
+        return source_allowances(step)
 
     def invariant(self, step: Step) -> tuple[SdistStep, ...]:
         assert isinstance(step.spec, SdistStep)

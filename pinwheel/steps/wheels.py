@@ -81,7 +81,7 @@ def _package(r: Reader, node: Any, key: str, gates: dict[str, Gate], allow_local
     if override and not why:
         raise r.fail(node.line, f"{key}.why", "every override must say why (whose requirement it contradicts, "
                                               "and why that is intended)")
-    allow_missing = _allow_missing(r, m["allow_missing"], f"{key}.allow_missing") if "allow_missing" in m else ()
+    allow_missing = read_allow_missing(r, m["allow_missing"], f"{key}.allow_missing") if "allow_missing" in m else ()
     if allow_missing and not no_deps and "local" not in m:  # a local wheel is installed --no-deps too
         raise r.fail(m["allow_missing"].key_line, f"{key}.allow_missing",
                      "allow_missing applies to a package installed without its requirements only: no_deps: true, "
@@ -175,7 +175,7 @@ def _verify(r: Reader, node: Any, key: str) -> Verify:
     return Verify(imports, python, needs, node.line, check)
 
 
-def _allow_missing(r: Reader, node: Any, key: str) -> tuple[AllowMissing, ...]:
+def read_allow_missing(r: Reader, node: Any, key: str) -> tuple[AllowMissing, ...]:
     return _named_whys(r, node, key, AllowMissing, "allowed")
 
 

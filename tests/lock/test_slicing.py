@@ -122,6 +122,22 @@ def test_no_deps_requirements_are_not_followed(m):
         assign_slices(plan, versions, requires)
 
 
+def test_extras_asked_of_a_base_package_are_followed_from_the_base(m):
+    """The base holds late-dep and dsl; a step asks late-dep[feat] through late and dsl[cu13] itself: what
+    only those extras require is in the lock, and goes to the step that asked (a base environment's
+    httpx[http2] -> h2, textual's markdown-it-py[linkify] -> linkify-it-py)."""
+    plan = plan_variant(m, "cu130")
+    versions = locked("torch", "common", "cuda-bindings", "kern", "helper", "dsl-base", "dsl-cu13",
+                      "frontend", "sgl-fastmla", "mla-runtime", "late", "feat-dep")
+    a = assign_slices(plan, versions, requires, provided={"late-dep": "1.0", "dsl": "1.5"})
+    assert a.unit_of["feat-dep"] == "05-late.txt" and a.reason["feat-dep"] == "via late"
+    assert a.unit_of["dsl-cu13"] == "02-kernels.txt"
+    assert "late-dep" not in a.unit_of and "dsl" not in a.unit_of  # the base's own stay the base's
+    assert a.warnings == ()
+    with pytest.raises(LockError, match="feat-dep"):  # without the base's versions nothing reaches it
+        assign_slices(plan, versions, requires, provided={})
+
+
 def test_fallback_dependencies_go_to_the_fallback_file(m):
     # without the late step, mla-runtime is needed by the fallback only
     text = MANIFEST.split("  - name: late")[0]

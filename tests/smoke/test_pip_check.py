@@ -35,9 +35,9 @@ def test_same_findings_as_pip_check(broken_env):
     assert sorted(stage["unexpected"]) == sorted(proc.stdout.strip().splitlines())
 
 
-def run(python: Path, root: Path, suppressed: dict) -> tuple[int, dict]:
+def run(python: Path, root: Path, suppressed: dict, **more) -> tuple[int, dict]:
     expect = root / "expect.json"
-    expect.write_text(json.dumps({"pins": {"frontend": "1.0"}, "suppressed": suppressed}))
+    expect.write_text(json.dumps({"pins": {"frontend": "1.0"}, "suppressed": suppressed, **more}))
     out = root / "out.json"
     proc = subprocess.run([str(python), str(PAYLOAD), "--expect", str(expect), "--level", "static", "--check-pip",
                            "--json", str(out)], capture_output=True, text=True)
@@ -60,3 +60,14 @@ def test_unexpected_broken_requirement_fails_the_build_step(broken_env):
     assert rc == 1
     assert stage["status"] == "failed"
     assert stage["unexpected"] == ["frontend 1.0 requires helper, which is not installed."]
+
+
+def test_what_a_source_step_allows_unmet_is_accepted_and_nothing_else(broken_env):
+    """A git or sdist step's package is in no lock slice, so its requirements are not `suppressed`; what its
+    step's allow_missing names (expect.json's allowed_unmet) passes, and any other finding still fails."""
+    python, root = broken_env
+    rc, stage = run(python, root, {"needs-new": ["frontend>=2"]}, allowed_unmet={"frontend": {"helper": "why"}})
+    assert (rc, stage["status"]) == (0, "passed")
+    assert "frontend 1.0 requires helper, which is not installed." in stage["accepted_suppressed"]
+    rc, stage = run(python, root, {}, allowed_unmet={"frontend": {"helper": "why"}})
+    assert rc == 1 and stage["unexpected"] == ["needs-new 1.0 has requirement frontend>=2, but you have frontend 1.0."]

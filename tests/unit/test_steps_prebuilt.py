@@ -170,3 +170,30 @@ def test_a_build_against_the_images_torch_takes_the_wheel_in_its_build_stage_too
                             "    --mount=type=bind,source=wheels/mla,target=/tmp/wheels-prebuilt \\\n")
     assert "      cp \"$1\" /tmp/pinwheel-git/wheel/; exit 0; \\\n" in build.split("\nFROM ")[0]
     assert text.count("set -- /tmp/wheels-prebuilt/pw_mla-1.0.0-*.whl; \\\n") == 2
+
+
+def test_a_source_steps_allow_missing_is_allowed_in_the_report_and_the_build_s_pip_check(tmp_path):
+    """A git step installs --no-deps: its prebuilt wheel's unmet requirement is a conflict until the step
+    declares it, then the report lists it as allowed with its why and expect.json names it for pip check."""
+    from pinwheel.lock.expect import derived_expect
+    from pinwheel.reports.report import dropped_requirements
+    declared = GIT + '    allow_missing: [{name: pw-torch, why: "the stable ABI loads on the image\'s torch"}]\n'
+    wheels = tmp_path / "wheels"
+    wheels.mkdir()
+    build_wheel(wheels, "pw-mla", "1.0.0", requires=["pw-torch>=2"])
+    plans = {}
+    for name, steps in (("bare", GIT), ("declared", declared)):
+        (tmp_path / name).mkdir()
+        plans[name] = resolve(plan_variant(load(tmp_path / name, steps), "cu130"), LocalOnly(), wheels)
+    [bare] = dropped_requirements(plans["bare"])
+    assert (bare["package"], bare["name"], bare["allowed"]) == ("pw-mla", "pw-torch", False)
+    assert "allowed_unmet" not in derived_expect(plans["bare"], {}, {})
+    [declared] = dropped_requirements(plans["declared"])
+    assert declared["allowed"] and declared["why"] == "the stable ABI loads on the image's torch"
+    assert derived_expect(plans["declared"], {}, {})["allowed_unmet"] == {
+        "pw-mla": {"pw-torch": "the stable ABI loads on the image's torch"}}
+
+
+def test_allow_missing_on_a_source_step_is_checked_at_its_line(tmp_path):
+    bad = GIT + "    allow_missing: [{name: pw-torch}]\n"
+    assert_refused_at(manifest_yaml(steps=bad, key="steps"), tmp_path, 13, "steps[0].allow_missing[0].why", "required")
