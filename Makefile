@@ -25,7 +25,7 @@ MODERN_ENGINE_ENV := PINWHEEL_ENGINE2=modern PINWHEEL_ENGINE2_ROOT=/var/lib/pinw
 comma := ,
 platform_list = $(subst $(comma), ,$(PLATFORMS))
 
-.PHONY: help deps engine engine2 engine-modern qemu registry tools render check-render report lock image smoke publish bump base e2e test bench bench-cache bench-scale clean
+.PHONY: help standins deps engine engine2 engine-modern qemu registry tools render check-render report lock image smoke publish bump base e2e test bench bench-cache bench-scale clean
 
 help:
 	@echo "make image CUDA=13     build the CUDA 13 image (installs the engine if needed)"
@@ -68,6 +68,10 @@ registry:
 tools:
 	@command -v shellcheck >/dev/null || { apt-get update -qq && apt-get install -y -qq shellcheck >/dev/null; }
 
+# an example's stand-in wheels (images/IMAGE/standins.yaml) for what this machine cannot download: into wheels/
+standins: deps
+	$(PY) scripts/standin-wheels images/$(IMAGE)
+
 render: deps
 	$(PW) render
 
@@ -77,16 +81,16 @@ check-render: deps
 # report and bump judge each of the variant's platforms; PLATFORMS naming one judges that one
 one_platform = $(if $(filter 1,$(words $(platform_list))), --platform $(PLATFORMS),)
 
-report: deps
+report: deps standins
 	$(PW) report --cuda $(CUDA)$(one_platform)
 
-lock: deps
+lock: deps standins
 	$(if $(PLATFORMS),$(foreach p,$(platform_list),$(PW) lock --cuda $(CUDA) --platform $(p) $(if $(ENGINE),--resolver $(ENGINE),) && ) true,$(PW) lock --cuda $(CUDA) $(if $(ENGINE),--resolver $(ENGINE),))
 
-base: deps engine
+base: deps engine standins
 	$(PW) base --cuda $(CUDA)
 
-image: deps engine $(if $(PLATFORMS),qemu,)
+image: deps engine $(if $(PLATFORMS),qemu,) standins
 	$(if $(PLATFORMS),$(foreach p,$(platform_list),$(PW) build --cuda $(CUDA) --platform $(p) && ) true,$(PW) build --cuda $(CUDA))
 
 smoke: deps engine
