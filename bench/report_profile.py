@@ -34,6 +34,7 @@ start = T()
 import pinwheel.cli  # noqa: F401  (what the command imports before it reads anything)
 from pinwheel.abi import cache as _abi  # noqa: F401
 from pinwheel.reports.report import to_json, torch_abi
+from pinwheel.commands.common import indented_json
 imports = T() - start
 from pinwheel import manifest
 from pinwheel.commands.common import index_client, lock_state
@@ -87,7 +88,7 @@ def reads():
     return sum(spent.get(k, 0.0) for k in READS)
 resolve_reads, resolve_timed = reads(), sum(spent.values())
 began = T(); abi = torch_abi(resolved, client, getattr(client, "default", client), ws, True); abi_s = T() - began
-began = T(); json.dumps(to_json(resolved, abi), indent=2); view = T() - began
+began = T(); indented_json(to_json(resolved, abi)); view = T() - began
 print(json.dumps({
     "imports": imports,
     "manifest, Plan, lock check and read": planned,
