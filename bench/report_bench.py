@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """`report` against `uv pip compile` (and `pip-compile`) on the same input, in three cache states.
 
-Inputs (--input):
+Inputs (--input, one or more, comma-separated; each in a scratch directory of its own, one after the other):
 - shipped: the shipped manifest's cu130 variant;
 - miles: bench/miles/wheels_manifest.yaml, a real-size manifest shaped like the miles training image (about
   200 packages of real metadata from the index, extras, markers, shared pins, `--no-deps` sets). It is copied
@@ -26,7 +26,7 @@ the machine falls on every row alike; each row gives the median wall time and th
 system of the command and its children; uv runs threads, so its CPU can exceed its wall time). Python's
 bytecode cache is on, as in any installed environment.
 
-    .venv/bin/python bench/report_bench.py [--input shipped|miles] [--states warm,after-online,cold]
+    .venv/bin/python bench/report_bench.py [--input shipped,miles] [--states warm,after-online,cold]
                                            [--runs 5] [--variant cu130] [--pip-compile] [--json FILE]
 """
 from __future__ import annotations
@@ -179,21 +179,22 @@ def measure(rows: dict, bench: Bench, runs: int) -> dict[str, dict[str, list[flo
     return got
 
 
-def print_table(got: dict[str, dict[str, list[float]]], runs: int) -> None:
-    print(f"| state: tool | wall, median of {runs} (s) | min (s) | × uv, wall | CPU median (s) | × uv, CPU |")
-    print("|---|---|---|---|---|---|")
-    for name, t in got.items():
-        state = name.split(":")[0]
-        uv = next(v for k, v in got.items() if k.startswith(state + ": uv"))
-        med, cmed = statistics.median(t["wall"]), statistics.median(t["cpu"])
-        uv_med, uv_cmed = statistics.median(uv["wall"]), statistics.median(uv["cpu"])
-        print(f"| {name} | {med:.2f} | {min(t['wall']):.2f} | {med / uv_med:.2f}× | {cmed:.3f} | "
-              f"{cmed / uv_cmed:.2f}× |")
+def print_table(results: dict[str, dict[str, dict[str, list[float]]]], runs: int) -> None:
+    print(f"| input | state: tool | wall, median of {runs} (s) | min (s) | × uv, wall | CPU median (s) | × uv, CPU |")
+    print("|---|---|---|---|---|---|---|")
+    for input_name, got in results.items():
+        for name, t in got.items():
+            state = name.split(":")[0]
+            uv = next(v for k, v in got.items() if k.startswith(state + ": uv"))
+            med, cmed = statistics.median(t["wall"]), statistics.median(t["cpu"])
+            uv_med, uv_cmed = statistics.median(uv["wall"]), statistics.median(uv["cpu"])
+            print(f"| {input_name} | {name} | {med:.2f} | {min(t['wall']):.2f} | {med / uv_med:.2f}× | {cmed:.3f} | "
+                  f"{cmed / uv_cmed:.2f}× |")
 
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--input", choices=sorted(INPUTS), default="shipped")
+    ap.add_argument("--input", default="shipped", help=f"comma-separated, of: {', '.join(sorted(INPUTS))}")
     ap.add_argument("--states", default="warm", help=f"comma-separated, of: {', '.join(STATES)}")
     ap.add_argument("--runs", type=int, default=5)
     ap.add_argument("--variant", default="cu130")
@@ -203,13 +204,22 @@ def main() -> int:
     states = [s for s in args.states.split(",") if s]
     if not states or set(states) - set(STATES):
         ap.error(f"--states takes {', '.join(STATES)}")
-    with tempfile.TemporaryDirectory() as t:
-        bench = Bench(args, Path(t))
-        bench.fill()
-        got = measure(bench.rows(states, args.pip_compile), bench, args.runs)
-    print_table(got, args.runs)
+    names = [n for n in args.input.split(",") if n]
+    if not names or set(names) - set(INPUTS):
+        ap.error(f"--input takes {', '.join(sorted(INPUTS))}")
+    results, clock = {}, []
+    for name in names:  # one input after the other, each in a scratch directory of its own
+        clock.append({"input": name, "start": time.strftime("%H:%M:%S", time.gmtime()), "load": os.getloadavg()[0]})
+        with tempfile.TemporaryDirectory() as t:
+            bench = Bench(argparse.Namespace(**{**vars(args), "input": name}), Path(t))
+            bench.fill()
+            results[name] = measure(bench.rows(states, args.pip_compile), bench, args.runs)
+        clock[-1].update(end=time.strftime("%H:%M:%S", time.gmtime()), end_load=os.getloadavg()[0])
+    print_table(results, args.runs)
+    for c in clock:
+        print(f"{c['input']}: {c['start']}–{c['end']} UTC, load average {c['load']:.1f} to {c['end_load']:.1f}")
     if args.json:
-        args.json.write_text(json.dumps({"input": args.input, "runs": got}, indent=1) + "\n")
+        args.json.write_text(json.dumps({"inputs": results, "clock": clock}, indent=1) + "\n")
     return 0
 
 

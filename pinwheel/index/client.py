@@ -125,6 +125,7 @@ class IndexClient(PageCache, WheelMetadata):
         # Try <url>.metadata even when the page does not advertise it: some
         # mirrors drop the PEP 658 attributes but still serve the files.
         self.probe_metadata = probe_metadata
+        self.probe_misses = 0  # unadvertised probes that found no METADATA, none found since (wheel_fetch.py)
         self.deadline = deadline
         self.clock = clock or transfer.Clock(deadline)  # siblings share it: the deadline is the command's
         self.refresh = refresh

@@ -22,18 +22,26 @@ from packaging.version import InvalidVersion, Version
 log = logging.getLogger(__name__)
 
 
-def file_or_none(data: Mapping[str, Any]) -> "IndexFile | None":
-    """A cached file entry, or None when its name no longer parses."""
-    try:
-        return IndexFile.from_json(data)
-    except (InvalidWheelFilename, InvalidSdistFilename, InvalidVersion):
-        return None
-
-
 @functools.lru_cache(maxsize=1 << 16)
 def parse_version(text: str) -> Version:
     """A version, parsed once per text (a page lists the same versions many times)."""
     return Version(text)
+
+
+def file_version(filename: str) -> Version:
+    """The version a file's name gives; a name IndexFile would reject raises as it does. A wheel name's second
+    dash-separated field is its version (the name field has no dashes): far cheaper than parsing every tag."""
+    if filename.endswith(".whl"):
+        if filename.count("-") not in (4, 5):
+            raise InvalidWheelFilename(f"invalid wheel filename: {filename!r}")
+        return parse_version(filename.split("-", 2)[1])
+    return parse_sdist_filename(filename)[1]
+
+
+def is_yanked_entry(entry: Mapping[str, Any]) -> bool:
+    """IndexFile.is_yanked of a file entry (as IndexFile.to_json writes one), without building the file."""
+    yanked = entry.get("yanked", False)
+    return yanked is not False and yanked is not None
 
 
 @functools.lru_cache(maxsize=1024)
@@ -61,9 +69,7 @@ class IndexFile:
     def __post_init__(self) -> None:
         # Reject malformed names now (cheaply); the tags are parsed on first use.
         if self.filename.endswith(".whl"):
-            if self.filename.count("-") not in (4, 5):
-                raise InvalidWheelFilename(f"invalid wheel filename: {self.filename!r}")
-            self.version  # noqa: B018 - parses, raising InvalidVersion
+            file_version(self.filename)
         else:
             self._parsed  # noqa: B018 - sdists are few; parse fully
 
@@ -83,11 +89,7 @@ class IndexFile:
 
     @functools.cached_property
     def version(self) -> Version:
-        if self.filename.endswith(".whl"):
-            # A wheel name's second dash-separated field is its version (the name
-            # field has no dashes); far cheaper than parsing every tag.
-            return parse_version(self.filename.split("-", 2)[1])
-        return self._parsed[1]
+        return file_version(self.filename) if self.filename.endswith(".whl") else self._parsed[1]
 
     @property
     def build(self) -> tuple:
@@ -163,37 +165,58 @@ def _make_file(
     core_metadata: Any,
     size: int | None = None,
 ) -> IndexFile | None:
+    entry = _file_entry(filename, url, sha256, requires_python, yanked, core_metadata, size)
+    return None if entry is None else IndexFile.from_json(entry)
+
+
+def _file_entry(
+    filename: str,
+    url: str,
+    sha256: str | None,
+    requires_python: str | None,
+    yanked: Any,
+    core_metadata: Any,
+    size: int | None = None,
+) -> dict[str, Any] | None:
+    """A listed file as IndexFile.to_json writes it, or None for a name IndexFile rejects: a page lists
+    thousands of files and a report looks at a few, so the file itself is built when one is asked for."""
     has_meta, meta_sha = _hash_value(core_metadata)
     if isinstance(yanked, str) and yanked == "":
         yanked = True  # HTML: data-yanked without a reason
     try:
-        return IndexFile(
-            filename=filename,
-            url=url,
-            sha256=sha256,
-            requires_python=requires_python or None,
-            yanked=(yanked if isinstance(yanked, (bool, str)) else bool(yanked)) if yanked else False,
-            has_metadata=has_meta,
-            metadata_sha256=meta_sha,
-            size=size,
-        )
+        file_version(filename)
     except (InvalidWheelFilename, InvalidSdistFilename, InvalidVersion):
         log.debug("skipping file with an unrecognised name: %s", filename)
         return None
+    return {
+        "filename": filename,
+        "url": url,
+        "sha256": sha256,
+        "requires_python": requires_python or None,
+        "yanked": (yanked if isinstance(yanked, (bool, str)) else bool(yanked)) if yanked else False,
+        "has_metadata": has_meta,
+        "metadata_sha256": meta_sha,
+        "size": size,
+    }
 
 
 def parse_json_page(data: Mapping[str, Any], page_url: str) -> list[IndexFile]:
-    """Files of a PEP 691 project page. A page that is not an object with a list of files is a ValueError;
-    an entry that does not read as a file (not an object, no string name or URL, a URL that does not parse)
-    is passed over, as a link of an HTML page is."""
+    """Files of a PEP 691 project page (json_page_entries, each built)."""
+    return [IndexFile.from_json(entry) for entry in json_page_entries(data, page_url)]
+
+
+def json_page_entries(data: Mapping[str, Any], page_url: str) -> list[dict[str, Any]]:
+    """The file entries of a PEP 691 project page, as IndexFile.to_json writes them. A page that is not an
+    object with a list of files is a ValueError; an entry that does not read as a file (not an object, no
+    string name or URL, a URL that does not parse) is passed over, as a link of an HTML page is."""
     if not isinstance(data, Mapping) or not isinstance(data.get("files", []), list):
         raise ValueError("not a PEP 691 project page (an object with a list of files)")
-    files = []
+    entries = []
     for entry in data.get("files", ()):
-        f = _json_file(entry, page_url)
-        if f is not None:
-            files.append(f)
-    return files
+        e = _json_entry(entry, page_url)
+        if e is not None:
+            entries.append(e)
+    return entries
 
 
 def _absolute(page_url: str, url: str) -> str:
@@ -205,7 +228,7 @@ def _absolute(page_url: str, url: str) -> str:
     return urldefrag(urljoin(page_url, url))[0]
 
 
-def _json_file(entry: Any, page_url: str) -> IndexFile | None:
+def _json_entry(entry: Any, page_url: str) -> dict[str, Any] | None:
     if not isinstance(entry, Mapping) or not isinstance(entry.get("filename"), str) \
             or not isinstance(entry.get("url"), str):
         log.debug("skipping a page entry that is not a file: %.200r", entry)
@@ -219,7 +242,7 @@ def _json_file(entry: Any, page_url: str) -> IndexFile | None:
     sha256 = hashes.get("sha256") if isinstance(hashes, Mapping) else None
     size = entry.get("size")
     requires_python = entry.get("requires-python")
-    return _make_file(
+    return _file_entry(
         entry["filename"],
         url,
         sha256 if isinstance(sha256, str) else None,

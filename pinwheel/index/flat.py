@@ -3,11 +3,12 @@ the files of any number of projects (tilelang's nightly page), so that the host 
 each file's sha256 from its link's fragment, as it reads an index's project page."""
 from __future__ import annotations
 
+from typing import Any
+
 from packaging.utils import InvalidSdistFilename, InvalidWheelFilename, canonicalize_name, parse_sdist_filename, \
     parse_wheel_filename
 
 from .client import IndexClient
-from .files import IndexFile
 
 
 def _project(filename: str) -> str | None:
@@ -37,8 +38,8 @@ class FlatPageClient(IndexClient):
     def _page_url(self, name: str) -> str:
         return self.page_url
 
-    def _page_files(self, resp, cname: str, url: str, page_url: str) -> tuple[list[IndexFile], str]:
-        """The files the page links, of project ``cname`` only (what is cached as its page)."""
-        files, fmt = super()._page_files(resp, cname, url, page_url)
+    def _page_entries(self, resp, cname: str, url: str, page_url: str) -> tuple[list[dict[str, Any]], str]:
+        """The file entries the page links, of project ``cname`` only (what is cached as its page)."""
+        entries, fmt = super()._page_entries(resp, cname, url, page_url)
         want = canonicalize_name(cname)
-        return [f for f in files if _project(f.filename) == want], fmt
+        return [e for e in entries if _project(e["filename"]) == want], fmt

@@ -7,6 +7,7 @@ wheel's RECORD where that can be read cheaply.
 from __future__ import annotations
 
 import base64
+import functools
 import hashlib
 import logging
 import re
@@ -196,13 +197,20 @@ def requirement_from_parts(parts: list) -> Requirement:
         raise TypeError("not a stored requirement")
     req = Requirement.__new__(Requirement)
     req.name, req.url, req.extras = name, url, set(extras)
-    req.specifier = SpecifierSet(specifier)
+    req.specifier = _specifier_set(specifier)
     req.marker = None
     if marker is not None:
         req.marker = Marker.__new__(Marker)
         req.marker._markers = _marker_list(marker)
         req.marker._serialized = None
     return req
+
+
+@functools.lru_cache(maxsize=4096)
+def _specifier_set(text: str) -> SpecifierSet:
+    """A stored requirement's specifier, parsed once per text: the METADATA of a set repeats a few hundred
+    specifiers thousands of times, and nothing changes a requirement's SpecifierSet once it is built."""
+    return SpecifierSet(text)
 
 
 def _marker_tree(atom):

@@ -5,9 +5,10 @@ from __future__ import annotations
 import functools
 from typing import Callable
 
-from packaging.version import Version
+from packaging.utils import InvalidSdistFilename, InvalidWheelFilename
+from packaging.version import InvalidVersion, Version
 
-from .files import IndexFile, parse_version
+from .files import IndexFile, file_version, is_yanked_entry, parse_version
 from .target import target_tags
 
 
@@ -37,6 +38,30 @@ class Page:
                     for text, group in groups.items()}, groups.__getitem__, lambda: files)
         page._groups, page._all = groups, files
         return page
+
+    @classmethod
+    def of_entries(cls, entries: list[dict]) -> "Page":
+        """A page of file entries as IndexFile.to_json writes them (a fetched page's, or its cache record's),
+        each built into an IndexFile when asked for; an entry whose name IndexFile rejects is left out."""
+        groups: dict[Version, list[dict]] = {}
+        kept: list[dict] = []  # in page order
+        for entry in entries:
+            try:
+                version = file_version(entry["filename"])
+            except (InvalidWheelFilename, InvalidSdistFilename, InvalidVersion):
+                continue
+            groups.setdefault(version, []).append(entry)
+            kept.append(entry)
+        by_text = {str(v): groups[v] for v in sorted(groups)}
+        page = cls({text: next((str(file_version(e["filename"])) for e in group if not is_yanked_entry(e)), None)
+                    for text, group in by_text.items()}, by_text.__getitem__, lambda: [built(e) for e in kept])
+        page._entries = dict(by_text)
+        return page
+
+    def stored_groups(self) -> dict[str, tuple[str | None, list[dict]]]:
+        """Each version's first unyanked version text and its file entries, as the parsed store keeps them."""
+        return {text: (unyanked, [e if isinstance(e, dict) else e.to_json() for e in self._group_entries(text)])
+                for text, unyanked in self._versions.items()}
 
     def versions(self, include_yanked: bool) -> list[Version]:
         return [parse_version(text if include_yanked else unyanked) for text, unyanked in self._versions.items()

@@ -21,7 +21,7 @@ from packaging.version import Version
 from ..fsutil import atomic_open
 from . import transfer
 from .errors import CacheMiss, IndexUnavailable, PackageNotFound, redact
-from .files import IndexFile, file_or_none, parse_html_page, parse_json_page, parse_version
+from .files import IndexFile, json_page_entries, parse_html_page, parse_version
 from .page import Page
 from .parsed import Stat, file_stat, read_with_stat
 
@@ -63,15 +63,14 @@ class PageCache:
     def _cached_page(self, cname: str, record: dict[str, Any], remember: bool = True) -> Page:
         """The page a cache record lists, remembered parsed for the next run."""
         stat = record.pop("_stat", None)
-        page = Page.of([f for f in map(file_or_none, record["files"]) if f is not None])
+        page = Page.of_entries(record["files"])
         if stat is not None and remember:
             self._remember_page(cname, page, stat, float(record.get("fetched", 0)))
         return page
 
     def _remember_page(self, cname: str, page: Page, stat: Stat, fetched: float) -> None:
         """Keep a page parsed for the page file as `stat` describes it (read, or just written)."""
-        groups = {text: (page._versions[text], [f.to_json() for f in group]) for text, group in page._groups.items()}
-        self._parsed.store_page(self._page_cache_path(cname), stat, fetched, groups)
+        self._parsed.store_page(self._page_cache_path(cname), stat, fetched, page.stored_groups())
 
     def _parsed_page(self, cname: str) -> Page | None:
         """The cached page from the parsed store, where it holds the page file as it is now."""
@@ -150,7 +149,7 @@ class PageCache:
                 new_stat = self._write_page(cname, cached)
                 if old_stat is not None:  # the same files: the parsed rows follow the rewritten file
                     self._parsed.restat_page(self._page_cache_path(cname), old_stat, new_stat, cached["fetched"])
-                return Page.of([f for f in map(file_or_none, cached["files"]) if f is not None])
+                return Page.of_entries(cached["files"])
             if resp.status_code == 404:
                 raise PackageNotFound(cname, url)
             if resp.status_code != 200:
@@ -160,7 +159,7 @@ class PageCache:
                     url=url,
                 )
             page_url = resp.url or url
-            files, fmt = self._page_files(resp, cname, url, page_url)
+            entries, fmt = self._page_entries(resp, cname, url, page_url)
             record = {
                 "name": cname,
                 "index_url": redact(self.index_url),
@@ -169,10 +168,10 @@ class PageCache:
                 "fetched": time.time(),
                 "etag": resp.headers.get("ETag"),
                 "last_modified": resp.headers.get("Last-Modified"),
-                "files": [f.to_json() for f in files],
+                "files": entries,
             }
         new_stat = self._write_page(cname, record)
-        page = Page.of(files)
+        page = Page.of_entries(entries)
         if old_stat is not None and cached.get("files") == record["files"] and cached.get("url") == record["url"]:
             # the same files (an index that sends no validators answers 200 with what it gave before)
             self._parsed.restat_page(self._page_cache_path(cname), old_stat, new_stat, record["fetched"])
@@ -188,18 +187,21 @@ class PageCache:
             fh.flush()
             return file_stat(os.fstat(fh.fileno()))
 
-    def _page_files(self, resp: requests.Response, cname: str, url: str, page_url: str) -> tuple[list[IndexFile], str]:
-        """The files a project page lists, and its format (json or html); read within the page's bounds."""
+    def _page_entries(self, resp: requests.Response, cname: str, url: str,
+                      page_url: str) -> tuple[list[dict[str, Any]], str]:
+        """The file entries a project page lists (as IndexFile.to_json writes them), and its format (json or
+        html); read within the page's bounds."""
         ctype = resp.headers.get("Content-Type", "").split(";")[0].strip().lower()
         if "json" not in ctype:
             body = self._body(resp, transfer.HTML_PAGE, url)
             transfer.check_count(transfer.PAGE_FILES, url, sum(1 for _ in _ANCHOR.finditer(body)))
-            return parse_html_page(body.decode(resp.encoding or "utf-8", errors="replace"), page_url), "html"
+            files = parse_html_page(body.decode(resp.encoding or "utf-8", errors="replace"), page_url)
+            return [f.to_json() for f in files], "html"
         try:
             doc = json.loads(self._body(resp, transfer.JSON_PAGE, url))
             listed = doc.get("files") if isinstance(doc, dict) else None
             transfer.check_count(transfer.PAGE_FILES, url, len(listed) if isinstance(listed, list) else 0)
-            return parse_json_page(doc, page_url), "json"
+            return json_page_entries(doc, page_url), "json"
         except (ValueError, RecursionError) as exc:  # RecursionError: nesting deeper than json reads
             raise IndexUnavailable(f"index page of package {cname!r}: {redact(url)} returned invalid JSON ({exc})",
                                    name=cname, url=url) from None

@@ -30,12 +30,17 @@ TAIL_BYTES = 64 * 1024
 # Whole-wheel downloads stay in memory up to this size, then spill to disk.
 SPOOL_BYTES = 32 * 1024 * 1024
 
+# Unadvertised METADATA probes that may find nothing in a row before a client stops asking: an index whose
+# pages leave PEP 658 out and that serves no .metadata either would cost a round trip per wheel for nothing.
+PROBE_MISSES = 3
+
+
 class WheelMetadata:
     """METADATA from the wheel itself, and downloads."""
 
     def _fetch_metadata(self, f: IndexFile) -> tuple[bytes, str]:
         what = f"metadata of package {f.name!r} {f.version}"
-        if f.has_metadata or self.probe_metadata:
+        if f.has_metadata or (self.probe_metadata and self.probe_misses < PROBE_MISSES):
             self.stats["metadata_requests"] += 1
             resp = self._request(f.url + ".metadata", what=what, name=f.name)
             with resp:
@@ -46,6 +51,8 @@ class WheelMetadata:
                         if actual != f.metadata_sha256.lower():
                             raise HashMismatch(f"{f.filename}.metadata", f.url + ".metadata", f.metadata_sha256, actual)
                     if f.has_metadata or data.lstrip()[:17].lower() == b"metadata-version:":
+                        if not f.has_metadata:
+                            self.probe_misses = 0  # this index serves what its pages do not advertise
                         return data, "pep658"
                     # an unadvertised probe that answered with something else (an error page)
                     log.debug("%s.metadata is not a METADATA document; reading the wheel", redact(f.url))
@@ -53,6 +60,8 @@ class WheelMetadata:
                     log.debug("%s.metadata advertised but answered %s", redact(f.url), resp.status_code)
                 else:
                     log.debug("%s.metadata answered HTTP %s; reading the wheel", redact(f.url), resp.status_code)
+            if not f.has_metadata:
+                self.probe_misses += 1
         return self._metadata_from_wheel(f)
 
     def _metadata_from_wheel(self, f: IndexFile) -> tuple[bytes, str]:

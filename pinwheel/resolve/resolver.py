@@ -448,6 +448,31 @@ class Resolver:
                         edges.append(Edge(inst.name, inst.version, text, dep, "violated", found, detail, a.extra))
         return edges
 
+    def prefetch_suppressed(self, plan: Plan, installed: dict[str, Installed]) -> None:
+        """The picks `would_do` makes for the requirements a --no-deps install leaves unmet, made first in a
+        thread pool: on an online run each is a page and a METADATA read (some a wheel's ranged read), which
+        judging would ask for one after another. Judging then picks again, from what these read."""
+        env, wanted = plan.target.marker_environment(), {}
+        for inst in installed.values():
+            meta = self.meta(plan, inst.name, inst.version) if inst.no_deps else None
+            for a in self.classify(meta, env, inst.extras) if meta is not None else ():
+                have = installed.get(canonicalize_name(a.requirement.name))
+                if a.marker_excluded or not (a.active or a.extra or inst.source in ("local", "fallback")):
+                    continue
+                if have is None or not a.requirement.specifier.contains(have.version, prereleases=True):
+                    wanted[(canonicalize_name(a.requirement.name), str(a.requirement.specifier))] = a.requirement
+
+        def one(req: Requirement) -> None:
+            try:
+                self.pick(plan, canonicalize_name(req.name), req.specifier, {})
+            except Exception:  # noqa: BLE001 - judging asks again and says why
+                pass
+
+        from concurrent.futures import ThreadPoolExecutor  # noqa: PLC0415 - online runs only
+
+        with ThreadPoolExecutor(max_workers=8) as pool:
+            list(pool.map(one, wanted.values()))
+
     def would_do(self, plan: Plan, req: Requirement, have: Installed | None) -> str:
         """What pip would have done with this requirement without --no-deps."""
         name = canonicalize_name(req.name)
@@ -473,7 +498,9 @@ def resolve(plan: Plan, source: MetadataSource, wheels_dir: Path | None = None,
     lock installs it, and the plain-pip view is kept to show the churn it removes.
     """
     base = base_installed(plan)
-    prefetch_locked(source, plan, locked)
+    online = is_online(source)
+    if online:
+        prefetch_locked(source, plan, locked)
     if base:  # the base's own packages are read from its inventory, not the index
         source = InventorySource(source, base_distributions(plan))
     resolver = Resolver(source, wheels_dir, base=base)
@@ -485,6 +512,8 @@ def resolve(plan: Plan, source: MetadataSource, wheels_dir: Path | None = None,
         installed, hazards = pip_installed, pip_hazards
     baseline = {(e.parent, e.parent_version, e.requirement) for e in resolver.judge(plan, base)
                 if e.verdict == "violated"}
+    if online:
+        resolver.prefetch_suppressed(plan, installed)
     edges = resolver.judge(plan, installed, baseline)
     replaced = [h for h in hazards if intended_change(plan, h)]
     return plan.with_resolution(
@@ -500,12 +529,16 @@ def resolve(plan: Plan, source: MetadataSource, wheels_dir: Path | None = None,
     )
 
 
+def is_online(source: MetadataSource) -> bool:
+    """Whether any index of the source may be asked (offline, the cache answers as fast without threads)."""
+    return any(getattr(s, "offline", True) is False for s in getattr(source, "indexes", [source]))
+
+
 def prefetch_locked(source: MetadataSource, plan: Plan, locked: dict[str, dict[str, str]] | None) -> None:
     """On an online run, the locked set's pages and METADATA are fetched first, in parallel (the client's
-    thread pool), so the walk below reads them from the cache instead of asking one after another. Offline,
-    the cache answers as fast alone. A lookup that fails here is asked again by the walk, which says why."""
-    indexes = getattr(source, "indexes", [source])
-    if locked is None or not any(getattr(s, "offline", True) is False for s in indexes):
+    thread pool), so the walk below reads them from the cache instead of asking one after another. A lookup
+    that fails here is asked again by the walk, which says why."""
+    if locked is None:
         return
     pins = sorted({(name, version) for versions in locked.values() for name, version in versions.items()})
     try:

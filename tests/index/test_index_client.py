@@ -167,6 +167,23 @@ def test_probe_can_be_turned_off(local_index, tmp_path):
     assert local_index.requests_for(".metadata") == []
 
 
+def test_probing_stops_after_misses_in_a_row_and_goes_on_while_probes_find_metadata(local_index, tmp_path):
+    # An index whose pages leave PEP 658 out and that serves no .metadata costs a probe per wheel for nothing:
+    # after PROBE_MISSES misses in a row the client reads the wheels alone. One that serves them keeps probing.
+    from pinwheel.index.wheel_fetch import PROBE_MISSES
+
+    for n in range(PROBE_MISSES + 3):
+        local_index.add(f"bare{n}", "1.0", requires=["dep>=2"], metadata_file=False, advertise_metadata=False)
+        local_index.add(f"served{n}", "1.0", requires=["dep>=3"], advertise_metadata=False)
+    url = local_index.serve()
+    bare = client(url, tmp_path / "bare")
+    assert {bare.metadata(f"bare{n}", "1.0").source for n in range(PROBE_MISSES + 3)} == {"range"}
+    assert len(local_index.requests_for(".metadata")) == PROBE_MISSES
+    served = client(url, tmp_path / "served")
+    assert {served.metadata(f"served{n}", "1.0").source for n in range(PROBE_MISSES + 3)} == {"pep658"}
+    assert served.probe_misses == 0
+
+
 def test_whole_download_when_server_ignores_range(local_index, tmp_path):
     wheel = local_index.add("pkg", "1.0", requires=["dep>=2"], metadata_file=False, payload_size=300_000)
     local_index.ignore_range = True

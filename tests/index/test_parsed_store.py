@@ -201,3 +201,23 @@ def test_metadata_fetched_online_is_kept_parsed_for_the_file_written(local_index
     again = client(url, cache, offline=True).metadata("pkg", "1.0", *TARGET)
     assert [str(r) for r in again.requires_dist] == [str(r) for r in fetched.requires_dist]
     assert (again.name, again.version, again.provides_extra) == (fetched.name, fetched.version, fetched.provides_extra)
+
+
+def test_a_fetched_page_builds_only_the_files_asked_for(local_index, tmp_path, monkeypatch):
+    # A page lists every file of every release; choosing one version's wheel builds that version's candidates
+    # and no other file, while the page file and a listing of every file still hold them all, in page order.
+    from pinwheel.index.files import IndexFile
+
+    for v in ("1.0", "2.0", "3.0"):
+        local_index.add("pkg", v)
+        local_index.add("pkg", v, tags="cp311-cp311-manylinux_2_17_x86_64")
+    url = local_index.serve()
+    built = []
+    post_init = IndexFile.__post_init__
+    monkeypatch.setattr(IndexFile, "__post_init__", lambda self: (built.append(self.filename), post_init(self)))
+    online = client(url, tmp_path / "cache")
+    assert online.best_wheel("pkg", "2.0", *TARGET).filename == "pkg-2.0-cp311-cp311-manylinux_2_17_x86_64.whl"
+    assert built and all(name.startswith("pkg-2.0-") for name in built)
+    listed = json.loads(next((tmp_path / "cache" / "pages").rglob("pkg.json")).read_text())["files"]
+    assert len(listed) == 6
+    assert [f.to_json() for f in online.files("pkg")] == listed

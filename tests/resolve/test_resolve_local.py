@@ -192,3 +192,22 @@ def test_torch_from_the_variants_extra_index(local_index, tmp_path, capsys, monk
                                                                        "nvidia-cudnn-cu12": "9.10.2.21"}
     finally:
         extra.close()
+
+
+def test_online_the_picks_of_suppressed_edges_are_made_before_judging(demo):
+    """prefetch_suppressed reads what judging's would_do asks for (helper's page and METADATA, the extra's
+    shared-dsl 1.0), so that judging after it asks the index nothing, and says what it said without it."""
+    from pinwheel.resolve.resolver import Resolver
+
+    m, client, url = demo
+    plan = plan_variant(m, "t")
+    resolver = Resolver(client)
+    installed, _hazards, _clashes, _unjudged = resolver.as_pip_would(plan)
+    resolver.prefetch_suppressed(plan, installed)
+    asked = dict(client.stats)
+    edges = resolver.judge(plan, installed)
+    assert dict(client.stats) == asked
+    alone = Resolver(IndexClient(index_url=url, cache_dir=client.cache_dir, retries=0))
+    assert alone.judge(plan, installed) == edges
+    helper = next(e for e in edges if e.parent == "frontend" and e.name == "helper")
+    assert helper.detail == "would install helper 1.0"
