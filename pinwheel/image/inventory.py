@@ -349,11 +349,12 @@ def check_inventory(path: Path, base: str, engine: Engine | None,
         return "ok", f"{len(inv.distributions)} distributions, base {pinned[:19]}"
     if engine is None:
         return "ok", f"{len(inv.distributions)} distributions (base not pinned by digest: identity not checked)"
-    if not engine.image_exists(base):
+    current = engine.local_image_id(base)
+    if current is None:
         # nothing to compare with: the committed inventory is the account of the base, as with no engine;
         # `build` makes or pulls the base first and checks it then
-        return "ok", f"{len(inv.distributions)} distributions (base {base} is not in the engine: identity not checked)"
-    current = engine.image_id(base)
+        return "ok", (f"{len(inv.distributions)} distributions (base {base} is not in the engine, or no engine "
+                      "answers: identity not checked)")
     if current != inv.image_id:
         return _read_again(path, inv, engine, base, current, verified)
     return "ok", f"{len(inv.distributions)} distributions, base {current[:19]}"
