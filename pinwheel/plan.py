@@ -24,7 +24,7 @@ from .model.packages import PlannedPackage  # the Plan's package; other stages i
 from .workspace import LockFiles, inside_project
 
 Verdict = Literal["satisfied", "violated", "suppressed", "unchecked", "marker-excluded", "extra-only",
-                  "base-broken", "overridden", "excluded"]
+                  "base-broken", "overridden", "excluded", "removed"]
 
 
 @dataclass(frozen=True)

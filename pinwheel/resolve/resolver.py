@@ -408,6 +408,8 @@ class Resolver:
         baseline = baseline or set()
         overriding = overrides(plan)
         excluding = exclusions(plan)
+        # what a remove step takes out and nothing installs again: the build's pip check accepts its absence
+        taken_out = {r.package: r for r in (self.removals or self.pip_removals) if r.package not in installed}
         for inst in sorted(installed.values(), key=lambda i: i.name):
             meta = self.meta(plan, inst.name, inst.version)
             if meta is None:
@@ -440,6 +442,10 @@ class Resolver:
                     if (inst.name, inst.version, text) in baseline:
                         edges.append(Edge(inst.name, inst.version, text, dep, "base-broken", found,
                                           f"base: already broken ({detail})", a.extra))
+                    elif found is None and dep in taken_out:
+                        r = taken_out[dep]
+                        edges.append(Edge(inst.name, inst.version, text, dep, "removed", found,
+                                          f"removed on purpose by step {r.step}: {r.why}", a.extra))
                     elif found is not None and dep in overriding:
                         edges.append(Edge(inst.name, inst.version, text, dep, "overridden", found,
                                           f"overridden on purpose: {inst.name} {inst.version} requires {text}; "
