@@ -318,7 +318,7 @@ def to_json(plan: Plan, abi: list[dict] | None = None, allow_unchecked: bool = F
         "dropped_requirements": dropped_requirements(plan),
         # requirements the manifest leaves out on purpose (exclude:, with a why): suppressed edges, not conflicts
         "excluded": [dataclasses.asdict(e) for e in plan.resolution.edges if e.verdict == "excluded"],
-        # requirements on a package a remove step takes out (with its why): the build's pip check accepts them
+        # requirements on a package a remove step takes out, left unmet on purpose (its `breaks`, with a why)
         "unmet_by_removal": [dataclasses.asdict(e) for e in plan.resolution.edges if e.verdict == "removed"],
         "shared_pins": shared,
         "hazards": [dataclasses.asdict(h) for h in plan.resolution.hazards],

@@ -187,7 +187,7 @@ def print_decided(c: Console, plan: Plan, data: dict) -> None:
                     f"{escape(x['requirement'])}; {escape(x['detail'])}")
 
     if data["unmet_by_removal"]:
-        c.print("\n[bold]Unmet by a removal[/bold] (requirements on a package a remove step takes out, each with its why)")
+        c.print("\n[bold]Unmet by a removal[/bold] (requirements on a package a remove step takes out, left unmet on purpose, each with its why)")
         for x in data["unmet_by_removal"]:
             c.print(f"  [cyan]removed[/cyan]: {escape(x['parent'])} {escape(x['parent_version'])} requires "
                     f"{escape(x['requirement'])}; {escape(x['detail'])}")
