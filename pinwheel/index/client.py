@@ -387,11 +387,14 @@ class IndexClient(PageCache, WheelMetadata):
         sdist downloaded (sha256 checked) and its static PKG-INFO read or its metadata hook run."""
         from .sdist_metadata import prepared_metadata  # noqa: PLC0415 - only sdist-only releases need it
 
+        failed = self._metadata_cache.paths(f)[-1].with_suffix(".failed")  # why the last preparation failed
         with self._key_lock(f"meta:{f.url}"):
             if not (self.refresh and not self.offline):
                 cached = self._metadata_cache.read(f)
                 if cached is not None:
                     return cached
+                if failed.is_file():  # the same answer offline and online, until --refresh tries again
+                    raise MetadataUnavailable(failed.read_text(), name=f.name, version=str(f.version))
             if self.offline:
                 raise CacheMiss(f"offline: metadata of package {f.name!r} {f.version} (sdist {f.filename}) is "
                                 "not in the cache", name=f.name)
@@ -402,9 +405,12 @@ class IndexClient(PageCache, WheelMetadata):
                     raw = prepared_metadata(path, self.index_url, self.verify if isinstance(self.verify, str)
                                             else None)
                 except MetadataUnavailable as exc:
-                    raise MetadataUnavailable(f"package {f.name!r} {f.version} is published as an sdist only "
-                                              f"({f.filename}), and its metadata: {exc}", name=f.name,
-                                              version=str(f.version)) from None
+                    why = (f"package {f.name!r} {f.version} is published as an sdist only ({f.filename}), and its "
+                           f"metadata: {exc}")
+                    failed.parent.mkdir(parents=True, exist_ok=True)
+                    failed.write_text(why)
+                    raise MetadataUnavailable(why, name=f.name, version=str(f.version)) from None
+            failed.unlink(missing_ok=True)
             written = self._metadata_cache.store(f, raw, "sdist", self.index_url)
         meta = parse_metadata(raw, filename=f.filename, url=f.url, sha256=f.sha256, source="sdist")
         self._metadata_cache.remember(*written, meta)
