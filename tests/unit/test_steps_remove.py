@@ -122,3 +122,15 @@ def test_no_after_the_last_step_invariant_for_what_a_later_step_removes(tmp_path
     kept = render_dockerfiles(plans(MANIFEST.replace("steps:\n", "steps:\n" + GIT_THEN_REMOVE.split("  - name: drop")[0], 1),
                                     tmp_path)[:1])["Dockerfile"]
     assert "Invariant of git step tool" in kept
+
+
+def test_the_lock_names_each_removal_breaks_for_the_build_pip_check(tmp_path):
+    from pinwheel.lock.expect import removal_breaks
+
+    text = edited('- {name: Transformer_Engine, why: "built against another torch"}',
+                  '- {name: Transformer_Engine, why: "built against another torch",\n'
+                  '         breaks: [{name: TE_User, why: "its TE path is unused here"}]}')
+    plan = plans(text, tmp_path)[0]
+    assert removal_breaks(plan, ["transformer-engine", "flash-attn-4"]) == {"transformer-engine": ["te-user"]}
+    assert removal_breaks(plan, ["flash-attn-4"]) == {}  # installed again later: not in expect.json
+    assert removal_breaks(plans(MANIFEST, tmp_path)[0], ["transformer-engine"]) == {}
