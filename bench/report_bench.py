@@ -6,6 +6,9 @@ Inputs (--input, one or more, comma-separated; each in a scratch directory of it
 - miles: bench/miles/wheels_manifest.yaml, a real-size manifest shaped like the miles training image (about
   200 packages of real metadata from the index, extras, markers, shared pins, `--no-deps` sets). It is copied
   into a scratch directory and locked there once (online, untimed), so `report` judges a locked set.
+- miles-cu13: the miles example itself (images/miles-cu13/), judged in place with its committed lock and base
+  inventory (its stand-in wheels written first); uv gets that lock's own requirements, constraints and
+  overrides, with the base's packages as preferences, as `lock` gives them.
 
 Both tools get the manifest's index packages as requirements and its shared, `--no-deps` and fallback pins as
 constraints, and each keeps its cache in the scratch directory (PINWHEEL_CACHE_DIR, uv's --cache-dir), so the
@@ -50,10 +53,29 @@ from pinwheel import manifest  # noqa: E402
 from pinwheel.index import default_index_url  # noqa: E402
 from pinwheel.plan import plan_variant  # noqa: E402
 
-INPUTS = {"shipped": ROOT / "wheels_manifest.yaml", "miles": ROOT / "bench" / "miles" / "wheels_manifest.yaml"}
+INPUTS = {"shipped": ROOT / "wheels_manifest.yaml", "miles": ROOT / "bench" / "miles" / "wheels_manifest.yaml",
+          "miles-cu13": ROOT / "images" / "miles-cu13" / "wheels_manifest.yaml"}
+# Inputs judged where they are, with their committed locks: uv gets what `lock` gave it (the lock folder's
+# requirements.in, constraints.txt and overrides.txt) and the base's packages as preferences, as `lock` does.
+IN_PLACE = {"shipped", "miles-cu13"}
 STATES = ("warm", "after-online", "cold")
 # Python's bytecode cache on, as in any installed environment: the warm-up writes it, the timed runs read it.
 ENV = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+
+
+def lock_folder_inputs(manifest_path: Path, variant: str, tmp: Path) -> list[str]:
+    """uv's arguments for an example judged in place: its lock's own inputs, and its base's packages (its
+    committed inventory) as preferences in the output file uv starts from."""
+    lock = manifest_path.parent / "lock" / variant
+    args = ["-c", str(lock / "constraints.txt"), str(lock / "requirements.in")]
+    if (lock / "overrides.txt").exists():
+        args[:0] = ["--override", str(lock / "overrides.txt")]
+    inventory = manifest_path.parent / "inventory" / f"{variant}.json"
+    if inventory.exists():
+        dists = json.loads(inventory.read_text())["distributions"]
+        (tmp / "uv.txt").write_text("".join(f"{d['name']}=={d['version']}\n" for d in dists
+                                            if "dist-packages" in d["site"] or "site-packages" in d["site"]))
+    return args
 
 
 def inputs(manifest_path: Path, variant: str, tmp: Path) -> tuple[Path, Path]:
@@ -77,19 +99,21 @@ class Bench:
         # the cold rows have caches of their own, so that emptying them leaves the warm ones warm
         self.pw_cold, self.uv_cold = tmp / "pinwheel-cache-cold", tmp / "uv-cache-cold"
         self.cold_env = dict(ENV, PINWHEEL_CACHE_DIR=str(self.pw_cold))
-        source = INPUTS[args.input]
-        if args.input == "shipped":
+        source, self.in_place = INPUTS[args.input], args.input in IN_PLACE
+        if self.in_place:
             self.manifest = source  # its lock is committed beside it
         else:
             self.manifest = tmp / "project" / "wheels_manifest.yaml"
             self.manifest.parent.mkdir()
             shutil.copy(source, self.manifest)
         req, con = inputs(self.manifest, args.variant, tmp)
+        uv_inputs = (lock_folder_inputs(self.manifest, args.variant, tmp) if args.input in IN_PLACE - {"shipped"}
+                     else ["-c", str(con), str(req)])
         index = default_index_url()
         self.report = [self.py, str(ROOT / "build.py"), "--manifest", str(self.manifest), "report",
                        "--variant", args.variant, "--platform", "linux/amd64", "--json"]  # one platform, as uv
         self.uv = [str(Path(self.py).parent / "uv"), "pip", "compile", "--quiet", "--python-version", "3.11",
-                   "--index-url", index, "--cache-dir", str(self.uv_cache), "-c", str(con), str(req),
+                   "--index-url", index, "--cache-dir", str(self.uv_cache), *uv_inputs,
                    "-o", str(tmp / "uv.txt")]
         self.uv_cold_cmd = [str(self.uv_cold) if c == str(self.uv_cache) else c for c in self.uv]
         self.pip_compile = [str(Path(self.py).parent / "pip-compile"), "--quiet", "--no-header", "--index-url",
@@ -98,9 +122,11 @@ class Bench:
 
     def fill(self) -> None:
         """Online runs of both tools (and the lock of a copied manifest), so that --offline can answer."""
-        if self.manifest.parent != ROOT:
+        if not self.in_place:
             run_checked([self.py, str(ROOT / "build.py"), "--manifest", str(self.manifest), "lock",
                          "--variant", self.variant, "--resolver", "uv"], self)
+        elif (self.manifest.parent / "standins.yaml").exists():  # its local wheels, as `make report` writes them
+            run_checked([self.py, str(ROOT / "scripts" / "standin-wheels"), str(self.manifest.parent)], self)
         run_checked(self.report, self)
         run_checked(self.uv, self)
 

@@ -59,10 +59,28 @@ def site_versions(site: Path) -> dict[str, str]:
     return out
 
 
+# The name a requirement string starts with (PEP 508).
+REQUIREMENT_NAME = re.compile(r"\s*([A-Za-z0-9][A-Za-z0-9._-]*)")
+NOT_CARRIED = "not carried to the GPU host: the host's own copy, if any, stands in for the image's, unchecked"
+
+
 def host_expect(image: dict, carried: dict[str, str]) -> dict:
+    """The image's expect.json for a host that has only `carried` of its packages: the pins and the base's
+    unchanged packages cut to those (the rest listed under host_provided, unchecked), and each --no-deps
+    package's dropped requirement on a package that was not carried allowed, saying so."""
     doc = dict(image)
     doc["pins"] = {n: v for n, v in image["pins"].items() if normalize(n) in carried}
     doc["host_provided"] = {n: v for n, v in image["pins"].items() if normalize(n) not in carried}
+    if "base_unchanged" in image:
+        doc["base_unchanged"] = {n: v for n, v in image["base_unchanged"].items() if normalize(n) in carried}
+        doc["host_provided"].update({n: v for n, v in image["base_unchanged"].items() if normalize(n) not in carried})
+    dropped = {}
+    for parent, entry in image.get("dropped", {}).items():
+        names = {normalize(m.group(1)) for r in entry.get("requires", []) if (m := REQUIREMENT_NAME.match(r))}
+        allowed = {**{n: NOT_CARRIED for n in sorted(names - set(carried))}, **entry.get("allow_missing", {})}
+        dropped[parent] = {**entry, "allow_missing": dict(sorted(allowed.items()))}
+    if dropped:
+        doc["dropped"] = dropped
     return doc
 
 
@@ -123,7 +141,8 @@ def main() -> int:
     wrong["pins"]["nvidia-cudnn-frontend"] = "1.32.0"
     wrong_path = args.out / "expect-wrong-pin.json"
     wrong_path.write_text(json.dumps(wrong, indent=2) + "\n")
-    runs.append(run("static-mismatch", "nvidia-cudnn-frontend pinned to 1.32.0 while 1.26.0 is installed",
+    frontend = site_versions(args.site).get("nvidia-cudnn-frontend", "another version")
+    runs.append(run("static-mismatch", f"nvidia-cudnn-frontend pinned to 1.32.0 while {frontend} is installed",
                     wrong_path, args.out, [args.site], "static", None))
     wrong_path.unlink()
     if args.old_site:
@@ -132,7 +151,7 @@ def main() -> int:
         old_path = args.out / "expect-old-frontend.json"
         old_path.write_text(json.dumps(old, indent=2) + "\n")
         runs.append(run("no-dsa", f"nvidia-cudnn-frontend {old['pins']['nvidia-cudnn-frontend']} (no cudnn.DSA) in "
-                        "place of 1.26.0, pinned so, so the static level passes", old_path, args.out,
+                        f"place of {frontend}, pinned so, so the static level passes", old_path, args.out,
                         [args.old_site], "gpu", "gpu"))
         old_path.unlink()
     device = (passing["result"] or {}).get("device")

@@ -154,6 +154,8 @@ class WheelAbi:
     python_tag: str
     abi_tag: str
     platform_tag: str
+    #: written by an example's stand-in generator (its WHEEL file's Generator): says nothing of the real wheel
+    stand_in: bool = False
 
     @property
     def is_compiled(self) -> bool:
@@ -440,6 +442,19 @@ def _iter_elf_members(zf: zipfile.ZipFile) -> Iterator[zipfile.ZipInfo]:
                 yield info
 
 
+# The WHEEL Generator of the stand-in wheels an example writes (scripts/standin-wheels) for what its machine
+# cannot download: their ABI is not the real wheel's, so no verdict is drawn from it.
+STAND_IN_GENERATOR = "pinwheel-standin"
+
+
+def _generator(zf: zipfile.ZipFile, dist_info: str) -> str | None:
+    try:
+        text = zf.read(f"{dist_info}/WHEEL").decode("utf-8", "replace")
+    except KeyError:
+        return None
+    return next((line.partition(":")[2].strip() for line in text.splitlines() if line.startswith("Generator:")), None)
+
+
 def _dist_info_dir(zf: zipfile.ZipFile) -> str | None:
     for n in zf.namelist():
         parts = n.split("/")
@@ -488,7 +503,7 @@ def classify_wheel(path: Path | str) -> WheelAbi:
     fn_name, fn_version, python_tag, abi_tag, platform_tag = _split_filename(path.name)
     elf_files: list[ElfAbi] = []
     with zipfile.ZipFile(path) as zf:
-        meta_name, meta_version, requires = fn_name, fn_version, []
+        meta_name, meta_version, requires, stand_in = fn_name, fn_version, [], False
         dist_info = _dist_info_dir(zf)
         if dist_info is not None:
             text = zf.read(f"{dist_info}/METADATA").decode("utf-8", "replace")
@@ -496,6 +511,7 @@ def classify_wheel(path: Path | str) -> WheelAbi:
             meta_name = msg.get("Name", fn_name)
             meta_version = msg.get("Version", fn_version)
             requires = msg.get_all("Requires-Dist") or []
+            stand_in = _generator(zf, dist_info) == STAND_IN_GENERATOR
         for info in _iter_elf_members(zf):
             with tempfile.SpooledTemporaryFile(max_size=SPOOL_MAX_BYTES) as tmp:
                 with zf.open(info) as src:
@@ -521,4 +537,5 @@ def classify_wheel(path: Path | str) -> WheelAbi:
         python_tag=python_tag,
         abi_tag=abi_tag,
         platform_tag=platform_tag,
+        stand_in=stand_in,
     )

@@ -304,7 +304,8 @@ def lock_state(plan: Plan, root: Path):
 
 
 def inventory_engine(plan: Plan):
-    """The engine that tells an unpinned base's identity, where one answers; None for a pinned base."""
+    """The engine that tells an unpinned base's identity (where none answers, check_inventory says the identity
+    was not checked); None for a pinned base."""
     if not reads_base(plan) or not plan.variant.base:
         return None
     from ..image.engine import Engine  # the engine adapter loads only for a variant that reads its base
@@ -312,8 +313,7 @@ def inventory_engine(plan: Plan):
 
     if pinned_digest(plan.variant.base):
         return None
-    engine = Engine()
-    return None if engine.unavailable_reason() else engine
+    return Engine()  # not probed: the one CLI call that reads the base's id is the probe
 
 
 def require_fresh_inventory(plan: Plan, root: Path) -> Plan:

@@ -1,15 +1,14 @@
 """The container engine adapter: the one module that talks to Docker.
 
 Everything goes through python-on-whales (the docker CLI plus the buildx
-plugin), except `push`: it runs the same CLI under a pseudo-terminal, the only
-place the CLI reports a push's bytes, and reads the pushed manifest back with
-`docker manifest inspect`. (The engine API's push endpoint streams the same
+plugin), except `push` and `local_image_id`: push runs the same CLI under a
+pseudo-terminal, the only place the CLI reports a push's bytes, and reads the
+pushed manifest back with `docker manifest inspect`; local_image_id is one
+plain CLI call, for a report. (The engine API's push endpoint streams the same
 progress as JSON, but reading it means a second client beside the CLI, one that
 speaks to every host the CLI reaches: unix and tcp sockets, ssh:// hosts,
 docker contexts and their TLS settings. The CLI stays the one client, so its
-progress text is parsed, by push_output.py.) Nothing happens at import time;
-python-on-whales itself is imported on first use, so render and resolve code
-and their tests never need it.
+progress text is parsed, by push_output.py.) Nothing happens at import time.
 
 Where it builds is this adapter's business only: ``host`` (``--engine-host``,
 a remote or second engine), ``context`` (a docker context) and ``builder``
@@ -345,11 +344,19 @@ class Engine:
 
     def platform(self, ref: str) -> str:
         """The container platform of a local image: linux/amd64, linux/arm64."""
-        image = self.docker.image.inspect(ref)
-        return f"{image.os}/{image.architecture}"
+        return "{0.os}/{0.architecture}".format(self.docker.image.inspect(ref))
 
     def image_id(self, ref: str) -> str:
         return str(self.docker.image.inspect(ref).id)
+
+    def local_image_id(self, ref: str) -> str | None:
+        """A local image's id from one CLI call, without python-on-whales' import; None where it is absent."""
+        try:
+            proc = subprocess.run([*self._client_call, "image", "inspect", "--format", "{{.Id}}", ref],
+                                  capture_output=True, text=True, timeout=60)
+        except (OSError, subprocess.TimeoutExpired):
+            return None
+        return (proc.stdout.strip() or None) if proc.returncode == 0 else None
 
     def labels(self, ref: str) -> dict[str, str]:
         config = self.docker.image.inspect(ref).config

@@ -495,12 +495,12 @@ def torch_abi(plan: Plan, source, client, workspace: Workspace, offline: bool) -
         w, filename, how, built = wheel_abi_of(inst, locals_by_name.get(inst.name), plan, source, resolver, cache, notes)
         rows.append({
             "name": inst.name, "version": inst.version, "source": inst.source, "wheel": filename,
-            "abi_class": "none" if how == "pure-python" else (w.abi_class if w else "unknown"),
+            "abi_class": "none" if how == "pure-python" else (w.abi_class if w and not w.stand_in else "unknown"),
             "declared_torch": ", ".join(str(r.specifier) or "any" for r in torch_reqs.get(inst.name, [])) or None,
             "local_label": w.local_label if w else None,
             "built_against": built,
             "provenance_mismatches": provenance_mismatches(w, built) if (w and built) else [],
-            "how": how,
+            "how": "stand-in" if w and w.stand_in else how,
         })
     return rows
 
@@ -509,6 +509,6 @@ ABI_MEANING = {
     "unstable": "imports torch's C++ ABI (c10/at/torch symbols): rebuild for every torch bump",
     "stable": "LibTorch stable ABI only (aoti_torch_*): forward compatible from the torch it was built for",
     "none": "no torch linkage",
-    "unknown": "not classified (offline without a cached wheel, no wheel for the target, or built from source in "
-               "the build: `build.py inspect` classifies the built image's)",
+    "unknown": "not classified (offline without a cached wheel, no wheel for the target, a stand-in wheel, or "
+               "built from source in the build: `build.py inspect` classifies the built image's)",
 }

@@ -225,6 +225,9 @@ def test_a_rebuilt_base_that_holds_the_same_keeps_its_inventory_and_a_changed_on
         assert status == "stale" and "what it holds differs; first difference: apache-tvm-ffi 0.1." in detail
     finally:
         engine.remove(tag, force=True)
+    # a fresh clone's report or lock, before `build` made the base: the inventory stands, unchecked, and says so
+    status, detail = check_inventory(committed, tag, engine, verified)
+    assert status == "ok" and f"base {tag} is not in the engine, or no engine answers: identity not checked" in detail, detail
 
 
 # ------------------------------------------------------------------ inspect

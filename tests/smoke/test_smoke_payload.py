@@ -11,6 +11,7 @@ import importlib.metadata
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 import zipfile
@@ -316,6 +317,27 @@ def _fake_dsa_stack(site_dir: Path) -> None:
     _module(site_dir, "flash_mla", "def flash_mla_sparse_fwd(*a, **k):\n    raise AssertionError('not called')\n")
     _dist_info(site_dir, "nvidia-cudnn-frontend", "1.26.0", ["cudnn"])
     _dist_info(site_dir, "sgl-flash-mla", "1.0.0", ["flash_mla"])
+
+
+def test_dsa_forward_takes_sglangs_copy_of_the_sparse_mla_where_flash_mla_is_not_installed(tmp_path):
+    site_dir = tmp_path / "site"
+    _fake_dsa_stack(site_dir)
+    for leftover in site_dir.glob("*flash_mla*"):
+        shutil.rmtree(leftover)
+    _module(site_dir, "sgl_kernel", "")
+    (site_dir / "sgl_kernel" / "flash_mla.py").write_text("def flash_mla_sparse_fwd(*a, **k):\n    raise AssertionError\n")
+    _dist_info(site_dir, "sglang-kernel", "0.4.5", ["sgl_kernel"])
+    expect = {"pins": {}, "verify": {"nvidia-cudnn-frontend": {"check": "dsa-forward", "import": [], "needs": "gpu",
+                                                               "python": None}}}
+    proc, doc = _run_bare(tmp_path, expect, "--level", "gpu", "--site", str(site_dir))
+    mla = stage(doc, "gpu", "flash_mla")
+    assert mla["status"] == "passed", mla
+    assert (mla["provider"], mla["version"], mla["legacy_kernels"]) == ("sgl_kernel.flash_mla", "0.4.5", None)
+    # with neither provider, the import fails and names the last one tried
+    shutil.rmtree(site_dir / "sgl_kernel")
+    proc, doc = _run_bare(tmp_path, expect, "--level", "gpu", "--site", str(site_dir))
+    mla = stage(doc, "gpu", "flash_mla")
+    assert mla["status"] == "failed" and "sgl_kernel" in mla["error"], mla
 
 
 def test_a_named_check_runs_once_for_every_package_declaring_it_and_a_device_skip_stays_skipped(tmp_path):

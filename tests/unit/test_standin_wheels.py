@@ -60,3 +60,24 @@ def test_a_bad_listing_is_one_located_line_and_exit_2(tmp_path):
 
 def test_an_image_without_a_listing_has_nothing_to_write(tmp_path):
     assert run(tmp_path).returncode == 0 and not (tmp_path / "wheels").exists()
+
+
+def test_the_abi_classifier_knows_a_stand_in_and_a_real_wheel_apart(tmp_path):
+    """A stand-in carries no real code, so its ABI would read 'no torch linkage': the classifier marks it, and
+    the bump and the report then leave its verdict unchecked rather than ok."""
+    from pinwheel.abi.elf import classify_wheel
+
+    image = tmp_path / "images" / "demo"
+    image.mkdir(parents=True)
+    (image / "standins.yaml").write_text(LISTING)
+    assert run(image).returncode == 0
+    [whl] = (image / "wheels").iterdir()
+    assert classify_wheel(whl).stand_in is True
+    real = tmp_path / "pw_real-1.0-py3-none-any.whl"
+    with zipfile.ZipFile(whl) as src, zipfile.ZipFile(real, "w") as dst:
+        for item in src.infolist():
+            data = src.read(item)
+            if item.filename.endswith("/WHEEL"):
+                data = data.replace(b"Generator: pinwheel-standin", b"Generator: bdist_wheel (0.45.1)")
+            dst.writestr(item, data)
+    assert classify_wheel(real).stand_in is False

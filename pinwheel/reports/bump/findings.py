@@ -187,6 +187,10 @@ def _abi_one(c: Comparison, inst: Installed, planned: PlannedPackage | None, new
         why = "offline and not in the ABI or wheel cache" if c.offline else "no wheel to classify"
         return AbiFinding(inst.name, inst.version, filename, inst.source, "unknown", _declared(c, inst, plan),
                           None, built, [], None, [], "unchecked", why, how)
+    if w.stand_in:
+        return AbiFinding(inst.name, inst.version, filename or w.filename, inst.source, "unknown",
+                          _declared(c, inst, plan), None, built, [], None, [], "unchecked",
+                          "a stand-in wheel: the real wheel's torch linkage is not known here", how)
     mismatches = provenance_mismatches(w, built) if built else []
     label = parse_local_label(w.local_label)
     declared = w.declared_torch

@@ -1,8 +1,8 @@
 """The named check `dsa-forward`: one DeepSeek sparse attention forward on an SM90/SM100 GPU.
 
 Declared by the shipped image on nvidia-cudnn-frontend and FlashMLA (`verify: {check: dsa-forward}`).
-torch, ``from cudnn import DSA`` with both wrappers and flash_mla are imported, then on a Hopper (SM90)
-or Blackwell (SM100) GPU one forward runs: lightning indexer -> top-k -> sparse MLA, each stage checked
+torch, ``from cudnn import DSA`` with both wrappers and a sparse MLA (flash_mla, else sglang's
+sgl_kernel.flash_mla) are imported, then on a Hopper (SM90) or Blackwell (SM100) GPU one forward runs: lightning indexer -> top-k -> sparse MLA, each stage checked
 against a float32 PyTorch reference and timed against it. The verdicts (judge_*) are plain Python over
 metrics, so they can be tested without torch; the metrics are computed with torch on the GPU.
 
@@ -122,22 +122,50 @@ def _import_cudnn_dsa():
     }
 
 
+# Where the sparse MLA kernel comes from: FlashMLA's own package, or the copy sglang's kernel package
+# ships (sgl_kernel.flash_mla), which images built on an sglang release carry instead. The first one that
+# imports is used, and the record names it.
+MLA_PROVIDERS = ("flash_mla", "sgl_kernel.flash_mla")
+
+
+def mla_module():
+    """(module name, module) of the first MLA provider that imports; the last ImportError where none does."""
+    import importlib
+
+    error = None
+    for name in MLA_PROVIDERS:
+        try:
+            return name, importlib.import_module(name)
+        except ModuleNotFoundError as exc:
+            if exc.name not in (name, name.split(".")[0]):
+                raise  # the provider is there but something it needs is not: that is its failure
+            error = exc
+    raise error
+
+
+def mla_sparse_fwd(provider: str, module, q, kv, indices, sm_scale: float, d_v: int):
+    """One sparse MLA prefill. FlashMLA's own package keeps the SM90 kernels behind use_legacy=True (its
+    non-legacy kernels are SM100 only); sglang's copy picks the kernel for the device itself."""
+    if provider == "flash_mla":
+        return module.flash_mla_sparse_fwd(q, kv, indices, sm_scale, d_v=d_v, use_legacy=True)
+    return module.flash_mla_sparse_fwd(q, kv, indices, sm_scale, d_v=d_v)
+
+
 def _import_flash_mla():
-    import flash_mla
-
+    provider, flash_mla = mla_module()
     if not hasattr(flash_mla, "flash_mla_sparse_fwd"):
-        raise StageFailure("flash_mla has no flash_mla_sparse_fwd")
+        raise StageFailure(f"{provider} has no flash_mla_sparse_fwd")
     legacy = None
-    try:
-        from flash_mla import _loader
+    if provider == "flash_mla":
+        try:
+            from flash_mla import _loader
 
-        legacy = bool(_loader.has_legacy())
-    except Exception:  # noqa: BLE001 - older builds have no loader
-        pass
-    return {
-        "version": getattr(flash_mla, "__version__", None) or dist_version("sgl-flash-mla", "flash-mla"),
-        "legacy_kernels": legacy,
-    }
+            legacy = bool(_loader.has_legacy())
+        except Exception:  # noqa: BLE001 - older builds have no loader
+            pass
+    version = (getattr(flash_mla, "__version__", None) or dist_version("sgl-flash-mla", "flash-mla")
+               if provider == "flash_mla" else dist_version("sglang-kernel", "sgl-kernel"))
+    return {"provider": provider, "version": version, "legacy_kernels": legacy}
 
 
 def run(args, corrupt, doc) -> tuple:
@@ -462,12 +490,11 @@ def _topk_metrics(p: _Problem, scores2d, ref2d, lens, idx, vals) -> dict:
 
 def _mla(p: _Problem, corrupt, idx, stages: list) -> None:
     """Stage 3, sparse MLA over the selected indices, each batch entry against the float32 reference."""
-    import flash_mla
-
+    provider, flash_mla = mla_module()
     torch, (B, S, T, topk, Hm, dqk, dv) = p.torch, (p.B, p.S, p.T, p.topk, p.Hm, p.dqk, p.dv)
     sm_scale_mla = dqk ** -0.5
     cfg3 = {"q": [S, Hm, dqk], "kv": [T, 1, dqk], "indices": [S, 1, topk], "d_v": dv,
-            "sm_scale": sm_scale_mla, "use_legacy": True}
+            "sm_scale": sm_scale_mla, "provider": provider, "use_legacy": provider == "flash_mla"}
     try:
         worst = {"max_abs_err": 0.0, "max_err_over_bound": 0.0, "rows_checked": 0, "nonfinite": 0}
         timing = None
@@ -476,7 +503,7 @@ def _mla(p: _Problem, corrupt, idx, stages: list) -> None:
             ind = idx.view(B, S, topk)[b].unsqueeze(1).contiguous()
 
             def kern3():
-                return flash_mla.flash_mla_sparse_fwd(qm, kv, ind, sm_scale_mla, d_v=dv, use_legacy=True)
+                return mla_sparse_fwd(provider, flash_mla, qm, kv, ind, sm_scale_mla, dv)
 
             res, first_s = _first_call(torch, kern3)
             if b == 0:
