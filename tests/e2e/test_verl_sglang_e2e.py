@@ -1,6 +1,6 @@
 """verl's stable sglang image from its example manifest (images/verl-sglang/) on the sglang 0.5.12 stand-in
 base: the stand-in wheels written, the build's invariant passed, the findings the manifest settles held in
-the image, the static smoke passed and the report clean on the real set.
+the image, the static smoke passed and the report clean on the real set but for the stand-in wheels' torch ABI.
 
 Run with `make e2e`: it builds the sglang 0.5.12 stand-in first where the engine lacks it (about 10 GB).
 """
@@ -89,10 +89,21 @@ def test_its_static_smoke_passes(image: str) -> None:
     assert "static: PASSED" in smoke.stdout, tail(smoke)
 
 
-def test_the_report_on_the_real_set_is_clean_with_every_drop_and_removal_decided(image: str) -> None:
-    proc = cli("report", "--variant", "cu130", "--json")
+STAND_INS = {"fast-hadamard-transform", "flash-attn", "mbridge", "megatron-bridge", "megatron-core"}
+
+
+def test_the_report_on_the_real_set_is_clean_but_the_stand_ins_abi(image: str) -> None:
+    """Every edge judged and every drop and removal decided; what stays unchecked is exactly the torch ABI of
+    the stand-in wheels, which says nothing of the real builds (accepted with --allow-unchecked, by name)."""
+    plain = cli("report", "--variant", "cu130", "--json")
+    assert plain.returncode == 3, tail(plain)
+    proc = cli("report", "--variant", "cu130", "--json", "--allow-unchecked")
     assert proc.returncode == 0, tail(proc)
     data = json.loads(proc.stdout)
+    unknown = {r["name"] for r in data["torch_abi"] if r["abi_class"] == "unknown"}
+    assert unknown == STAND_INS and all(r["how"] == "stand-in" for r in data["torch_abi"] if r["name"] in unknown)
+    assert data["summary"]["unchecked"] == data["summary"]["abi_unknown"] == len(STAND_INS)
+    assert data["summary"]["edges"]["unchecked"] == 0 and data["summary"]["conflicts"] == 0
     dropped = data["dropped_requirements"]
     assert dropped and all(d["allowed"] and d["why"] for d in dropped), dropped
     assert {("megatron-bridge", "transformers"), ("megatron-bridge", "hydra-core")} <= {
@@ -100,4 +111,4 @@ def test_the_report_on_the_real_set_is_clean_with_every_drop_and_removal_decided
     unmet = {(e["parent"], e["name"]) for e in data["unmet_by_removal"]}
     assert unmet == {("sglang", "scipy"), ("sglang", "flash-attn-4")}, unmet
     assert {r["package"] for r in data["removals"]} == {"flash-attn-4", "scipy", "verl"}
-    assert data["summary"]["verdict"] == "clean", data["next_steps"]
+    assert data["summary"]["verdict"] == "clean" and data["summary"]["unchecked_allowed"], data["next_steps"]
