@@ -24,7 +24,7 @@ from .model.packages import PlannedPackage  # the Plan's package; other stages i
 from .workspace import LockFiles, inside_project
 
 Verdict = Literal["satisfied", "violated", "suppressed", "unchecked", "marker-excluded", "extra-only",
-                  "base-broken", "overridden", "excluded"]
+                  "base-broken", "overridden", "excluded", "removed"]
 
 
 @dataclass(frozen=True)
@@ -110,6 +110,8 @@ class Removal:
     version: str | None  # what was installed before; None: nothing by that name was there
     earlier_step: str | None
     why: str
+    # the packages left with their requirement on it unmet on purpose: name -> why (the remove step's breaks)
+    breaks: tuple[tuple[str, str], ...] = ()
 
 
 @dataclass(frozen=True)

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Sequence
 
 import jinja2
+from packaging.utils import canonicalize_name
 
 from .plan import Plan
 from .steps import build_point, kind_of
@@ -298,6 +299,20 @@ def render_dockerfiles(plans: Sequence[Plan]) -> dict[str, str]:
     return {name: render_dockerfile(members) for name, members in dockerfile_groups(plans).items()}
 
 
+def invariant_views(plan: Plan, views: Sequence) -> list:
+    """The views whose invariant the image asserts after the last step: not one whose distributions a later
+    step of the same gate (or of none) removes again, since the smoke's static level checks those are gone."""
+    out = []
+    for i, (step, view) in enumerate(zip(plan.steps, views)):
+        if not view.invariant:
+            continue
+        later = {canonicalize_name(n) for s in plan.steps[i + 1:] if s.gate in (None, step.gate)
+                 for n in kind_of(s).effect(s).removes}
+        if not later & {canonicalize_name(n) for n in kind_of(step).provides(step)}:
+            out.append(view)
+    return out
+
+
 def render_dockerfile(plans: Sequence[Plan], copy_link: bool = True) -> str:
     """One Dockerfile for variants of one image that install into one kind of environment; gates select
     per variant. ``copy_link``: whether the engine that builds it has COPY --link (the committed file
@@ -315,6 +330,7 @@ def render_dockerfile(plans: Sequence[Plan], copy_link: bool = True) -> str:
     layering = Layering.of(first, copy_link)
     apart = apart_stages(first, views, layering)
     image_segments = segments(first, views)
+    checked = invariant_views(first, views)
     text = _environment().get_template("Dockerfile.j2").render(
         manifest=first.manifest_path,
         image=first.image,
@@ -328,6 +344,7 @@ def render_dockerfile(plans: Sequence[Plan], copy_link: bool = True) -> str:
         gate_defaults={g.name: first.build_args[g.name] for g in first.gates},
         build_args=first.build_args,  # a partial's own ARGs default to the first variant's values
         steps=views,
+        invariant_steps=checked,
         staged=any(hasattr(v, "stage") for v in views),  # a builder stage precedes the installer's
         segments=image_segments,
         layers_note=layering.note,

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import json
 import logging
+import tempfile
 import threading
 import time
 from pathlib import Path
@@ -318,13 +319,8 @@ class IndexClient(PageCache, WheelMetadata):
         wheels = [f for f in files if f.is_wheel]
         if not files:
             raise MetadataUnavailable(f"package {cname!r} has no files for version {want}", name=cname, version=str(want))
-        if not wheels:
-            raise MetadataUnavailable(
-                f"package {cname!r} {want} is published as an sdist only "
-                f"({', '.join(f.filename for f in files)}); pinwheel reads metadata from wheels",
-                name=cname,
-                version=str(want),
-            )
+        if not wheels:  # pip and uv build it: its metadata is the sdist's own, or what its backend prepares
+            return self.sdist_metadata(min(files, key=lambda f: (f.is_yanked, f.filename)))
         if targeted:  # best_wheel found none
             raise MetadataUnavailable(
                 f"package {cname!r} {want} has no wheel for python {python_version} on "
@@ -384,6 +380,40 @@ class IndexClient(PageCache, WheelMetadata):
             log.warning(
                 "%s declares %s %s, the file name says %s %s", f.filename, meta.name, meta.version, f.name, f.version
             )
+        return meta
+
+    def sdist_metadata(self, f: IndexFile) -> DistMetadata:
+        """METADATA of a release published only as this sdist (index/sdist_metadata.py): cache, else the
+        sdist downloaded (sha256 checked) and its static PKG-INFO read or its metadata hook run."""
+        from .sdist_metadata import prepared_metadata  # noqa: PLC0415 - only sdist-only releases need it
+
+        failed = self._metadata_cache.paths(f)[-1].with_suffix(".failed")  # why the last preparation failed
+        with self._key_lock(f"meta:{f.url}"):
+            if not (self.refresh and not self.offline):
+                cached = self._metadata_cache.read(f)
+                if cached is not None:
+                    return cached
+                if failed.is_file():  # the same answer offline and online, until --refresh tries again
+                    raise MetadataUnavailable(failed.read_text(), name=f.name, version=str(f.version))
+            if self.offline:
+                raise CacheMiss(f"offline: metadata of package {f.name!r} {f.version} (sdist {f.filename}) is "
+                                "not in the cache", name=f.name)
+            with tempfile.TemporaryDirectory(prefix="pinwheel-sdist-") as tmp:
+                path = Path(tmp) / f.filename
+                self.download(f, path)
+                try:
+                    raw = prepared_metadata(path, self.index_url, self.verify if isinstance(self.verify, str)
+                                            else None)
+                except MetadataUnavailable as exc:
+                    why = (f"package {f.name!r} {f.version} is published as an sdist only ({f.filename}), and its "
+                           f"metadata: {exc}")
+                    failed.parent.mkdir(parents=True, exist_ok=True)
+                    failed.write_text(why)
+                    raise MetadataUnavailable(why, name=f.name, version=str(f.version)) from None
+            failed.unlink(missing_ok=True)
+            written = self._metadata_cache.store(f, raw, "sdist", self.index_url)
+        meta = parse_metadata(raw, filename=f.filename, url=f.url, sha256=f.sha256, source="sdist")
+        self._metadata_cache.remember(*written, meta)
         return meta
 
     # -- local files -------------------------------------------------------

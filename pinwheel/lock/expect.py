@@ -4,9 +4,13 @@ from __future__ import annotations
 
 from typing import Mapping
 
+from packaging.utils import canonicalize_name
+
 from ..plan import Plan
 from ..resolve import baseline_broken, reads_base
 from ..resolve.resolver import exclusions
+from ..resolve.resolver import removal_breaks as resolver_removal_breaks
+from ..steps import kind_of
 from ..steps.registry import step_allowances
 from .format import EXPECT_SCHEMA
 from .inputs import base_kept, base_kept_excluded, stays_removed
@@ -29,6 +33,18 @@ def inherited_import_skip(plan: Plan, installed_here: set[str]) -> dict[str, str
         return {}
     kept = set(base_kept(plan)) - installed_here
     return {name: f"{why} (the base's own manifest)" for name, why in inv.import_skip if name in kept}
+
+
+def removal_breaks(plan: Plan, removed: list[str]) -> dict[str, list[str]]:
+    """removed package -> the packages its remove step's `breaks` leaves unmet on purpose (those that stay
+    removed only)."""
+    out: dict[str, set[str]] = {}
+    for s in plan.steps:
+        for name in kind_of(s).effect(s).removes:
+            parents = [p for p, _why in resolver_removal_breaks(s, canonicalize_name(name))]
+            if parents and canonicalize_name(name) in removed:
+                out.setdefault(canonicalize_name(name), set()).update(parents)
+    return {n: sorted(ps) for n, ps in sorted(out.items())}
 
 
 def derived_expect(plan: Plan, pins: Mapping[str, str], conditional: Mapping[str, str]) -> dict:
@@ -60,6 +76,9 @@ def derived_expect(plan: Plan, pins: Mapping[str, str], conditional: Mapping[str
     if reads_base(plan):
         out["base_unchanged"] = {n: ver for n, ver in base_kept(plan).items() if n not in pins}
         out["removed"] = sorted(stays_removed(plan) - set(pins) - set(conditional))
+        breaks = removal_breaks(plan, out["removed"])
+        if breaks:  # only then: a lock whose removals name no breaks keeps its expect.json
+            out["removal_breaks"] = breaks
         out["baseline_broken"] = sorted({f"{e.parent} {e.requirement}" for e in baseline_broken(plan)})
         kept_excluded = base_kept_excluded(plan, set(pins) | set(conditional))
         if kept_excluded:  # only then: expect.json without such packages is unchanged

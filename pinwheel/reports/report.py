@@ -269,7 +269,7 @@ def summarize(plan: Plan, shared: list[dict], allow_unchecked: bool = False, abi
         verdict = "clean"
     return {
         "edges": {k: count[k] for k in ("satisfied", "violated", "suppressed", "unchecked", "extra-only", "marker-excluded",
-                                        "base-broken", "overridden", "excluded")},
+                                        "base-broken", "overridden", "excluded", "removed")},
         "missing_on_platform": len(absent),  # their unchecked edges are counted here, not under edges
         "hazards": len(plan.resolution.hazards),
         "hazards_removed_by_lock": len(plan.resolution.unlocked_hazards) if plan.resolution.locked else 0,
@@ -318,6 +318,8 @@ def to_json(plan: Plan, abi: list[dict] | None = None, allow_unchecked: bool = F
         "dropped_requirements": dropped_requirements(plan),
         # requirements the manifest leaves out on purpose (exclude:, with a why): suppressed edges, not conflicts
         "excluded": [dataclasses.asdict(e) for e in plan.resolution.edges if e.verdict == "excluded"],
+        # requirements on a package a remove step takes out, left unmet on purpose (its `breaks`, with a why)
+        "unmet_by_removal": [dataclasses.asdict(e) for e in plan.resolution.edges if e.verdict == "removed"],
         "shared_pins": shared,
         "hazards": [dataclasses.asdict(h) for h in plan.resolution.hazards],
         "base": base_findings(plan),

@@ -186,6 +186,12 @@ def print_decided(c: Console, plan: Plan, data: dict) -> None:
             c.print(f"  [cyan]excluded[/cyan]: {escape(x['parent'])} {escape(x['parent_version'])} requires "
                     f"{escape(x['requirement'])}; {escape(x['detail'])}")
 
+    if data["unmet_by_removal"]:
+        c.print("\n[bold]Unmet by a removal[/bold] (requirements on a package a remove step takes out, left unmet on purpose, each with its why)")
+        for x in data["unmet_by_removal"]:
+            c.print(f"  [cyan]removed[/cyan]: {escape(x['parent'])} {escape(x['parent_version'])} requires "
+                    f"{escape(x['requirement'])}; {escape(x['detail'])}")
+
     if data["outside"]:
         c.print("\n[bold]Outside the Python environment[/bold] (what steps change that the resolver does not judge)")
         for o in data["outside"]:
@@ -293,7 +299,8 @@ def print_summary(c: Console, plan: Plan, data: dict, on_base: bool) -> None:
             + (f"; {s['missing_on_platform']} missing on {plan.container_platform}" if s["missing_on_platform"] else "")
             + (f"; {s['dropped_unmet']} dropped requirement(s) unmet" if s["dropped_unmet"] else "")
             + (f"; {s['dropped_allowed']} allowed unmet" if s["dropped_allowed"] else "")
-            + (f"; {e['excluded']} excluded on purpose" if e["excluded"] else ""))
+            + (f"; {e['excluded']} excluded on purpose" if e["excluded"] else "")
+            + (f"; {e['removed']} unmet by a removal" if e["removed"] else ""))
     if s["verdict"] == "conflicts":
         c.print(f"[red]{s['conflicts']} conflict(s)[/red]"
                 + (f", and {s['unchecked']} could not be judged" if s["unchecked"] else ""))

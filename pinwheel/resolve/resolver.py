@@ -160,6 +160,14 @@ def removal_why(step: Step, name: str) -> str:
     return step.why
 
 
+def removal_breaks(step: Step, name: str) -> tuple[tuple[str, str], ...]:
+    """(package, why) of each package a remove step leaves with its requirement on `name` unmet on purpose."""
+    for entry in getattr(step.spec, "packages", ()) or ():
+        if canonicalize_name(str(getattr(entry, "name", ""))) == name:
+            return tuple((b.name, b.why) for b in getattr(entry, "breaks", ()) or ())
+    return ()
+
+
 class Resolver:
     def __init__(self, source: MetadataSource, wheels_dir: Path | None = None, max_candidates: int = 40,
                  base: dict[str, Installed] | None = None):
@@ -295,7 +303,7 @@ class Resolver:
             name = canonicalize_name(raw)
             before = installed.pop(name, None)
             removal = Removal(step.name, name, before.version if before else None, before.step if before else None,
-                              removal_why(step, name))
+                              removal_why(step, name), removal_breaks(step, name))
             record.append(removal)
 
     def clash(self, plan: Plan, step: str, name: str, wanted: list[tuple[Requirement, str]],
@@ -408,6 +416,9 @@ class Resolver:
         baseline = baseline or set()
         overriding = overrides(plan)
         excluding = exclusions(plan)
+        # what a remove step takes out and nothing installs again -> {package it leaves unmet on purpose: why}
+        taken_out = {r.package: {parent: (r.step, why) for parent, why in r.breaks}
+                     for r in (self.removals or self.pip_removals) if r.package not in installed}
         for inst in sorted(installed.values(), key=lambda i: i.name):
             meta = self.meta(plan, inst.name, inst.version)
             if meta is None:
@@ -440,6 +451,10 @@ class Resolver:
                     if (inst.name, inst.version, text) in baseline:
                         edges.append(Edge(inst.name, inst.version, text, dep, "base-broken", found,
                                           f"base: already broken ({detail})", a.extra))
+                    elif found is None and inst.name in taken_out.get(dep, {}):
+                        step_name, why = taken_out[dep][inst.name]
+                        edges.append(Edge(inst.name, inst.version, text, dep, "removed", found,
+                                          f"removed on purpose by step {step_name}: {why}", a.extra))
                     elif found is not None and dep in overriding:
                         edges.append(Edge(inst.name, inst.version, text, dep, "overridden", found,
                                           f"overridden on purpose: {inst.name} {inst.version} requires {text}; "

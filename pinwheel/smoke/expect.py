@@ -92,11 +92,18 @@ def load_expect(path: str) -> dict:
     allowed_unmet = data.get("allowed_unmet", {})  # source-built package -> {requirement name: why}
     if not isinstance(allowed_unmet, dict) or not all(isinstance(k, str) and _str_map(v) for k, v in allowed_unmet.items()):
         raise UsageError(f"{path}: 'allowed_unmet' must be an object of name -> {{requirement name: why}}")
+    # removed package -> the packages its removal leaves unmet on purpose (the remove step's breaks); absent in a
+    # lock with no breaks: then every finding that names a removed package as missing is accepted
+    removal_breaks = data.get("removal_breaks")
+    if removal_breaks is not None and not (isinstance(removal_breaks, dict) and all(
+            isinstance(k, str) and isinstance(v, list) and all(isinstance(n, str) for n in v)
+            for k, v in removal_breaks.items())):
+        raise UsageError(f"{path}: 'removal_breaks' must be an object of name -> list of package names")
     fallbacks = data.get("fallbacks", {})  # installed only without their local wheel: never pins
     if not _str_map(fallbacks):
         raise UsageError(f"{path}: 'fallbacks' must be an object of name -> version")
     return {"pins": pins, "suppressed": suppressed, "base_unchanged": base_unchanged, "dropped": dropped,
             "import_skip": import_skip, "verify": verify, "fallbacks": fallbacks, "allowed_unmet": allowed_unmet,
-            **lists,
+            "removal_breaks": removal_breaks, **lists,
             # absent (every finding on an overridden package accepted) in a lock made before the key existed
             "has_overridden_edges": "overridden_edges" in data}

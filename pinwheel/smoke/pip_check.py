@@ -137,6 +137,8 @@ def _judge(expect: dict, found: list, how: str) -> dict:
     # With overridden_edges (a lock made since it exists), only those edges: "parent requirement" each.
     overridden_edges = _baseline(expect, "overridden_edges") if expect.get("has_overridden_edges") else None
     removed = {normalize(n) for n in expect["removed"]}
+    breaks = expect.get("removal_breaks")  # with it, a removal is accepted only where its step's breaks names it
+    breaks = None if breaks is None else {normalize(d): {normalize(p) for p in ps} for d, ps in breaks.items()}
     accepted, unexpected = [], []
     accepted_baseline, accepted_overridden, accepted_removed = [], [], []
     seen_baseline = set()
@@ -157,7 +159,7 @@ def _judge(expect: dict, found: list, how: str) -> dict:
                                            or dep_name in overridden_edges.get(parent, set())):
                 accepted_overridden.append(line)
                 continue
-            if dep_name in removed and m["missing"]:
+            if dep_name in removed and m["missing"] and (breaks is None or parent in breaks.get(dep_name, ())):
                 accepted_removed.append(line)
                 continue
         unexpected.append(line)

@@ -16,6 +16,9 @@ The building block of kind `remove`:
   and a venv with system_site_packages, whose pip would refuse to touch a
   package outside the venv), with PIP_BREAK_SYSTEM_PACKAGES=1 for the
   EXTERNALLY-MANAGED marker of Debian's and Ubuntu's pythons;
+- breaks: a removed package's `breaks` ({name, why} each) names the packages that require it and are left
+  with that requirement unmet on purpose: the report judges those edges `removed`, with the why; any other
+  requirement on it stays a violation;
 - invariant: after the last step, each removed distribution is gone
   (importlib.metadata finds it nowhere), unless a later step installs it again;
   the smoke payload's static level checks expect.json's `removed`, naming the
@@ -40,10 +43,19 @@ _PACKAGE_NAME = re.compile(r"^([A-Z0-9]|[A-Z0-9][A-Z0-9._-]*[A-Z0-9])$", re.IGNO
 
 
 @dataclass(frozen=True)
+class BrokenBy:
+    """A package that requires the removed one and is left with that requirement unmet on purpose."""
+    name: str  # canonical (PEP 503)
+    why: str
+    line: int
+
+
+@dataclass(frozen=True)
 class RemovedPackage:
     name: str  # canonical (PEP 503)
     why: str
     line: int
+    breaks: tuple[BrokenBy, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -57,13 +69,29 @@ class RemoveStep:
     line: int
 
 
-def _package(r: Reader, node: Any, key: str) -> RemovedPackage:
-    m = r.mapping(node, key, {"name", "why"}, {"name", "why"}).value
-    name = r.string(m["name"], f"{key}.name")
+def _name(r: Reader, node: Any, key: str) -> str:
+    name = r.string(node, key)
     if not _PACKAGE_NAME.fullmatch(name):
-        raise r.fail(m["name"].line, f"{key}.name", f"{show(name)} is not a package name "
-                                                    "(PEP 508: letters, digits, '.', '_', '-')")
-    return RemovedPackage(canonicalize_name(name), r.string(m["why"], f"{key}.why"), node.line)
+        raise r.fail(node.line, key, f"{show(name)} is not a package name (PEP 508: letters, digits, '.', '_', '-')")
+    return canonicalize_name(name)
+
+
+def _breaks(r: Reader, node: Any, key: str, removed: str) -> tuple[BrokenBy, ...]:
+    out: list[BrokenBy] = []
+    for i, item in enumerate(r.sequence(node, key, 1)):
+        m = r.mapping(item, f"{key}[{i}]", {"name", "why"}, {"name", "why"}).value
+        name = _name(r, m["name"], f"{key}[{i}].name")
+        if name == removed or any(b.name == name for b in out):
+            raise r.fail(m["name"].line, f"{key}[{i}].name", f"{name} is named twice, or is the removed package")
+        out.append(BrokenBy(name, r.string(m["why"], f"{key}[{i}].why"), item.line))
+    return tuple(out)
+
+
+def _package(r: Reader, node: Any, key: str) -> RemovedPackage:
+    m = r.mapping(node, key, {"name", "why", "breaks"}, {"name", "why"}).value
+    name = _name(r, m["name"], f"{key}.name")
+    breaks = _breaks(r, m["breaks"], f"{key}.breaks", name) if "breaks" in m else ()
+    return RemovedPackage(name, r.string(m["why"], f"{key}.why"), node.line, breaks)
 
 
 @dataclass(frozen=True)

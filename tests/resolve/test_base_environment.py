@@ -262,6 +262,23 @@ def test_a_removal_takes_the_base_package_out(index, tmp_path):
     assert "step drop-te removes transformer-engine 1.0: we install our own triplet" in text_of(plan)
 
 
+def test_a_removal_that_breaks_a_package_on_purpose_is_removed_not_violated(index, tmp_path):
+    steps = REMOVE.replace('      - {name: transformer-engine, why: "we install our own triplet"}',
+                           '      - name: transformer-engine\n        why: "we install our own triplet"\n'
+                           '        breaks: [{name: te-user, why: "its TE path is unused here"}]')
+    m, client, _ = setup(index, tmp_path, steps)
+    plan = resolved(m, client)
+    e = edge(plan, "te-user", "transformer-engine")
+    assert (e.verdict, e.found) == ("removed", None)
+    assert e.detail == "removed on purpose by step drop-te: its TE path is unused here"
+    data = to_json(plan)
+    assert data["summary"]["edges"]["removed"] == 1 and data["summary"]["edges"]["violated"] == 0
+    assert data["summary"]["verdict"] == "clean", data["next_steps"]
+    assert [x["parent"] for x in data["unmet_by_removal"]] == ["te-user"]
+    text = text_of(plan)
+    assert "1 unmet by a removal" in text and "removed: te-user 1.0 requires transformer-engine>=1" in text
+
+
 def test_report_says_a_missing_or_stale_inventory_first(index, tmp_path, capsys):
     m, _, url = setup(index, tmp_path, KERNELS.replace("old-kernel==1.0", "shared-lib==2.0"), inventory=None)
     rc = cli.main(["--manifest", str(m.path), "report", "--variant", "t", "--index-url", url])

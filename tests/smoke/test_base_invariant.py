@@ -86,6 +86,16 @@ def test_a_base_kept_as_the_manifest_says_passes(tmp_path, site_dir):
     assert "base: already broken: base-broken 1.0 requires base-missing" in proc.stdout
 
 
+def test_with_removal_breaks_a_removal_is_accepted_only_for_the_packages_it_names(tmp_path, site_dir):
+    proc, doc = run(tmp_path, site_dir, {**GOOD, "removal_breaks": {"Base_Gone": ["Base-User"]}})
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert stage(doc, "pip-check")["accepted_removed"] == ["base-user 1.0 requires base-gone, which is not installed."]
+    proc, doc = run(tmp_path, site_dir, {**GOOD, "removal_breaks": {"base-gone": ["someone-else"]}})
+    assert proc.returncode == 1
+    check = stage(doc, "pip-check")
+    assert check["unexpected"] == ["base-user 1.0 requires base-gone, which is not installed."], check
+
+
 def test_a_base_package_moved_without_the_manifest_saying_so_fails_naming_it(tmp_path, site_dir):
     proc, doc = run(tmp_path, site_dir, {**GOOD, "base_unchanged": {**GOOD["base_unchanged"], "base-moved": "1.0",
                                                                       "base-vanished": "0.1"}})

@@ -72,6 +72,14 @@ CASES = [
     ("remove-on-a-fresh-venv", VENV_ONLY, 30, "steps[0]",
      "variant seen installs into a fresh venv, which holds nothing to remove: remove steps need environment: base, "
      "or a venv with system_site_packages: true"),
+    ("remove-breaks-itself", edited('why: "built against another torch"}',
+                                    'why: "x", breaks: [{name: transformer_engine, why: "y"}]}'), 36,
+     "steps[0].packages[0].breaks[0].name", "is named twice, or is the removed package"),
+    ("remove-breaks-missing-why", edited('why: "built against another torch"}',
+                                         'why: "x", breaks: [{name: te-user}]}'), 36,
+     "steps[0].packages[0].breaks[0].why", "required key is missing"),
+    ("remove-breaks-empty", edited('why: "built against another torch"}', 'why: "x", breaks: []}'), 36,
+     "steps[0].packages[0].breaks", "needs at least 1 item"),
     ("remove-in-wheel-sets", MANIFEST.replace("steps:\n", "wheel_sets:\n"), 33, "wheel_sets[0].kind", "unknown key"),
 ]
 
@@ -80,3 +88,49 @@ CASES = [
 def test_bad_remove_steps_are_refused_with_file_line_and_key(case, tmp_path):
     _, text, line, key, fragment = case
     assert_refused_at(text, tmp_path, line, key, fragment)
+
+
+def test_breaks_names_the_packages_a_removal_leaves_unmet(tmp_path):
+    text = edited('- {name: Transformer_Engine, why: "built against another torch"}',
+                  '- {name: Transformer_Engine, why: "built against another torch",\n'
+                  '         breaks: [{name: TE_User, why: "its TE path is unused here"}]}')
+    m = load_text(text, tmp_path)
+    (te, _fa4) = m.steps[0].packages
+    assert [(b.name, b.why) for b in te.breaks] == [("te-user", "its TE path is unused here")]
+
+
+GIT_THEN_REMOVE = """\
+  - name: tool
+    kind: git
+    why: "installed for its requirements only"
+    package: "pwtool==1.0"
+    url: "https://git.example.org/pwtool.git"
+    rev: "0123456789abcdef0123456789abcdef01234567"
+  - name: drop-tool
+    kind: remove
+    why: "the tool itself goes again"
+    packages:
+      - {name: pwtool, why: "only its requirements stay"}
+"""
+
+
+def test_no_after_the_last_step_invariant_for_what_a_later_step_removes(tmp_path):
+    text = MANIFEST.replace("steps:\n", "steps:\n" + GIT_THEN_REMOVE, 1)
+    dockerfile = render_dockerfiles(plans(text, tmp_path)[:1])["Dockerfile"]
+    assert "RUN --mount=type=bind,from=git-tool" in dockerfile  # it is still installed by its step
+    assert "Invariant of git step tool" not in dockerfile
+    kept = render_dockerfiles(plans(MANIFEST.replace("steps:\n", "steps:\n" + GIT_THEN_REMOVE.split("  - name: drop")[0], 1),
+                                    tmp_path)[:1])["Dockerfile"]
+    assert "Invariant of git step tool" in kept
+
+
+def test_the_lock_names_each_removal_breaks_for_the_build_pip_check(tmp_path):
+    from pinwheel.lock.expect import removal_breaks
+
+    text = edited('- {name: Transformer_Engine, why: "built against another torch"}',
+                  '- {name: Transformer_Engine, why: "built against another torch",\n'
+                  '         breaks: [{name: TE_User, why: "its TE path is unused here"}]}')
+    plan = plans(text, tmp_path)[0]
+    assert removal_breaks(plan, ["transformer-engine", "flash-attn-4"]) == {"transformer-engine": ["te-user"]}
+    assert removal_breaks(plan, ["flash-attn-4"]) == {}  # installed again later: not in expect.json
+    assert removal_breaks(plans(MANIFEST, tmp_path)[0], ["transformer-engine"]) == {}
