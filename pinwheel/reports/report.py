@@ -413,11 +413,16 @@ def next_steps(plan: Plan, shared: list[dict], summary: dict, abi: list[dict] | 
     if plan.todos:
         steps.append(f"{len(plan.todos)} TODO(s) left by import (the manifest's todo: list): fill each in and drop "
                      "it from the list")
-    if summary["unchecked"] - len(plan.todos) > 0:
+    stand_ins = sorted(row["name"] for row in abi or () if row["how"] == "stand-in")
+    if stand_ins:  # not a failed lookup: the wheel there is not the real one
+        steps.append(f"{len(stand_ins)} stand-in wheel(s) whose torch ABI says nothing of the real build "
+                     f"({', '.join(stand_ins)}): put the real wheels in {plan.image}'s wheels/ folder, or pass "
+                     "--allow-unchecked to accept them knowingly")
+    if summary["unchecked"] - len(plan.todos) - len(stand_ins) > 0:
         names = sorted(({e.parent for e in plan.resolution.edges if e.verdict == "unchecked"} | {u.package for u in plan.resolution.unjudged}
-                        | {row["name"] for row in abi or () if row["abi_class"] == "unknown"})
+                        | {row["name"] for row in abi or () if row["abi_class"] == "unknown" and row["how"] != "stand-in"})
                        - {d["package"] for d in missing or ()})
-        steps.append(f"{summary['unchecked'] - len(plan.todos)} requirement(s) could not be judged "
+        steps.append(f"{summary['unchecked'] - len(plan.todos) - len(stand_ins)} requirement(s) could not be judged "
                      f"({', '.join(names)}): {unchecked_advice(plan)}, or pass --allow-unchecked to accept them "
                      f"knowingly")
     return steps

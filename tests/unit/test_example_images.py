@@ -47,6 +47,16 @@ def test_an_example_manifest_keeps_its_files_next_to_it(tmp_path):
         root / "images" / "sb" / "wheels_manifest.yaml"]
 
 
+def test_an_example_manifest_named_bare_from_its_own_directory_is_still_the_example(tmp_path, monkeypatch):
+    """`cd images/ex && build.py --manifest wheels_manifest.yaml report`: the manifest's directory is "."."""
+    root = repo(tmp_path)
+    monkeypatch.chdir(root / "images" / "ex")
+    ws = Workspace.of(manifest.load("wheels_manifest.yaml"))
+    assert ws.image_dir.resolve() == root / "images" / "ex"
+    assert ws.lock_dir("cu130").resolve() == root / "images" / "ex" / "lock" / "cu130"
+    assert ws.repository_root == root
+
+
 def test_a_manifest_in_a_directory_of_another_name_is_not_an_example(tmp_path):
     path = write(tmp_path / "images" / "other" / "wheels_manifest.yaml", manifest_yaml(steps=STEPS, image="ex"))
     ws = Workspace.of(manifest.load(path))
