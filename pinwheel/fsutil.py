@@ -120,3 +120,17 @@ def read_regular_text(path: Path | str, limit: int, what: str = "file") -> str:
         return data.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise UnreadableFile(path, f"is not UTF-8 text (byte {exc.start})") from None
+
+
+def find_uv() -> str | None:
+    """The uv binary pinwheel runs: the uv package's, else one on PATH; None where there is none."""
+    try:
+        # the uv package is optional (a uv on PATH serves as well): imported only where uv runs
+        from uv import find_uv_bin  # type: ignore[import-not-found]
+
+        return find_uv_bin()
+    except (ImportError, FileNotFoundError):
+        pass
+    import shutil
+
+    return shutil.which("uv")

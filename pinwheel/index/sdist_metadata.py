@@ -23,6 +23,7 @@ from pathlib import Path
 
 from packaging.version import InvalidVersion, Version
 
+from ..fsutil import find_uv
 from .errors import MetadataUnavailable
 
 # What the host may spend preparing one sdist's metadata (environment and hook together).
@@ -105,16 +106,8 @@ print(caller.prepare_metadata_for_build_wheel(out, _allow_fallback=True))
 
 
 def uv_bin() -> str:
-    """The uv that makes the isolated environment (the uv package's, else one on PATH)."""
-    try:
-        from uv import find_uv_bin  # type: ignore[import-not-found]
-
-        return find_uv_bin()
-    except (ImportError, FileNotFoundError):
-        pass
-    import shutil
-
-    found = shutil.which("uv")
+    """The uv that makes the isolated environment."""
+    found = find_uv()
     if not found:
         raise MetadataUnavailable("uv is not installed (pip install uv): an sdist's metadata cannot be prepared")
     return found

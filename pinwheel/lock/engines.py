@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Iterable, Mapping
 
+from ..fsutil import find_uv
 from ..index import ca_bundle
 from ..plan import Plan
 from ..workspace import LockFiles
@@ -57,14 +58,7 @@ def engine_env(custom_command: str) -> dict[str, str]:
 
 
 def _uv_bin() -> str:
-    try:
-        # the uv package is optional (a uv on PATH serves as well): imported only for --engine uv.
-        from uv import find_uv_bin  # type: ignore[import-not-found]
-
-        return find_uv_bin()
-    except (ImportError, FileNotFoundError):
-        pass
-    found = shutil.which("uv")
+    found = find_uv()
     if not found:
         raise LockUnavailable("uv is not installed (pip install uv), so --engine uv cannot run")
     return found

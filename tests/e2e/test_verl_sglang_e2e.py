@@ -7,44 +7,22 @@ Run with `make e2e`: it builds the sglang 0.5.12 stand-in first where the engine
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
-from pathlib import Path
 
 import pytest
 
 from pinwheel.image.engine import Engine
 
+from .examples import Example, run_in, tail
+
 pytestmark = [pytest.mark.e2e, pytest.mark.engine, pytest.mark.network]
 
-ROOT = Path(__file__).resolve().parents[2]
-EXAMPLE = ROOT / "images" / "verl-sglang"
-MANIFEST = EXAMPLE / "wheels_manifest.yaml"
-
-
-def cli(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, str(ROOT / "build.py"), "--manifest", str(MANIFEST), *args],
-                          cwd=EXAMPLE, capture_output=True, text=True, env={**os.environ, "COLUMNS": "300"})
-
-
-def tail(proc: subprocess.CompletedProcess) -> str:
-    return f"stdout:\n{proc.stdout[-4000:]}\nstderr:\n{proc.stderr[-4000:]}"
+EXAMPLE = Example("verl-sglang")
+cli = EXAMPLE.cli
 
 
 @pytest.fixture(scope="module")
 def image(engine: Engine) -> str:
-    standins = subprocess.run([sys.executable, str(ROOT / "scripts" / "standin-wheels"), str(EXAMPLE)],
-                              capture_output=True, text=True)
-    assert standins.returncode == 0, standins.stderr
-    proc = cli("build", "--variant", "cu130", "--quiet", "--json")
-    assert proc.returncode == 0, tail(proc)
-    return json.loads(proc.stdout)["tags"][0]
-
-
-def run_in(image: str, code: str) -> subprocess.CompletedProcess:
-    return subprocess.run(["docker", "run", "--rm", "--entrypoint", "/usr/bin/python3", image, "-c", code],
-                          capture_output=True, text=True, timeout=300)
+    return EXAMPLE.build()
 
 
 PROBE = """
