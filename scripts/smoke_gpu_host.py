@@ -147,10 +147,13 @@ def main() -> int:
     wrong_path.unlink()
     if args.old_site:
         old = json.loads(expect.read_text())
-        old["pins"]["nvidia-cudnn-frontend"] = site_versions(args.old_site)["nvidia-cudnn-frontend"]
+        older = site_versions(args.old_site)["nvidia-cudnn-frontend"]
+        # pinned so wherever the image's expect.json names it: its own pin, or the base's unchanged package
+        old["base_unchanged" if "nvidia-cudnn-frontend" in old.get("base_unchanged", {}) else "pins"][
+            "nvidia-cudnn-frontend"] = older
         old_path = args.out / "expect-old-frontend.json"
         old_path.write_text(json.dumps(old, indent=2) + "\n")
-        runs.append(run("no-dsa", f"nvidia-cudnn-frontend {old['pins']['nvidia-cudnn-frontend']} (no cudnn.DSA) in "
+        runs.append(run("no-dsa", f"nvidia-cudnn-frontend {older} (no cudnn.DSA) in "
                         f"place of {frontend}, pinned so, so the static level passes", old_path, args.out,
                         [args.old_site], "gpu", "gpu"))
         old_path.unlink()
