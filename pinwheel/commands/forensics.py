@@ -51,7 +51,8 @@ def cmd_inspect(args: argparse.Namespace) -> int:
 
 
 def diff_side(engine: Engine | None, ref: str, m: Manifest | None):
-    """An image in the engine, or a lock directory (images/<image>/lock/<variant>) of the manifest."""
+    """An image in the engine, a lock directory (images/<image>/lock/<variant>) of the manifest, or the record
+    of a hand-written Dockerfile's replay (`audit --replay --json`)."""
     from ..image.inventory import history, save_and
     from ..reports.inspect import Side, side_of_image
     path = Path(ref)
@@ -64,17 +65,39 @@ def diff_side(engine: Engine | None, ref: str, m: Manifest | None):
             raise UsageError(f"{ref}: {path.name} is not a variant of {m.path.name}")
         versions = locked_versions(plan, path)
         return Side(f"lock {ref}", dict(versions), {}, {})
+    if path.is_file() or path.suffix == ".json":
+        return replay_side(path)
     if engine is None:
         engine = engine_or_fail()
     if not image_in_engine(engine, ref):
-        raise UsageError(f"{ref} is neither an image in the engine nor a lock directory")
+        raise UsageError(f"{ref} is neither an image in the engine, a lock directory nor an audit --replay record")
     return side_of_image(ref, save_and(engine, ref, None, history).final)
+
+
+REPLAY_RECORD_LIMIT = 64 << 20  # an audit record of the largest real files is well under a megabyte
+
+
+def replay_side(path: Path):
+    """The side a hand-written Dockerfile's replay gives: `audit --replay --json FILE > record.json`."""
+    import json
+
+    from ..fsutil import read_regular_text
+    from ..reports.inspect import side_of_replay
+    text = read_regular_text(path, REPLAY_RECORD_LIMIT, "replay record")  # UnreadableFile: exit 2
+    try:
+        side = side_of_replay(str(path), json.loads(text))
+    except ValueError as exc:
+        raise UsageError(f"{path}: not JSON ({exc})") from None
+    if side is None:
+        raise UsageError(f"{path}: not an `audit --replay --json` record with its installed set "
+                         f"(schema pinwheel.audit/1, replay.installed)")
+    return side
 
 
 def cmd_diff(args: argparse.Namespace) -> int:
     from ..reports.inspect import diff, print_diff
     m = manifest_mod.load(args.manifest) if Path(args.manifest).exists() else None
-    engine = None if all(Path(r).is_dir() for r in (args.a, args.b)) else engine_or_fail(args)
+    engine = None if all(Path(r).is_dir() or Path(r).is_file() for r in (args.a, args.b)) else engine_or_fail(args)
     try:
         data = diff(diff_side(engine, args.a, m), diff_side(engine, args.b, m))
     except InventoryError as exc:
@@ -227,8 +250,11 @@ def add_forensics_parsers(sub) -> None:
 
     df = sub.add_parser("diff", help="what changed between two images, two locks, or an image and a lock",
                         description="Packages added, removed and changed between A and B, with versions, sizes and "
-                                    "the layer of B each change is in. A and B are images in the local engine or "
-                                    "lock directories (images/<image>/lock/<variant>). JSON schema pinwheel.diff/1.")
+                                    "the layer of B each change is in. A and B are images in the local engine, "
+                                    "lock directories (images/<image>/lock/<variant>), or the record of a "
+                                    "hand-written Dockerfile's replay (`audit --replay --json FILE > record.json`: "
+                                    "the set its installs leave, the base's untouched packages left out). JSON "
+                                    "schema pinwheel.diff/1.")
     df.add_argument("a")
     df.add_argument("b")
     df.add_argument("--json", action="store_true")

@@ -219,6 +219,20 @@ def side_of_image(label: str, dists: list[Distribution]) -> Side:
                 {d.name: d.layer for d in dists})
 
 
+AUDIT_SCHEMA = "pinwheel.audit/1"
+
+
+def side_of_replay(label: str, doc: object) -> Side | None:
+    """The set a hand-written Dockerfile's installs leave (`audit --replay --json`'s replay.installed, without
+    the base's untouched packages); None where the document is no such record."""
+    replay = doc.get("replay") if isinstance(doc, dict) and doc.get("schema") == AUDIT_SCHEMA else None
+    installed = replay.get("installed") if isinstance(replay, dict) else None
+    if not isinstance(installed, dict) or not all(isinstance(k, str) and isinstance(v, str)
+                                                  for k, v in installed.items()):
+        return None
+    return Side(f"replay of {doc.get('path') or label}", dict(installed), {}, {})
+
+
 def diff(a: Side, b: Side) -> dict:
     rows = []
     for name in sorted(set(a.versions) | set(b.versions)):

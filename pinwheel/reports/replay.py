@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING
 import yaml
 
 from ..plan import LockState, plan_variant
+from ..resolve.base import BASE
 from ..steps import ADOPT_PIP_INSTALL, kind_adopting
 
 if TYPE_CHECKING:
@@ -65,7 +66,10 @@ def replay(adopted: Adopted, client: IndexClient, path, base: Inventory | None =
             "suppressed": [dataclasses.asdict(e) for e in resolved.resolution.edges if e.verdict == "suppressed"],
             "clashes": [dataclasses.asdict(c) for c in resolved.resolution.clashes],
             "overrides": _overrides(resolved, lines),
-            "unchecked": sum(1 for e in resolved.resolution.edges if e.verdict == "unchecked") + len(resolved.resolution.unjudged)}
+            "unchecked": sum(1 for e in resolved.resolution.edges if e.verdict == "unchecked") + len(resolved.resolution.unjudged),
+            # what the file's installs leave, the base's untouched packages left out: `diff` compares it with a lock
+            "installed": {i.name: i.version for i in sorted(resolved.resolution.installed, key=lambda i: i.name)
+                          if i.step != BASE}}
 
 
 def _replayable(adopted: Adopted) -> Adopted:

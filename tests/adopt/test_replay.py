@@ -101,3 +101,32 @@ def test_the_override_import_proposes_does_not_excuse_the_move(tmp_path, local_i
     assert [(h["package"], h["before"], h["after"], h["dockerfile_line"]) for h in replay["hazards"]] == \
         [("nvidia-nccl-cu13", "2.27.3", "2.29.7", 3)]
     assert replay["replacements"] == []
+
+
+def test_the_replay_record_is_a_side_of_diff_against_another(tmp_path, local_index, capsys):
+    """`audit --replay --json` records the set a file's installs leave; `diff` takes two such records (or one and
+    a lock, or an image), and a file that is no such record is one line and exit 2."""
+    local_index.add("six", "1.16.0")
+    local_index.add("six", "1.17.0")
+    local_index.add("idna", "3.10")
+    url = local_index.serve()
+    records = []
+    for name, text in (("old", "RUN pip install six==1.16.0\n"), ("new", "RUN pip install six==1.17.0 idna\n")):
+        path = write(tmp_path, "FROM example.invalid/base:1\n" + text)
+        cli.main(["audit", str(path), "--replay", "--json", "--index-url", url])
+        record = tmp_path / f"{name}.json"
+        record.write_text(capsys.readouterr().out)
+        records.append(record)
+    assert json.loads(records[0].read_text())["replay"]["installed"] == {"six": "1.16.0"}
+    assert cli.main(["diff", str(records[0]), str(records[1]), "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert [(c["name"], c["change"], c["a"], c["b"]) for c in data["changes"]] == [
+        ("idna", "added", None, "3.10"), ("six", "changed", "1.16.0", "1.17.0")]
+    assert data["a"].startswith("replay of ") and data["a"].endswith("Dockerfile")
+    bad = tmp_path / "bad.json"
+    for text in ("{not json", json.dumps({"schema": "pinwheel.audit/1", "replay": {"installed": {"six": 1}}})):
+        bad.write_text(text)
+        proc = subprocess.run([sys.executable, str(ROOT / "build.py"), "diff", str(records[0]), str(bad)],
+                              capture_output=True, text=True, cwd=tmp_path, timeout=120)
+        assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr
+        assert len(proc.stderr.strip().splitlines()) == 1 and "bad.json" in proc.stderr, proc.stderr
