@@ -76,15 +76,17 @@ class Adopted:
                 f"{self.dropped} dropped")
 
 
-def adopt(path: Path, output: Path | None = None) -> Adopted:
+def adopt(path: Path, output: Path | None = None, context: Path | None = None) -> Adopted:
     """``output``: where the manifest will be written (default: next to the Dockerfile); a uv project's
-    directory is named relative to it."""
+    directory is named relative to it. ``context``: the build context (default: the Dockerfile's directory),
+    where a requirements file the Dockerfile COPYs in is read."""
     instructions = df.read(path)
     stages = df.stages(instructions)
     chain = _chain(stages, stages[-1])
     output = output or path.with_name(path.name + ".yaml")
     walk = _Walk(Adopted({}, instructions=len(instructions)))
     walk.ctx.project_base = (path.resolve().parent, output.resolve().parent)
+    walk.ctx.context = Path(context) if context is not None else path.resolve().parent
     stage = -1
     for ins in instructions:
         if ins.cmd == "FROM":
@@ -203,7 +205,8 @@ def _loadable(output: Path, path: Path, final, walk: "_Walk", out: Adopted) -> d
     from ..manifest import ManifestError, parse  # the loader imports the step kinds: only an import pays
 
     steps, lines = walk.steps, walk.lines
-    for _ in range(len(steps) + 1):
+    # each refusal takes one step or one package out, so this many tries always end
+    for _ in range(len(steps) + sum(len(st.get("packages", ())) for st in steps) + 1):
         if not steps:
             raise df.DockerfileError(f"{path}: no instruction becomes a manifest step ({len(out.listed)} listed: "
                                      f"{'; '.join(out.listed)[:200]})")
@@ -213,14 +216,35 @@ def _loadable(output: Path, path: Path, final, walk: "_Walk", out: Adopted) -> d
             parse(yaml.safe_dump(manifest, sort_keys=False), output)
             return manifest
         except ManifestError as exc:
-            found = re.match(r"steps\[(\d+)\]", exc.key or "")
+            found = re.match(r"steps\[(\d+)\](?:\.packages\[(\d+)\])?", exc.key or "")
             if not found:
                 raise
             bad = manifest["steps"][int(found.group(1))]
+            if found.group(2) is not None and "twice" in exc.message and len(bad["packages"]) > 1:
+                # a package an earlier wheel set already installs: only that entry goes (pip keeps the first)
+                left = _drop_package(walk, bad, int(found.group(2)))
+                out.listed.append(f"line {lines.get(id(bad), 0)}: {bad['kind']} step {bad['name']}: "
+                                  f"{left['requirement']} left out: {exc.message}")
+                continue
             steps.remove(bad)
             out.listed.append(f"line {lines.get(id(bad), 0)}: {bad['kind']} step {bad['name']}: not expressed: "
                               f"{exc.message}")
     return manifest
+
+
+def _drop_package(walk: "_Walk", step: dict, index: int) -> dict:
+    """Take package ``index`` out of ``step``; the TODOs that point into the step's packages follow."""
+    left = step["packages"].pop(index)
+    kept = []
+    for todo in walk.todos:
+        found = re.match(r"packages\[(\d+)\](.*)", todo.key) if todo.step is step else None
+        if found and int(found.group(1)) == index:
+            continue
+        if found and int(found.group(1)) > index:
+            todo.key = f"packages[{int(found.group(1)) - 1}]{found.group(2)}"
+        kept.append(todo)
+    walk.todos[:] = kept
+    return left
 
 
 def _under(cwd: str, path: str) -> str:

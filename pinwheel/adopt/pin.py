@@ -15,7 +15,7 @@ import re
 import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Mapping
 
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
@@ -34,9 +34,11 @@ class Pinned:
 
 
 def pin(adopted: Adopted, versions: Callable[[str], list] | None, asset_cache: Path | None,
-        today: datetime.date | None = None, only: tuple[str, ...] = ("index", "git", "asset")) -> Pinned:
+        today: datetime.date | None = None, only: tuple[str, ...] = ("index", "git", "asset"),
+        installed: Mapping[str, str] | None = None) -> Pinned:
     """Fill in each TODO that says how (`Todo.pin`), of the kinds in `only`; versions(name) lists the index's
-    versions of a project."""
+    versions of a project. ``installed`` (name -> version, the base's): a requirement that one satisfies is
+    pinned to it, since pip keeps what is installed (a replay's answer, not import's)."""
     today = today or datetime.date.today()
     result = Pinned()
     keep: list[Todo] = []
@@ -44,7 +46,7 @@ def pin(adopted: Adopted, versions: Callable[[str], list] | None, asset_cache: P
         how = todo.pin[0] if todo.pin and todo.pin[0] in only else None
         try:
             if how == "index" and versions is not None:
-                done = _index(todo, versions, today)
+                done = _index(todo, versions, today, installed or {})
             elif how == "git":
                 done = _git(todo)
             elif how == "asset" and asset_cache is not None:
@@ -66,9 +68,13 @@ class _Unreachable(Exception):
     pass
 
 
-def _index(todo: Todo, versions: Callable[[str], list], today: datetime.date) -> str:
+def _index(todo: Todo, versions: Callable[[str], list], today: datetime.date, installed: Mapping[str, str]) -> str:
     original = todo.pin[1]
     req = Requirement(original)
+    kept = installed.get(canonicalize_name(req.name))
+    if kept is not None and req.specifier.contains(kept, prereleases=True):
+        _write_pin(todo, req, kept, f"pip keeps the installed {kept}", original)
+        return f"{kept} (installed, and {original!r} accepts it: pip keeps it)"
     try:
         found = versions(req.name)
     except Exception as exc:  # an index client error of any kind: this TODO stays
@@ -77,11 +83,15 @@ def _index(todo: Todo, versions: Callable[[str], list], today: datetime.date) ->
     if not allowed:
         raise _Unreachable(f"no version of {req.name} on the index matches {original!r}")
     version = allowed[-1]
+    _write_pin(todo, req, version, f"pinned by import on {today.isoformat()}", original)
+    return f"{version} (newest of {original!r} on {today.isoformat()})"
+
+
+def _write_pin(todo: Todo, req: Requirement, version: str, how: str, original: str) -> None:
     package = todo.step["packages"][int(re.search(r"\[(\d+)\]", todo.key).group(1))]
     extras = f"[{','.join(sorted(req.extras))}]" if req.extras else ""
     package["requirement"] = f"{canonicalize_name(req.name)}{extras}=={version}"
-    package["why"] = f"TODO: why (pinned by import on {today.isoformat()}: the Dockerfile said {original!r})"
-    return f"{version} (newest of {original!r} on {today.isoformat()})"
+    package["why"] = f"TODO: why ({how}: the Dockerfile said {original!r})"
 
 
 def _git(todo: Todo) -> str:

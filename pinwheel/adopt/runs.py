@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import re
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
@@ -327,16 +328,46 @@ def _pip_install(result: RunResult, state: RunState, args: list[str], gate: str 
     if isinstance(parsed, str):
         result.listed.append(f"`pip install {' '.join(args)[:80]}`: pip refuses it ({parsed})")
         return
-    if parsed.requirement_files:
-        result.listed.append(f"`-r {' '.join(parsed.requirement_files)}`: a requirements file (list its pins in a "
-                             "wheels step)")
+    from_files = [req for file in parsed.requirement_files for req in _requirements_file(result, state, file)]
     state.index = _index(result, state, parsed)
     guarded = any(_GUARD.search(c) and b for c, b in cmd.conds)
     fallback_branch = any(_GUARD.search(c) and not b for c, b in cmd.conds)
-    for req in parsed.requirements:
+    for req in [*parsed.requirements, *from_files]:
         _requirement(result, state, req, parsed, gate, wheels, guarded, fallback_branch)
     for editable in parsed.editables:
         _source(result, state, editable, parsed, gate, editable=True)
+
+
+REQUIREMENTS_FILE_LIMIT = 1 << 20
+
+
+def _requirements_file(result: RunResult, state: RunState, file: str) -> list[str]:
+    """The requirements of a `-r` file the Dockerfile COPYs in from the build context, in its order; each
+    line that is not one (an option, a nested -r) is listed. A file not found in the context is listed whole."""
+    from ..fsutil import UnreadableFile, read_regular_text
+
+    dest = file if file.startswith("/") else f"{state.cwd.rstrip('/')}/{file.removeprefix('./')}"
+    source = next((src for srcs, to in state.ctx.copies for src in srcs
+                   if to == dest or (to.endswith("/") and to + src.rsplit("/", 1)[-1] == dest)), None)
+    context = state.ctx.context
+    try:
+        text = read_regular_text(Path(context) / source, REQUIREMENTS_FILE_LIMIT, "requirements file") \
+            if source and context is not None else None
+    except UnreadableFile:
+        text = None
+    if text is None:
+        where = f"copied from {source}, not in the build context given" if source else "not copied in by this file"
+        result.listed.append(f"`-r {file}` ({where}): a requirements file (list its pins in a wheels step, or "
+                             "give the build context)")
+        return []
+    found = []
+    for n, raw in enumerate(text.splitlines(), 1):
+        line = raw.split(" #", 1)[0].strip()
+        if line.startswith("-"):
+            result.listed.append(f"{source}:{n}: `{line[:80]}`: an option inside a requirements file")
+        elif line and not line.startswith("#"):
+            found.append(line)
+    return found
 
 
 def _index(result: RunResult, state: RunState, parsed: df.PipInstall) -> tuple[str, str | None] | None:

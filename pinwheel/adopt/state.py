@@ -40,6 +40,7 @@ class Context:
     torch: bool = False
     venv: str | None = None  # where a `uv sync` puts its environment
     project_base: tuple = ()  # (the Dockerfile's directory, the manifest's): a uv project is named from the latter
+    context: object = None  # the build context (a Path): where a `-r` file the file COPYs in is read from
 
 
 @dataclass

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 from .. import manifest as manifest_mod
 from ..distributions import InventoryError
 from ..index import IndexClient
-from ..lock import locked_versions
+from ..lock import locked_versions, read_lock
 from ..manifest import Manifest
 from ..plan import plan_variant
 from ..workspace import LockFiles, Workspace, inside_project
@@ -64,8 +64,10 @@ def diff_side(engine: Engine | None, ref: str, m: Manifest | None):
         if plan is None:
             raise UsageError(f"{ref}: {path.name} is not a variant of {m.path.name}")
         versions = locked_versions(plan, path)
-        return Side(f"lock {ref}", dict(versions), {}, {})
-    if path.is_file() or path.suffix == ".json":
+        # on a base's environment the image also holds the base's packages that no slice moves
+        kept = read_lock(path).expect.get("base_unchanged", {})
+        return Side(f"lock {ref}", {**kept, **versions}, {}, {})
+    if path.suffix == ".json":  # a record is named so; any other name is an image reference
         return replay_side(path)
     if engine is None:
         engine = engine_or_fail()
@@ -97,7 +99,8 @@ def replay_side(path: Path):
 def cmd_diff(args: argparse.Namespace) -> int:
     from ..reports.inspect import diff, print_diff
     m = manifest_mod.load(args.manifest) if Path(args.manifest).exists() else None
-    engine = None if all(Path(r).is_dir() or Path(r).is_file() for r in (args.a, args.b)) else engine_or_fail(args)
+    engine = None if all(Path(r).is_dir() or Path(r).suffix == ".json" for r in (args.a, args.b)) \
+        else engine_or_fail(args)
     try:
         data = diff(diff_side(engine, args.a, m), diff_side(engine, args.b, m))
     except InventoryError as exc:
@@ -134,7 +137,7 @@ def replay_audit(args: argparse.Namespace) -> dict:
     from ..dockerfiles import DockerfileError
     from ..reports.replay import replay
     try:
-        adopted = adopt(args.dockerfile)
+        adopted = adopt(args.dockerfile, context=args.context)
     except DockerfileError as exc:
         raise UsageError(str(exc)) from None
     client = IndexClient(index_url=args.index_url, cache_dir=Workspace(Path.cwd(), "audit").index_cache,
@@ -166,18 +169,21 @@ def cmd_import(args: argparse.Namespace) -> int:
         raise UsageError(f"{args.dockerfile}: not a file")
     if args.output.exists() and not args.force:
         raise UsageError(f"{args.output} exists; pass --force to replace it")
-    return import_dockerfile(args.dockerfile, args.output, f"{program()} import", args if args.pin else None)
+    return import_dockerfile(args.dockerfile, args.output, f"{program()} import", args if args.pin else None,
+                             context=args.context)
 
 
-def import_dockerfile(dockerfile: Path, output: Path, command: str, pin: argparse.Namespace | None = None) -> int:
+def import_dockerfile(dockerfile: Path, output: Path, command: str, pin: argparse.Namespace | None = None,
+                      context: Path | None = None) -> int:
     """Write the manifest adopted from ``dockerfile`` to ``output``; ``command`` is how its header says it
-    was started (`pinwheel import`, `pinwheel init --from`); ``pin``: import --pin's arguments."""
+    was started (`pinwheel import`, `pinwheel init --from`); ``pin``: import --pin's arguments; ``context``:
+    the build context its COPYd requirements files are read from."""
     from ..adopt import adopt, to_yaml as adopted_yaml
     from ..dockerfiles import DockerfileError
     if not dockerfile.is_file():
         raise UsageError(f"{dockerfile}: not a file")
     try:
-        adopted = adopt(dockerfile, output)
+        adopted = adopt(dockerfile, output, context=context)
     except DockerfileError as exc:
         raise UsageError(str(exc)) from None
     if pin is not None:
@@ -252,9 +258,9 @@ def add_forensics_parsers(sub) -> None:
                         description="Packages added, removed and changed between A and B, with versions, sizes and "
                                     "the layer of B each change is in. A and B are images in the local engine, "
                                     "lock directories (images/<image>/lock/<variant>), or the record of a "
-                                    "hand-written Dockerfile's replay (`audit --replay --json FILE > record.json`: "
-                                    "the set its installs leave, the base's untouched packages left out). JSON "
-                                    "schema pinwheel.diff/1.")
+                                    "hand-written Dockerfile's replay, a .json file (`audit --replay --json FILE > "
+                                    "record.json`: the environment its installs leave). JSON schema "
+                                    "pinwheel.diff/1.")
     df.add_argument("a")
     df.add_argument("b")
     df.add_argument("--json", action="store_true")
@@ -299,6 +305,8 @@ def _add_adoption_parsers(sub) -> None:
                                     "is a placeholder that loads, with a todo: entry that keeps `report` unclean.")
     im.add_argument("dockerfile", type=Path)
     im.add_argument("--output", "-o", type=Path, default=Path("wheels_manifest.yaml"))
+    im.add_argument("--context", type=Path, help="the build context, where a requirements file the Dockerfile "
+                    "COPYs in is read (default: the Dockerfile's directory)")
     im.add_argument("--force", action="store_true", help="replace an existing output file")
     im.add_argument("--pin", action="store_true",
                     help="pin what the network can answer (uses it): unpinned and range requirements at the index's "

@@ -223,8 +223,8 @@ AUDIT_SCHEMA = "pinwheel.audit/1"
 
 
 def side_of_replay(label: str, doc: object) -> Side | None:
-    """The set a hand-written Dockerfile's installs leave (`audit --replay --json`'s replay.installed, without
-    the base's untouched packages); None where the document is no such record."""
+    """The environment a hand-written Dockerfile's installs leave (`audit --replay --json`'s replay.installed,
+    the base's packages included); None where the document is no such record."""
     replay = doc.get("replay") if isinstance(doc, dict) and doc.get("schema") == AUDIT_SCHEMA else None
     installed = replay.get("installed") if isinstance(replay, dict) else None
     if not isinstance(installed, dict) or not all(isinstance(k, str) and isinstance(v, str)

@@ -24,7 +24,6 @@ from typing import TYPE_CHECKING
 import yaml
 
 from ..plan import LockState, plan_variant
-from ..resolve.base import BASE
 from ..steps import ADOPT_PIP_INSTALL, kind_adopting
 
 if TYPE_CHECKING:
@@ -43,11 +42,15 @@ def replay(adopted: Adopted, client: IndexClient, path, base: Inventory | None =
     copy_ = _replayable(adopted)
     absent = _without_local_wheels(copy_.manifest)
     notes = [f"local wheel {g} is not here: not installed in the replay" for g in absent]
-    pinned = pin(copy_, client.versions, None, only=("index",))
+    on_base = base is not None and copy_.manifest["variants"]["main"].get("environment") == "base"
+    installed = {d.name: d.version for d in base.distributions} if on_base else None
+    pinned = pin(copy_, client.versions, None, only=("index",), installed=installed)
     notes += [f"as pip would take it today: {d}" for d in pinned.done]
     notes += [f"not replayed: {d}" for d in pinned.left]
     if base is not None and copy_.manifest["variants"]["main"].get("environment") != "base":
         notes.append("the file installs into its own venv: the base's packages are not in it")
+    if base is not None:
+        notes += _base_python(copy_.manifest["variants"]["main"], base)
     empty = {"hazards": [], "suppressed": [], "clashes": [], "overrides": [], "unchecked": 0, "notes": notes,
              "not_expressed": adopted.listed}
     try:
@@ -67,9 +70,20 @@ def replay(adopted: Adopted, client: IndexClient, path, base: Inventory | None =
             "clashes": [dataclasses.asdict(c) for c in resolved.resolution.clashes],
             "overrides": _overrides(resolved, lines),
             "unchecked": sum(1 for e in resolved.resolution.edges if e.verdict == "unchecked") + len(resolved.resolution.unjudged),
-            # what the file's installs leave, the base's untouched packages left out: `diff` compares it with a lock
-            "installed": {i.name: i.version for i in sorted(resolved.resolution.installed, key=lambda i: i.name)
-                          if i.step != BASE}}
+            # the environment the file's installs leave, the base's packages included: `diff` compares it
+            "installed": {i.name: i.version for i in sorted(resolved.resolution.installed, key=lambda i: i.name)}}
+
+
+def _base_python(variant: dict, base: Inventory) -> list[str]:
+    """The base's own Python, read from its inventory's sites, in place of the one import guessed: the base's
+    packages are its environment only for that Python."""
+    import re
+
+    found = sorted({m.group(1) for site in base.sites if (m := re.search(r"python(\d+\.\d+)", site))})
+    if len(found) != 1 or str(variant.get("python")) == found[0]:
+        return []
+    was, variant["python"] = variant.get("python"), found[0]
+    return [f"the base's Python is {found[0]} (its inventory), not the {was} import guessed: replayed for {found[0]}"]
 
 
 def _replayable(adopted: Adopted) -> Adopted:

@@ -130,3 +130,43 @@ def test_the_replay_record_is_a_side_of_diff_against_another(tmp_path, local_ind
                               capture_output=True, text=True, cwd=tmp_path, timeout=120)
         assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr
         assert len(proc.stderr.strip().splitlines()) == 1 and "bad.json" in proc.stderr, proc.stderr
+
+
+def test_a_requirements_file_the_file_copies_in_is_replayed_on_the_bases_python_keeping_what_it_holds(
+        tmp_path, local_index, capsys):
+    """miles' shape: `COPY requirements.txt /tmp/…` then `pip install -r /tmp/…` on a base whose Python is not the
+    one import guesses. The file's lines are installed in its place (read from --context), a package an earlier
+    RUN already installs is left out of the later set alone, and an unpinned one the base holds stays at the
+    base's version, as pip keeps it."""
+    local_index.add("six", "1.16.0")
+    local_index.add("six", "1.17.0")
+    local_index.add("idna", "3.9")
+    local_index.add("idna", "3.10")
+    local_index.add("einops", "0.8.2")
+    url = local_index.serve()
+    context = tmp_path / "ctx"
+    (context / "docker").mkdir(parents=True)
+    (context / "requirements.txt").write_text("# pins\nsix\nidna>=3.9  # newest\neinops\n--prefer-binary\n")
+    dockerfile = context / "docker" / "Dockerfile"
+    dockerfile.write_text("FROM example.invalid/sglang:1\nRUN pip install einops==0.8.2\n"
+                          "COPY requirements.txt /tmp/requirements.txt\nRUN pip install -r /tmp/requirements.txt\n")
+    site = "/usr/local/lib/python3.10/dist-packages"
+    dists = tuple(Distribution(n, v, (), (), "pip", None, (n,), 1, site, 0) for n, v in (("six", "1.16.0"),))
+    inventory = tmp_path / "base.json"
+    inventory.write_text(json.dumps(Inventory("example.invalid/sglang:1", "sha256:" + "2" * 64, None, dists, 1)
+                                    .to_json()))
+    cli.main(["audit", str(dockerfile), "--replay", "--json", "--index-url", url, "--base", str(inventory),
+              "--context", str(context)])
+    data = json.loads(capsys.readouterr().out)
+    replay = data["replay"]
+    assert replay.get("error") is None, replay
+    assert replay["installed"] == {"einops": "0.8.2", "idna": "3.10", "six": "1.16.0"}
+    assert any("the base's Python is 3.10" in n for n in replay["notes"]), replay["notes"]
+    listed = " ".join(replay["not_expressed"])
+    assert "einops" in listed and "left out" in listed and "--prefer-binary" in listed
+    # without the context, the file is named as unread, never silently dropped
+    cli.main(["audit", str(dockerfile), "--replay", "--json", "--index-url", url, "--base", str(inventory)])
+    replay = json.loads(capsys.readouterr().out)["replay"]
+    assert "idna" not in replay["installed"]
+    assert any("-r /tmp/requirements.txt" in n and "not in the build context given" in n
+               for n in replay["not_expressed"]), replay["not_expressed"]
