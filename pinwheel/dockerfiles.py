@@ -334,6 +334,17 @@ class PipInstall:
     config_settings: tuple[tuple[str, str], ...] = ()  # -C / --config-settings, in order
 
 
+def requirements_lines(text: str) -> list[tuple[int, str]]:
+    """(line number, text) of each line of a requirements file that says something: blank lines and comments
+    left out (a ` #` comment after a requirement too), options such as `-c` or `--prefer-binary` kept as written."""
+    found = []
+    for n, raw in enumerate(text.splitlines(), 1):
+        line = raw.split(" #", 1)[0].strip()
+        if line and not line.startswith("#"):
+            found.append((n, line))
+    return found
+
+
 def parse_pip_install(args: list[str]) -> PipInstall | str:
     """The install's arguments, or pip's own error message for them ("no such option: -n")."""
     parser, defaults = _install_parser()

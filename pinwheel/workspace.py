@@ -5,6 +5,7 @@ No other module spells a path or a file name of these; they ask a Workspace
 """
 from __future__ import annotations
 
+import functools
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -132,10 +133,11 @@ class Workspace:
     def image_dir(self) -> Path:
         """images/<image>/ under the root; a manifest that lives in images/<image>/ itself (an example
         image beside the root's own) keeps its Dockerfile, lock and inventory next to it."""
-        if self._is_example():
+        if self._is_example:
             return self.root
         return self.root / "images" / self.image
 
+    @functools.cached_property
     def _is_example(self) -> bool:
         where = self.root.resolve()  # a manifest given as a bare name (root ".") is judged by where it lives
         return where.name == self.image and where.parent.name == "images"
@@ -144,7 +146,7 @@ class Workspace:
     def repository_root(self) -> Path:
         """The repository that holds this manifest: the root, or for an example image's own manifest
         (images/<image>/wheels_manifest.yaml) the directory above images/."""
-        return self.root.resolve().parent.parent if self._is_example() else self.root
+        return self.root.resolve().parent.parent if self._is_example else self.root
 
     def manifests(self) -> list[Path]:
         """Every manifest of the repository: the root's own, then each images/<name>/wheels_manifest.yaml."""

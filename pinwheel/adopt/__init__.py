@@ -20,6 +20,7 @@ import yaml
 from .. import dockerfiles as df
 from ..steps import ADOPT_ENV, ADOPT_PIP_INSTALL, KINDS, kind_adopting
 from .runs import WHY, Context, Gates, Todo, adopt_run
+from .state import under
 
 _VENV = re.compile(r"python3?(?:\.\d+)? -m venv (?P<path>/[\w./-]+)")
 _CUDA_TAG = re.compile(r"(?<![\d.])(?P<v>1\d\.\d)(?:\.\d+)?-(?:cudnn\d*-)?(?:devel|runtime|base)")
@@ -141,7 +142,7 @@ class _Walk:
             self.env(ins)
         else:
             if ins.cmd == "WORKDIR" and ins.value:
-                self.ctx.workdir = _under(self.ctx.workdir, df.substitute(ins.value[0], self.args)[0])
+                self.ctx.workdir = under(self.ctx.workdir, df.substitute(ins.value[0], self.args)[0])
             elif ins.cmd in ("COPY", "ADD") and not any(f.startswith("--from") for f in ins.flags):
                 self.copy(ins)
             out.listed.append(f"line {ins.line}: {ins.first_line[:100]}: no step kind expresses {ins.cmd}")
@@ -151,7 +152,7 @@ class _Walk:
         words = [df.substitute(w, self.args)[0] for w in ins.value]
         if len(words) < 2:
             return
-        dest = _under(self.ctx.workdir, words[-1])
+        dest = under(self.ctx.workdir, words[-1])
         self.ctx.copies.append((tuple(words[:-1]), dest))
         into = words[-1].endswith("/") or len(words) > 2
         for source in words[:-1]:
@@ -245,10 +246,6 @@ def _drop_package(walk: "_Walk", step: dict, index: int) -> dict:
         kept.append(todo)
     walk.todos[:] = kept
     return left
-
-
-def _under(cwd: str, path: str) -> str:
-    return path if path.startswith("/") else f"{cwd.rstrip('/')}/{path.removeprefix('./')}".rstrip("/") or "/"
 
 
 def _chain(stages: list[df.Stage], final: df.Stage) -> set[int]:

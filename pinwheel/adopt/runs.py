@@ -21,7 +21,7 @@ from ..steps import ADOPT_GIT_SOURCE, ADOPT_PIP_INSTALL, ADOPT_PIP_UNINSTALL, AD
     ADOPT_WHEEL_DOWNLOAD, kind_adopting
 from .debian import apt_hold, apt_install, apt_remove, dpkg, piped_key, source_line
 from .shell import ShellCommand, fetch_of, rebuilt, whole_run
-from .state import TODO_DEB, TODO_VERSION, WHY, ZERO_COMMIT, ZERO_SHA256, Context, RunResult, RunState, Todo
+from .state import TODO_DEB, TODO_VERSION, WHY, ZERO_COMMIT, ZERO_SHA256, Context, RunResult, RunState, Todo, under
 
 __all__ = ["TODO_DEB", "TODO_VERSION", "WHY", "ZERO_COMMIT", "ZERO_SHA256", "Context", "Gates", "RunResult", "Todo",
            "adopt_run"]
@@ -346,7 +346,7 @@ def _requirements_file(result: RunResult, state: RunState, file: str) -> list[st
     line that is not one (an option, a nested -r) is listed. A file not found in the context is listed whole."""
     from ..fsutil import UnreadableFile, read_regular_text
 
-    dest = file if file.startswith("/") else f"{state.cwd.rstrip('/')}/{file.removeprefix('./')}"
+    dest = under(state.cwd, file)
     source = next((src for srcs, to in state.ctx.copies for src in srcs
                    if to == dest or (to.endswith("/") and to + src.rsplit("/", 1)[-1] == dest)), None)
     context = state.ctx.context
@@ -361,11 +361,10 @@ def _requirements_file(result: RunResult, state: RunState, file: str) -> list[st
                              "give the build context)")
         return []
     found = []
-    for n, raw in enumerate(text.splitlines(), 1):
-        line = raw.split(" #", 1)[0].strip()
+    for n, line in df.requirements_lines(text):
         if line.startswith("-"):
             result.listed.append(f"{source}:{n}: `{line[:80]}`: an option inside a requirements file")
-        elif line and not line.startswith("#"):
+        else:
             found.append(line)
     return found
 

@@ -3,6 +3,7 @@ instructions told it, and one RUN's findings."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from .shell import Shell
 
@@ -40,7 +41,7 @@ class Context:
     torch: bool = False
     venv: str | None = None  # where a `uv sync` puts its environment
     project_base: tuple = ()  # (the Dockerfile's directory, the manifest's): a uv project is named from the latter
-    context: object = None  # the build context (a Path): where a `-r` file the file COPYs in is read from
+    context: Path | None = None  # the build context: where a `-r` file the Dockerfile COPYs in is read from
 
 
 @dataclass
@@ -72,3 +73,8 @@ class RunState:
     clone_used: bool = False
     exports: dict[str, str] = field(default_factory=dict)  # literal `export X=v` and `X=v cmd` values
     index: tuple[str, str | None] | None = None  # the current install's named index, and its TODO
+
+
+def under(cwd: str, path: str) -> str:
+    """An image path as a RUN or COPY in working directory ``cwd`` names it."""
+    return path if path.startswith("/") else f"{cwd.rstrip('/')}/{path.removeprefix('./')}".rstrip("/") or "/"

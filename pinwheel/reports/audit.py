@@ -221,10 +221,7 @@ def _requirements_file(result: Audit, run: _Run, file: str, copies: dict[str, st
         result.add(run.line, "warning", "requirements-unread", f"-r {file} ({where}): not in the context given, so "
                    "its pins were not checked", "audit with --context <the build context>")
         return
-    for n, raw in enumerate(path.read_text(encoding="utf-8", errors="replace").splitlines(), 1):
-        text = raw.split(" #", 1)[0].strip()
-        if not text or text.startswith("#"):
-            continue
+    for n, text in df.requirements_lines(path.read_text(encoding="utf-8", errors="replace")):
         if text.startswith("-"):
             continue  # options inside the file apply to it as a whole
         before = len(result.findings)

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import re
 from typing import TYPE_CHECKING
 
 import yaml
@@ -77,8 +78,6 @@ def replay(adopted: Adopted, client: IndexClient, path, base: Inventory | None =
 def _base_python(variant: dict, base: Inventory) -> list[str]:
     """The base's own Python, read from its inventory's sites, in place of the one import guessed: the base's
     packages are its environment only for that Python."""
-    import re
-
     found = sorted({m.group(1) for site in base.sites if (m := re.search(r"python(\d+\.\d+)", site))})
     if len(found) != 1 or str(variant.get("python")) == found[0]:
         return []

@@ -163,8 +163,10 @@ def _import_flash_mla():
             legacy = bool(_loader.has_legacy())
         except Exception:  # noqa: BLE001 - older builds have no loader
             pass
-    version = (getattr(flash_mla, "__version__", None) or dist_version("sgl-flash-mla", "flash-mla")
-               if provider == "flash_mla" else dist_version("sglang-kernel", "sgl-kernel"))
+    if provider == "flash_mla":
+        version = getattr(flash_mla, "__version__", None) or dist_version("sgl-flash-mla", "flash-mla")
+    else:  # sglang's copy carries no version of its own: its package's
+        version = dist_version("sglang-kernel", "sgl-kernel")
     return {"provider": provider, "version": version, "legacy_kernels": legacy}
 
 
