@@ -43,6 +43,9 @@ class Inventory:
     # (name, why) of the base's packages whose modules import only with a driver, where the base is one
     # pinwheel built (its expect.json's import_skip)
     import_skip: tuple[tuple[str, str], ...] = ()
+    # (name, check) of the base's packages with a check of their own (its expect.json's verify, in that
+    # file's shape), where the base is one pinwheel built: an image that keeps the package keeps the check
+    verify: tuple[tuple[str, dict], ...] = ()
 
     def by_name(self, site: str | None = None) -> dict[str, Distribution]:
         return {d.name: d for d in self.distributions if site is None or d.site == site}
@@ -57,7 +60,8 @@ class Inventory:
                 "distributions": [{**asdict(d), "requires_dist": list(d.requires_dist),
                                    "provides_extra": list(d.provides_extra), "top_level": list(d.top_level)}
                                   for d in self.distributions],
-                **({"import_skip": dict(self.import_skip)} if self.import_skip else {})}
+                **({"import_skip": dict(self.import_skip)} if self.import_skip else {}),
+                **({"verify": dict(self.verify)} if self.verify else {})}
 
     @classmethod
     def from_json(cls, data: dict) -> "Inventory":
@@ -66,4 +70,5 @@ class Inventory:
         dists = tuple(Distribution(**{k: tuple(v) if isinstance(v, list) else v for k, v in d.items()})
                       for d in data["distributions"])
         return cls(data["image"], data["image_id"], data.get("digest"), dists, data.get("layers", 0),
-                   tuple(data.get("notes", ())), tuple(sorted(dict(data.get("import_skip", {})).items())))
+                   tuple(data.get("notes", ())), tuple(sorted(dict(data.get("import_skip", {})).items())),
+                   tuple(sorted(dict(data.get("verify", {})).items())))

@@ -30,6 +30,8 @@ from packaging.utils import canonicalize_name
 
 from ..distributions import Distribution, Inventory, InventoryError
 from ..fsutil import atomic_write
+from ..smoke.expect import UsageError as ExpectError
+from ..smoke.expect import verify_entries as expect_verify
 from ..workspace import InImage
 from .engine import Engine, EngineError
 
@@ -139,7 +141,7 @@ def _drop_under(files: dict[str, tuple[int, bytes]], path: str, keep_layer: int 
 def distributions(files: dict[str, tuple[int, bytes]],
                   parsed: dict | None = None) -> tuple[list[Distribution], list[str]]:
     """Group the replayed files by dist-info directory; a dist-info without METADATA is noted, not guessed.
-    (A base pinwheel built also holds its expect.json: base_import_skip reads it, this leaves it out.)
+    (A base pinwheel built also holds its expect.json: base_declared reads it, this leaves it out.)
 
     `parsed`, when given, remembers each dist-info by the layers its files came from, so replaying an
     image layer by layer parses a distribution once, not once per layer after it.
@@ -240,18 +242,21 @@ def read_saved(archive: Path, after_layer=None) -> tuple[dict[str, tuple[int, by
         raise InventoryError(f"{archive.name} is not a docker save archive ({exc})") from None
 
 
-def base_import_skip(files: dict[str, tuple[int, bytes]]) -> tuple[dict[str, str], list[str]]:
-    """The import_skip of the expect.json a base pinwheel built carries (its own manifest's `needs: driver`
-    packages), and a note where that file is there but unreadable; ({}, []) for any other base."""
+def base_declared(files: dict[str, tuple[int, bytes]]) -> tuple[dict[str, str], dict[str, dict], list[str]]:
+    """What the expect.json of a base pinwheel built declares of its own packages: their import skips (its
+    manifest's `needs: driver`) and their own checks (its `verify:`), each in the shape the smoke reads;
+    a note where that file is there but unreadable; ({}, {}, []) for any other base."""
     if InImage.EXPECT not in files:
-        return {}, []
+        return {}, {}, []
     try:
-        skip = json.loads(files[InImage.EXPECT][1]).get("import_skip", {})
+        data = json.loads(files[InImage.EXPECT][1])
+        skip = data.get("import_skip", {})
+        verify = expect_verify(data, InImage.EXPECT)
         if isinstance(skip, dict) and all(isinstance(k, str) and isinstance(v, str) for k, v in skip.items()):
-            return dict(sorted(skip.items())), []
-    except (ValueError, AttributeError):
+            return dict(sorted(skip.items())), dict(sorted(verify.items())), []
+    except (ValueError, AttributeError, ExpectError):
         pass
-    return {}, [f"{InImage.EXPECT} is unreadable: no import skips taken from it"]
+    return {}, {}, [f"{InImage.EXPECT} is unreadable: no import skips or checks taken from it"]
 
 
 def read_save_stream(stream: IO[bytes], where: str) -> tuple[dict[str, tuple[int, bytes]], int]:
@@ -299,9 +304,9 @@ def read_image(engine: Engine, ref: str) -> Inventory:
         raise InventoryError(f"the engine cannot save image {ref} to read it: "
                              f"{said[-1] if said else type(exc).__name__}") from None
     dists, notes = distributions(files)
-    skip, skip_notes = base_import_skip(files)
+    skip, verify, declared_notes = base_declared(files)
     return Inventory(ref, engine.image_id(ref), engine.repo_digest(ref), tuple(dists), count,
-                     tuple(notes + skip_notes), import_skip=tuple(skip.items()))
+                     tuple(notes + declared_notes), import_skip=tuple(skip.items()), verify=tuple(verify.items()))
 
 
 # ------------------------------------------------------------------ committed inventories

@@ -25,14 +25,27 @@ def _with_fallbacks(plan: Plan):
         yield from ((p, p.fallback) if getattr(p, "fallback", None) else (p,))
 
 
+def _kept_from_base(plan: Plan, installed_here: set[str]):
+    """(the base's inventory, the packages this image keeps from it), or (None, set()) where the image
+    reads no base: what the base's own manifest declared holds for those packages only."""
+    inv = plan.resolution.base_inventory
+    if not reads_base(plan) or inv is None:
+        return None, set()
+    return inv, set(base_kept(plan)) - installed_here
+
+
 def inherited_import_skip(plan: Plan, installed_here: set[str]) -> dict[str, str]:
     """The base's own import skips (a base pinwheel built: its inventory keeps them), for the packages this
     image keeps from the base; one it installs again is judged by this manifest alone."""
-    inv = plan.resolution.base_inventory
-    if not reads_base(plan) or inv is None:
-        return {}
-    kept = set(base_kept(plan)) - installed_here
-    return {name: f"{why} (the base's own manifest)" for name, why in inv.import_skip if name in kept}
+    inv, kept = _kept_from_base(plan, installed_here)
+    return {name: f"{why} (the base's own manifest)" for name, why in inv.import_skip if name in kept} if inv else {}
+
+
+def inherited_verify(plan: Plan, installed_here: set[str]) -> dict[str, dict]:
+    """The base's own checks, as inherited_import_skip has its skips; one this image installs again is
+    checked as this manifest says."""
+    inv, kept = _kept_from_base(plan, installed_here)
+    return {name: {**check, "from": "base"} for name, check in inv.verify if name in kept} if inv else {}
 
 
 def removal_breaks(plan: Plan, removed: list[str]) -> dict[str, list[str]]:
@@ -68,9 +81,10 @@ def derived_expect(plan: Plan, pins: Mapping[str, str], conditional: Mapping[str
     allowed_unmet = step_allowances(plan)
     if allowed_unmet:  # what source steps' --no-deps installs may leave unmet: their pip check findings pass
         out["allowed_unmet"] = {n: dict(sorted(a.items())) for n, a in sorted(allowed_unmet.items())}
-    verify = {q.name: {"import": list(q.verify.imports), "python": q.verify.python, "needs": q.verify.needs,
+    verify = {**inherited_verify(plan, set(pins) | set(conditional)),
+              **{q.name: {"import": list(q.verify.imports), "python": q.verify.python, "needs": q.verify.needs,
                        **({"check": q.verify.check} if q.verify.check else {})}
-              for q in _with_fallbacks(plan) if getattr(q, "verify", None)}
+                 for q in _with_fallbacks(plan) if getattr(q, "verify", None)}}
     if verify:
         out["verify"] = dict(sorted(verify.items()))
     if reads_base(plan):

@@ -43,7 +43,7 @@ def _dropped(data: dict, path: str) -> dict:
     return dropped
 
 
-def _verify(data: dict, path: str) -> dict:
+def verify_entries(data: dict, path: str) -> dict:
     # package -> {import: [module], python: snippet|null, check: NAMED_CHECKS key (optional), needs: cpu|driver|gpu}
     verify = data.get("verify", {})
     if not isinstance(verify, dict) or not all(
@@ -88,7 +88,7 @@ def load_expect(path: str) -> dict:
     import_skip = data.get("import_skip", {})  # distribution -> why its modules import only with a driver
     if not _str_map(import_skip):
         raise UsageError(f"{path}: 'import_skip' must be an object of name -> reason")
-    verify = _verify(data, path)
+    verify = verify_entries(data, path)
     allowed_unmet = data.get("allowed_unmet", {})  # source-built package -> {requirement name: why}
     if not isinstance(allowed_unmet, dict) or not all(isinstance(k, str) and _str_map(v) for k, v in allowed_unmet.items()):
         raise UsageError(f"{path}: 'allowed_unmet' must be an object of name -> {{requirement name: why}}")

@@ -12,7 +12,7 @@ import pytest
 from pinwheel.image.engine import Engine
 from pinwheel.distributions import Inventory, InventoryError
 from pinwheel.image.inventory import (
-    base_import_skip, check_inventory, distributions, read_image, read_save_stream, read_saved, write_inventory,
+    base_declared, check_inventory, distributions, read_image, read_save_stream, read_saved, write_inventory,
 )
 
 SITE = "/usr/local/lib/python3.11/dist-packages"
@@ -103,20 +103,28 @@ def test_inventory_json_round_trip():
     assert Inventory.from_json(json.loads(json.dumps(inv.to_json()))) == inv
 
 
-def test_a_base_pinwheel_built_keeps_its_import_skips_and_an_unreadable_one_is_noted(tmp_path):
-    expect = json.dumps({"import_skip": {"sglang-kernel": "needs: driver: links libcuda.so.1"}}).encode()
+RMSNORM = {"import": [], "python": "import flashinfer", "needs": "gpu"}
+
+
+def test_a_base_pinwheel_built_keeps_its_import_skips_and_checks_and_an_unreadable_one_is_noted(tmp_path):
+    expect = json.dumps({"import_skip": {"sglang-kernel": "needs: driver: links libcuda.so.1"},
+                         "verify": {"flashinfer-python": RMSNORM}}).encode()
     files, _ = read_saved(archive(tmp_path, [{**dist_info("sglang-kernel", "0.4.5"),
                                                "/opt/pinwheel/expect.json": expect}]))
-    assert base_import_skip(files) == ({"sglang-kernel": "needs: driver: links libcuda.so.1"}, [])
+    assert base_declared(files) == ({"sglang-kernel": "needs: driver: links libcuda.so.1"},
+                                    {"flashinfer-python": RMSNORM}, [])
     dists, notes = distributions(files)
     assert [d.name for d in dists] == ["sglang-kernel"] and notes == []  # the file is no distribution
-    inv = Inventory("img:1", "sha256:abc", None, tuple(dists), 1, import_skip=(("sglang-kernel", "why"),))
+    inv = Inventory("img:1", "sha256:abc", None, tuple(dists), 1, import_skip=(("sglang-kernel", "why"),),
+                    verify=(("flashinfer-python", RMSNORM),))
     assert Inventory.from_json(json.loads(json.dumps(inv.to_json()))) == inv
-    assert "import_skip" not in Inventory("img:1", "sha256:abc", None, tuple(dists), 1).to_json()
-    for raw in (b"{not json", b'{"import_skip": {"a": 1}}', b"[]"):
-        assert base_import_skip({"/opt/pinwheel/expect.json": (0, raw)}) == (
-            {}, ["/opt/pinwheel/expect.json is unreadable: no import skips taken from it"])
-    assert base_import_skip({}) == ({}, [])
+    bare = Inventory("img:1", "sha256:abc", None, tuple(dists), 1).to_json()
+    assert "import_skip" not in bare and "verify" not in bare
+    unreadable = ["/opt/pinwheel/expect.json is unreadable: no import skips or checks taken from it"]
+    for raw in (b"{not json", b'{"import_skip": {"a": 1}}', b"[]",
+                b'{"verify": {"a": {"needs": "tpu"}}}', b'{"verify": {"a": {"needs": "gpu", "check": "nope"}}}'):
+        assert base_declared({"/opt/pinwheel/expect.json": (0, raw)}) == ({}, {}, unreadable), raw
+    assert base_declared({}) == ({}, {}, [])
 
 
 def oci_archive(tmp_path: Path, layers: list[dict[str, bytes]], manifest_first: bool) -> Path:

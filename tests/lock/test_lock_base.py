@@ -155,3 +155,17 @@ def test_the_base_s_own_import_skips_hold_for_what_the_image_keeps_from_it(demo,
         capsys.readouterr().err
     expect = json.loads((Workspace.of(m).lock_dir("t") / LockFiles.EXPECT).read_text())
     assert expect["import_skip"] == {"pwt-torchy": "needs: driver: links libcuda (the base's own manifest)"}
+
+
+def test_the_base_s_own_checks_hold_for_what_the_image_keeps_from_it(demo, capsys):
+    """A base pinwheel built declares checks of its own packages (its expect.json's verify, kept in the
+    inventory): the image's expect.json keeps them, marked as the base's, for what it keeps from the base,
+    and not for a package it installs again (pwt-common)."""
+    m, _ = demo
+    own = {"import": [], "python": "import pwt_torchy", "needs": "cpu"}
+    checks = (("pwt-common", {**own, "python": "import pwt_common"}), ("pwt-torchy", own))
+    write_inventory(dataclasses.replace(BASE, verify=checks), Workspace.of(m).inventory_file("t"))
+    assert cli.main(["--manifest", str(m.path), "lock", "--variant", "t", "--resolver", "uv"]) == 0, \
+        capsys.readouterr().err
+    expect = json.loads((Workspace.of(m).lock_dir("t") / LockFiles.EXPECT).read_text())
+    assert expect["verify"] == {"pwt-torchy": {**own, "from": "base"}}
