@@ -12,12 +12,13 @@ import importlib.metadata
 import json
 import os
 import subprocess
+import sys
 import time
 
 from . import children
 from .cache import import_inputs, interpreter, metadata_key, sha, unchanged_since
 from .children import imports as child
-from .dists import top_level_modules
+from .dists import foreign_extensions, top_level_modules
 from .records import stage, timed_import
 from .requirements import normalize
 
@@ -54,17 +55,21 @@ def _import_batch(modules: list, timeout: float, record: str | None = None) -> t
     return results, current
 
 
-def _modules(expect: dict) -> tuple[dict, list, list]:
+def _modules(expect: dict, foreign: list | None = None) -> tuple[dict, list, list]:
     """(module -> the distributions owning it, the import_skip distributions with their modules and why,
-    the modules to import)."""
+    the modules to import); `foreign` gets each distribution's extensions for another interpreter."""
     skip = {normalize(k): v for k, v in expect["import_skip"].items()}
     owners: dict = {}
     skipped = []
+    listings: dict = {}
     for dist in importlib.metadata.distributions():
         name = dist.metadata["Name"]
         if not name:
             continue
         mods = top_level_modules(dist)
+        other = foreign_extensions(dist, listings) if foreign is not None else []
+        if other:
+            foreign.append({"distribution": name, "files": other})
         if normalize(name) in skip:
             skipped.append({"distribution": name, "modules": mods, "reason": skip[normalize(name)]})
             continue
@@ -133,7 +138,8 @@ def _again_alone(modules: list, results: dict, owners: dict, records: list, cach
 def run_imports(expect: dict, cache=None) -> dict:
     """Import every installed distribution's top-level modules on the CPU (see the cli module's docstring)."""
     t0 = time.perf_counter()
-    owners, skipped, modules = _modules(expect)
+    foreign: list = []
+    owners, skipped, modules = _modules(expect, foreign)
     key, cache_fields = None, {"reused": False}
     if cache is not None:
         key, reused, cache_fields = _stored(cache, modules, skipped)
@@ -145,7 +151,7 @@ def run_imports(expect: dict, cache=None) -> dict:
     failures, after_others, again = _again_alone(modules, results, owners, records, cache, key)
     fields = {"imported": sum(1 for m in modules if results[m][0]), "processes": processes + again,
               "seconds": round(time.perf_counter() - t0, 2), "failed": failures, "skipped": skipped,
-              "failed_only_after_others": after_others}
+              "failed_only_after_others": after_others, "other_interpreter": foreign}
     if failures:
         fields["error"] = "; ".join(f"{f['distribution']}: import {f['module']}: {f['error']}" for f in failures)
     elif key is not None:  # only a passing result is stored
@@ -214,4 +220,16 @@ def run_driver_imports(expect: dict) -> list:
             rec = timed_import("import", mod, lambda m=mod: (importlib.import_module(m), {})[1])
             rec.update(package=pkg, version=dist.version)
             stages.append(rec)
+        stages.extend(foreign_stage("import", pkg, dist))
     return stages
+
+
+def foreign_stage(level: str, pkg: str, dist) -> list:
+    """One info stage naming the extensions `dist` ships for another interpreter: not imported (nothing
+    here can), and said, so that a module the wheel meant to provide never disappears without a word."""
+    files = foreign_extensions(dist)
+    if not files:
+        return []
+    return [stage(level, f"{pkg}/other-interpreter", "info", package=pkg, files=files,
+                  message=f"{', '.join(files)}: built for another Python than this one "
+                         f"({sys.implementation.cache_tag}), so no import here can load it; not imported")]

@@ -59,7 +59,9 @@ def _stage_text(s: dict) -> str:
     elif s["name"] == "imports" and s["status"] == "passed":
         text = (f"{s['imported']} modules imported on the CPU in {s['seconds']:.2f} s ({s['processes']} process(es))"
                 + "".join(f"; SKIPPED {k['distribution']} ({', '.join(k['modules'])}): {k['reason']}"
-                          for k in s["skipped"]))
+                          for k in s["skipped"])
+                + "".join(f"; not imported, built for another Python: {k['distribution']} ({', '.join(k['files'])})"
+                          for k in s.get("other_interpreter", ())))
     elif s["name"] == "dropped" and s["status"] == "passed":
         text = f"{s['met']} dropped base requirement(s) met" + (
             "; allowed unmet: " + "; ".join(s["allowed"]) if s["allowed"] else "")

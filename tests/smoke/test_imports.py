@@ -124,3 +124,28 @@ def test_a_record_directory_that_is_not_a_package_name_is_not_imported(tmp_path)
     proc, doc = run(tmp_path, site)
     assert proc.returncode == 0, proc.stdout
     assert stage(doc)["imported"] == 2
+
+
+def test_an_extension_built_for_another_python_is_named_not_imported(tmp_path):
+    """A wheel that ships a top-level extension for another CPython (sglang-kernel 0.4.2.post2's abi3
+    wheel carries `_mscclpp.cpython-310-x86_64-linux-gnu.so`): no import here can load it, so it is not
+    imported, and the stage names it; a file with this interpreter's own suffix is still a module."""
+    site = make_site(tmp_path, ["pwi-good"])
+    info = site / "pwi_good-1.0.dist-info"
+    foreign = "_pwi_ext.cpython-39-x86_64-linux-gnu.so"  # no CPython that runs this payload loads 3.9's
+    (site / foreign).write_bytes(b"\x7fELF")
+    (info / "RECORD").write_text((info / "RECORD").read_text() + f"{foreign},,\n")
+    (info / "top_level.txt").unlink()  # RECORD only: the module names come from its paths
+    proc, doc = run(tmp_path, site)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    s = stage(doc)
+    assert s["status"] == "passed" and s["imported"] == 1
+    assert s["other_interpreter"] == [{"distribution": "pwi-good", "files": [foreign]}]
+    assert f"not imported, built for another Python: pwi-good ({foreign})" in proc.stdout
+    # the same file under this interpreter's suffix is a module, imported, and here a broken one fails
+    import importlib.machinery
+    (site / foreign).rename(site / f"_pwi_ext{importlib.machinery.EXTENSION_SUFFIXES[0]}")
+    (info / "RECORD").write_text((info / "RECORD").read_text().replace(
+        foreign, f"_pwi_ext{importlib.machinery.EXTENSION_SUFFIXES[0]}"))
+    proc, doc = run(tmp_path, site)
+    assert proc.returncode == 1 and stage(doc)["failed"][0]["module"] == "_pwi_ext", proc.stdout
