@@ -66,7 +66,9 @@ NOT_CARRIED = "not carried to the GPU host: the host's own copy, if any, stands 
 
 def host_expect(image: dict, carried: dict[str, str]) -> dict:
     """The image's expect.json for a host that has only `carried` of its packages: the pins and the base's
-    unchanged packages cut to those (the rest listed under host_provided, unchecked), and each --no-deps
+    unchanged packages cut to those (the rest listed under host_provided, unchecked), the packages the
+    image removes cut to those too (the host's own, such as its scipy, listed under host_kept_removed,
+    unchecked), and each --no-deps
     package's dropped requirement on a package that was not carried allowed, saying so."""
     doc = dict(image)
     doc["pins"] = {n: v for n, v in image["pins"].items() if normalize(n) in carried}
@@ -74,6 +76,9 @@ def host_expect(image: dict, carried: dict[str, str]) -> dict:
     if "base_unchanged" in image:
         doc["base_unchanged"] = {n: v for n, v in image["base_unchanged"].items() if normalize(n) in carried}
         doc["host_provided"].update({n: v for n, v in image["base_unchanged"].items() if normalize(n) not in carried})
+    if "removed" in image:
+        doc["removed"] = [n for n in image["removed"] if normalize(n) in carried]
+        doc["host_kept_removed"] = [n for n in image["removed"] if normalize(n) not in carried]
     dropped = {}
     for parent, entry in image.get("dropped", {}).items():
         names = {normalize(m.group(1)) for r in entry.get("requires", []) if (m := REQUIREMENT_NAME.match(r))}

@@ -37,3 +37,11 @@ def test_the_host_expect_checks_what_was_carried_and_names_the_rest():
     assert allowed["protobuf"] == allowed["tqdm"] == m.NOT_CARRIED
     assert "nvidia-cudnn-frontend" not in allowed
     assert host["verify"] == IMAGE["verify"] and IMAGE["pins"]["protobuf"] == "6.33.0"  # the image's is untouched
+
+
+def test_what_the_image_removes_is_checked_only_among_the_carried_packages():
+    """verl's image removes scipy; the GPU host has a scipy of its own, which was never the image's."""
+    m = host_module()
+    host = m.host_expect({**IMAGE, "removed": ["scipy", "flash-attn-4"]}, {"flash-attn-4": "4.0.0b15"})
+    assert host["removed"] == ["flash-attn-4"] and host["host_kept_removed"] == ["scipy"]
+    assert "removed" not in m.host_expect(IMAGE, {})
