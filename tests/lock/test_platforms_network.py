@@ -34,10 +34,12 @@ def client(tmp_path, monkeypatch):
 
 @pytest.fixture
 def project(tmp_path, client):
-    """The shipped manifest, unchanged, in a directory of its own (no lock yet)."""
+    """The shipped manifest, unchanged, in a directory of its own, with its committed arm64 lock: a relock
+    keeps the pins it already has (a release since then moves nothing), so what it makes is comparable."""
     root = tmp_path / "project"
     root.mkdir()
     shutil.copy2(ROOT / "wheels_manifest.yaml", root / "wheels_manifest.yaml")
+    shutil.copytree(SHIPPED_ARM64, root / SHIPPED_ARM64.relative_to(ROOT))
     return root
 
 
@@ -85,7 +87,7 @@ def test_cu130_locks_and_reports_clean_for_arm64(project, client, capsys):
     for name in CU130_SET:
         assert name in lock.packages, name
     assert lock.versions["torch"] == "2.13.0"
-    assert lock.versions == read_lock(SHIPPED_ARM64).versions  # the committed lock is what a lock makes now
+    assert lock.versions == read_lock(SHIPPED_ARM64).versions  # the committed lock is what a relock makes now
     assert_arm64_files_only(lock, client)
     capsys.readouterr()
     code = run(project, "report", "--variant", "cu130", "--platform", "linux/arm64", "--json")
