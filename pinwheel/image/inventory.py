@@ -77,10 +77,30 @@ class LayerDelta:
     links: list[str]
 
 
+ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
+
+
+def open_layer(fh: IO[bytes]) -> tarfile.TarFile:
+    """A saved layer blob as a streamed tar: plain and gzip as tarfile reads them, zstd (what the containerd
+    image store saves of a zstd-compressed layer) through zstandard."""
+    if getattr(fh, "peek", None) and fh.peek(4)[:4] == ZSTD_MAGIC:  # type: ignore[attr-defined]
+        import zstandard  # lazy: only a zstd layer needs it
+
+        return tarfile.open(fileobj=zstandard.ZstdDecompressor().stream_reader(fh), mode="r|")
+    return tarfile.open(fileobj=fh, mode="r|*")
+
+
+def layer_errors() -> tuple[type[Exception], ...]:
+    """What reading a broken layer raises; called only in an except clause, so zstandard loads only then."""
+    import zstandard
+
+    return (tarfile.TarError, zstandard.ZstdError)
+
+
 def layer_delta(stream: IO[bytes], where: str) -> LayerDelta:
     """Read one layer tar as it streams past; every member's path is checked (member_path)."""
     delta = LayerDelta({}, [], [], [])
-    with tarfile.open(fileobj=stream, mode="r|*") as layer:
+    with open_layer(stream) as layer:
         for member in layer:
             path = member_path(member.name, where)
             _hardlink_checked(member, where)
@@ -238,7 +258,9 @@ def read_saved(archive: Path, after_layer=None) -> tuple[dict[str, tuple[int, by
                     yield fh
 
             return replay_layers(streams(), after_layer)
-    except (tarfile.TarError, KeyError, IndexError, ValueError) as exc:
+    except (KeyError, IndexError, ValueError) as exc:
+        raise InventoryError(f"{archive.name} is not a docker save archive ({exc})") from None
+    except layer_errors() as exc:
         raise InventoryError(f"{archive.name} is not a docker save archive ({exc})") from None
 
 
@@ -281,7 +303,9 @@ def read_save_stream(stream: IO[bytes], where: str) -> tuple[dict[str, tuple[int
                     except tarfile.ReadError:
                         continue  # a blob that is not a layer (an OCI manifest or config)
         order = [str(n) for n in manifest[0]["Layers"]] if manifest else None
-    except (tarfile.TarError, KeyError, IndexError, TypeError, ValueError) as exc:
+    except (KeyError, IndexError, TypeError, ValueError) as exc:
+        raise InventoryError(f"{where} is not a docker save archive ({exc})") from None
+    except layer_errors() as exc:
         raise InventoryError(f"{where} is not a docker save archive ({exc})") from None
     if order is None:
         raise InventoryError(f"{where} is not a docker save archive (no manifest.json)")
@@ -450,7 +474,10 @@ def extract_files(archive: Path, wanted: set[str], dest: Path, max_bytes: int = 
     with a member outside its root is refused (InventoryError) and leaves nothing in dest."""
     found: dict[str, Path] = {}
     try:
-        return _extract(archive, wanted, dest, max_bytes, found)
+        try:
+            return _extract(archive, wanted, dest, max_bytes, found)
+        except layer_errors() as exc:
+            raise InventoryError(f"{archive.name}: a layer is unreadable ({exc})") from None
     except InventoryError:
         for path in found.values():
             path.unlink(missing_ok=True)
@@ -465,7 +492,7 @@ def _extract(archive: Path, wanted: set[str], dest: Path, max_bytes: int, found:
             fh = outer.extractfile(name)
             if fh is None:
                 continue
-            with tarfile.open(fileobj=fh, mode="r|*") as layer:
+            with open_layer(fh) as layer:
                 for member in layer:
                     path = member_path(member.name, f"layer {index}")
                     _hardlink_checked(member, f"layer {index}")

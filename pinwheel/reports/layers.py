@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..image.engine import Engine
+from ..image.inventory import open_layer
 
 
 @dataclass(frozen=True)
@@ -78,19 +79,6 @@ def _entries(layer: tarfile.TarFile) -> dict[str, Entry]:
     return entries
 
 
-ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
-
-
-def _layer_stream(fh):
-    """A saved layer blob as a tar stream and its tarfile mode: plain and gzip as tarfile reads them, zstd
-    (what the containerd image store saves of a zstd-compressed layer) through zstandard."""
-    if fh.peek(4)[:4] == ZSTD_MAGIC:
-        import zstandard  # lazy: only a zstd layer needs it
-
-        return zstandard.ZstdDecompressor().stream_reader(fh), "r|"
-    return fh, "r|*"
-
-
 def _saved_layers(engine: Engine, ref: str, scratch: Path) -> tuple[list[dict[str, Entry]], list[str]]:
     """Each layer's entries, bottom first, and the history lines that made a layer."""
     archive = engine.save(ref, scratch / "image.tar")
@@ -101,8 +89,7 @@ def _saved_layers(engine: Engine, ref: str, scratch: Path) -> tuple[list[dict[st
         for name in manifest[0]["Layers"]:
             fh = outer.extractfile(name)
             assert fh is not None
-            stream, mode = _layer_stream(fh)
-            with tarfile.open(fileobj=stream, mode=mode) as layer:
+            with open_layer(fh) as layer:
                 layers.append(_entries(layer))
     created = [h.get("created_by", "") for h in config.get("history", []) if not h.get("empty_layer")]
     archive.unlink()

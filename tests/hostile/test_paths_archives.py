@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from pinwheel.distributions import InventoryError
-from pinwheel.image.inventory import extract_files, history, read_saved
+from pinwheel.image.inventory import extract_files, history, read_save_stream, read_saved
 
 from .bounded import assert_refused, cli
 
@@ -42,9 +42,13 @@ def hardlink(name: str, target: str) -> tarfile.TarInfo:
     return info
 
 
-def saved_archive(path: Path, layer_members: list, layer_name: str = "l1/layer.tar", tag: str = "") -> Path:
-    """A `docker save` archive of one layer: manifest.json, the config, the layer tar."""
+def saved_archive(path: Path, layer_members: list, layer_name: str = "l1/layer.tar", tag: str = "",
+                  compress=None) -> Path:
+    """A `docker save` archive of one layer: manifest.json, the config, the layer tar (`compress`ed, as the
+    containerd image store saves a compressed layer's blob)."""
     layer = tar_bytes(layer_members)
+    if compress is not None:
+        layer = compress(layer)
     config = json.dumps({"architecture": "amd64", "os": "linux", "config": {},
                          "rootfs": {"type": "layers", "diff_ids": ["sha256:" + hashlib.sha256(layer).hexdigest()]}}).encode()
     config_name = hashlib.sha256(config).hexdigest() + ".json"
@@ -81,6 +85,33 @@ def test_the_plain_archive_reads(tmp_path):
     archive = saved_archive(tmp_path / "image.tar", [("./", b""), (DIST, b"Name: pwh\nVersion: 1.0\n")])
     files, layers = read_saved(archive)
     assert layers == 1 and "/" + DIST in files
+
+
+def test_a_zstd_layer_reads_with_every_reader_and_a_broken_one_is_refused(tmp_path):
+    """A modern builder's zstd layers, as the containerd image store saves them: read like any layer; a
+    truncated one is one InventoryError, never zstandard's exception."""
+    import zstandard
+
+    members = [("./", b""), (DIST, b"Name: pwh\nVersion: 1.0\n")]
+    archive = saved_archive(tmp_path / "image.tar", members, layer_name="blobs/sha256/ab",
+                            compress=zstandard.ZstdCompressor().compress)
+    files, layers = read_saved(archive)
+    assert layers == 1 and files["/" + DIST][1] == b"Name: pwh\nVersion: 1.0\n"
+    assert [d.name for d in history(archive).final] == ["pwh"]
+    with archive.open("rb") as stream:
+        assert "/" + DIST in read_save_stream(stream, "image.tar")[0]
+    out = tmp_path / "out"
+    out.mkdir()
+    (extracted,) = extract_files(archive, {"/" + DIST}, out).values()
+    assert extracted.read_bytes().startswith(b"Name: pwh")
+
+    broken = saved_archive(tmp_path / "broken.tar", members, layer_name="blobs/sha256/cd",
+                           compress=lambda b: zstandard.ZstdCompressor().compress(b)[:40])
+    with broken.open("rb") as stream:
+        for read in (read_saved, history, lambda a: extract_files(a, {"/" + DIST}, out),
+                     lambda a: read_save_stream(stream, a.name)):
+            with pytest.raises(InventoryError, match="broken.tar"):
+                read(broken)
 
 
 @pytest.mark.engine

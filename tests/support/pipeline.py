@@ -24,8 +24,10 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import gzip
 import hashlib
 import ipaddress
+import json
 import os
 import re
 import shutil
@@ -444,16 +446,30 @@ def require_qemu() -> None:
 # ----------------------------------------------------------------- scanning
 
 
+def _plain(fh):
+    """A member's bytes as they are on disk in the image: a compressed layer blob (the containerd image
+    store saves layers as pushed: gzip or zstd) decompressed, anything else as it is."""
+    head = fh.peek(4)[:4]
+    if head == b"\x28\xb5\x2f\xfd":
+        import zstandard
+
+        return zstandard.ZstdDecompressor().stream_reader(fh)
+    if head[:2] == b"\x1f\x8b":
+        return gzip.GzipFile(fileobj=fh)
+    return fh
+
+
 def scan_saved_image(tarball: Path, needles: Sequence[bytes], chunk: int = 8 << 20) -> dict[bytes, list[str]]:
-    """Which needles occur in which member of a `docker save` tarball (layers read in chunks)."""
+    """Which needles occur in which member of a `docker save` tarball (layers read in chunks, decompressed)."""
     found: dict[bytes, list[str]] = {n: [] for n in needles}
     overlap = max(len(n) for n in needles) - 1
     with tarfile.open(tarball) as outer:
         for member in outer:
             if not member.isfile():
                 continue
-            fh = outer.extractfile(member)
-            assert fh is not None
+            raw = outer.extractfile(member)
+            assert raw is not None
+            fh = _plain(raw)
             tail = b""
             while True:
                 block = fh.read(chunk)
@@ -481,8 +497,10 @@ def steps_in(log: str) -> dict[str, bool]:
 
 
 def layer_members(tarball: Path) -> list[str]:
+    """The layers a `docker save` tarball's manifest.json lists (`<id>/layer.tar`, or `blobs/sha256/<digest>`
+    from the containerd image store)."""
     with tarfile.open(tarball) as outer:
-        return [m.name for m in outer if m.name.endswith("layer.tar")]
+        return [str(n) for n in json.load(outer.extractfile("manifest.json"))[0]["Layers"]]
 
 
 def sha256_file(path: Path) -> str:
