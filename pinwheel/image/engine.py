@@ -426,29 +426,29 @@ class Engine:
         return PushResult(ref, digest, tuple(layers), "registry" if blob_sizes is not None else "progress")
 
     def push_index(self, ref: str, images: Sequence[str]) -> str:
-        """Push one multi-platform index (manifest list) as ``ref``, made of ``images`` (each already pushed
-        to the same registry, one per platform, as their platform says); return its digest.
-
-        Uses ``docker manifest create/push`` (the engine's BuildKit v0.8 has no imagetools that can read
-        a plain-HTTP registry). ``--insecure`` lets it talk to a loopback registry without TLS.
-        """
+        """Push one multi-platform index as ``ref``, of ``images`` (each already pushed to the same registry, one
+        per platform); return its digest. With ``docker manifest`` (BuildKit v0.8 has no imagetools that reads
+        a plain-HTTP registry); ``--insecure`` lets it talk to a loopback registry without TLS."""
         if not images:
             raise EngineError(f"index {ref}: no images to put in it")
-        create = [*self._client_call, "manifest", "create", "--amend", "--insecure", ref, *images]
-        push = [*self._client_call, "manifest", "push", "--insecure", "--purge", ref]
-        for command in (create, push):
-            try:
-                proc = subprocess.run(command, capture_output=True, text=True, timeout=600)
-            except (OSError, subprocess.SubprocessError) as exc:
-                raise EngineError(f"index {ref}: {' '.join(command[-4:])}: {exc}") from None
-            if proc.returncode != 0:
-                message = (proc.stderr.strip() or proc.stdout.strip()).splitlines()[-1:] or [f"exit {proc.returncode}"]
-                raise EngineError(f"index {ref}: docker manifest {command[len(self._client_call) + 1]} failed: "
-                                  f"{message[0]}")
-        digest = proc.stdout.strip().splitlines()[-1] if proc.stdout.strip() else ""
+        self._cli(f"index {ref}: docker manifest create failed", "manifest", "create", "--amend", "--insecure", ref,
+                  *images)
+        said = self._cli(f"index {ref}: docker manifest push failed", "manifest", "push", "--insecure", "--purge", ref)
+        digest = said.strip().splitlines()[-1] if said.strip() else ""
         if not re.fullmatch(r"sha256:[0-9a-f]{64}", digest):
             raise EngineError(f"index {ref}: docker manifest push reported no digest ({digest!r})")
         return digest
+
+    def _cli(self, what: str, *args: str, timeout: int = 600) -> str:
+        """The docker CLI's stdout for ``args``; EngineError naming ``what`` and the CLI's last line if it fails."""
+        try:
+            proc = subprocess.run([*self._client_call, *args], capture_output=True, text=True, timeout=timeout)
+        except (OSError, subprocess.SubprocessError) as exc:
+            raise EngineError(f"{what}: {exc}") from None
+        if proc.returncode != 0:
+            said = (proc.stderr.strip() or proc.stdout.strip()).splitlines()
+            raise EngineError(f"{what}: {said[-1] if said else f'exit {proc.returncode}'}")
+        return proc.stdout
 
     def _run_push(self, ref: str, seen: Callable[[PushEvent], None]) -> tuple[int, list[str]]:
         """Run ``docker image push``; feed parsed layer events to ``seen``; return (exit code, other lines)."""
@@ -528,20 +528,12 @@ class Engine:
             raise EngineError(f"docker save {ref}: {said[-1] if said else f'exit {code}'}")
 
     def import_tarball(self, tarball: Path, ref: str, changes: Iterable[str] = (), platform: str | None = None) -> str:
-        """``docker import`` a root filesystem tarball as ``ref``; return the image id.
-
-        ``platform`` (linux/arm64) records the architecture of the files. Docker 20.10's import ignores
-        its --platform outside experimental mode, so such an image is built instead: FROM scratch, the
-        tarball ADDed (unpacked) at /, then the same ``changes``, with buildx --platform.
-        """
-        if platform is None:
-            command = [*self._client_call, "image", "import", *(f"--change={c}" for c in changes), str(tarball), ref]
-            proc = subprocess.run(command, capture_output=True, text=True, timeout=1800)
-            if proc.returncode != 0:
-                said = proc.stderr.strip().splitlines()
-                raise EngineError(f"docker import {ref}: {said[-1] if said else f'exit {proc.returncode}'}")
-            # by the tag, not the id import prints: the containerd image store prints its config's digest,
-            # which names no image there
+        """``docker import`` a root filesystem tarball as ``ref``; return the image id. ``platform`` (linux/arm64)
+        records the files' architecture: Docker 20.10's import ignores --platform outside experimental mode, so
+        such an image is built instead (FROM scratch, the tarball ADDed at /, the same ``changes``)."""
+        if platform is None:  # read back by the tag: the containerd image store prints an id that names nothing
+            self._cli(f"docker import {ref}", "image", "import", *(f"--change={c}" for c in changes), str(tarball), ref,
+                      timeout=1800)
             return self.image_id(ref)
         with tempfile.TemporaryDirectory(prefix="pinwheel-import-", dir=Path(tarball).parent) as tmp:
             context = Path(tmp)

@@ -160,7 +160,7 @@ def smoked_digest(smoke: Mapping | None, remote: str, image_id: str) -> str | No
     try:
         for digest in here:
             held = reg.manifest(repository, digest)
-            if held is not None and held.config_digest == image_id:
+            if held is not None and image_id in held.image_ids():
                 return digest
     except RegistryError as exc:
         raise PublishRefused(f"the registry: {exc}") from None
@@ -200,7 +200,7 @@ def immutable_carrier(content_ref: str, image_id: str, remotes: Sequence[str], e
     reg = Registry(host)
     try:
         taken = reg.manifest(repository, tag)
-        if taken is None or taken.config_digest == image_id:
+        if taken is None or image_id in taken.image_ids():
             return content_ref, list(remotes), None, None
         own = [r for r in remotes if r != content_ref] if explicit_tags else []
         if own:
@@ -232,7 +232,7 @@ def _push_by_digest(engine: Engine, carrier: str, image_id: str,
         pushed = reg.manifest(remote_repo, result.digest)
     except RegistryError as exc:
         raise PublishRefused(f"the registry: {exc}") from None
-    if pushed is None or pushed.config_digest != image_id:
+    if pushed is None or image_id not in pushed.image_ids():
         raise PublishRefused(f"{carrier}@{result.digest} does not hold image {image_id[:19]} "
                              f"(its config is {pushed.config_digest if pushed else 'missing'}); no tag was made")
     return result, reg, remote_repo
@@ -293,10 +293,9 @@ def promote(registry_ref: str, tags: Sequence[str], smoke_results: Path, declare
         raise PublishRefused(f"the registry: {exc}") from None
     if manifest is None:
         raise PublishRefused(f"{registry_ref}: not in the registry")
-    image_id = manifest.config_digest
-    if not image_id:
+    image_id, smoke = _smoked_id(manifest, smoke_results)
+    if image_id is None:
         raise PublishRefused(f"{registry_ref}: a {manifest.media_type}, not one image; promote each platform's image")
-    smoke = checked_record(image_id, smoke_results)
     here = digests_smoked_in(smoke, f"{host}/{repository}")
     if here and digest not in here:
         raise BadSmokeRecord(f"{registry_ref}: the smoke of image {image_id[:19]} ran on {host}/{repository}@{here[0]}, "
@@ -310,6 +309,17 @@ def promote(registry_ref: str, tags: Sequence[str], smoke_results: Path, declare
     except RegistryError as exc:
         raise PublishRefused(f"the registry: {exc}") from None
     return Published(image_id, tuple(digests), digests, image_id, {}, {}, notes, tuple(moved), previous)
+
+
+def _smoked_id(manifest: Manifest, smoke_results: Path) -> tuple[str | None, dict | None]:
+    """(the id the smoke of the image ``manifest`` names was recorded by, that record): the first of its
+    image_ids with a record (an engine with the containerd image store records the manifest's digest), else
+    its config digest with none (the gate then refuses it); (None, None) for an index no smoke ran on."""
+    for image_id in manifest.image_ids():
+        smoke = checked_record(image_id, smoke_results)
+        if smoke is not None:
+            return image_id, smoke
+    return manifest.config_digest, None
 
 
 NO_GPU_SMOKE = f"{LABEL}.no-gpu-smoke"  # index annotation: JSON {platform: why it has no GPU smoke}

@@ -43,7 +43,17 @@ class Manifest:
 
     @property
     def config_digest(self) -> str | None:
-        return (self.data.get("config") or {}).get("digest")
+        try:
+            digest = (self.data.get("config") or {}).get("digest")
+        except (ValueError, AttributeError):  # not a JSON object: no image's manifest
+            return None
+        return digest if isinstance(digest, str) else None
+
+    def image_ids(self) -> list[str]:
+        """The ids an engine knows the image this manifest names by: its config's digest (the classic image
+        store's id), then the manifest's own digest (the containerd image store's id: that store pushes an
+        image as the index or manifest it holds, so the digest the push answers is the id it had)."""
+        return [d for d in (self.config_digest, self.digest) if d]
 
 
 def split_ref(ref: str) -> tuple[str, str, str]:
