@@ -2,6 +2,10 @@
 """Build benchmark: pinwheel's rendered image, installed by uv and by pip, against the hand-written seed.
 
     python bench/build_bench.py [--variant cu130] [--json FILE] [--pairs 3] [--repeat 3] [--local-wheel] [--keep]
+                                [--layers parent-free|chained]
+
+The engine is the docker CLI's (DOCKER_HOST picks another, e.g. the modern engine's socket). --layers sets
+image.layers for pinwheel's two images: parent-free stages joined with COPY --link, where the engine has it.
 
 Three images install the same package set on the same base from the same
 index (default_index_url(), with the CA bundle as a BuildKit secret):
@@ -170,21 +174,24 @@ def stub_wheel(directory: Path, name: str, version: str) -> Path:
 class Pinwheel:
     """The rendered image; installer "pip" renders it again from the manifest with `image.installer: pip`."""
 
-    def __init__(self, engine: Engine, variant: str, work: Path, run: str, installer: str = "uv"):
+    def __init__(self, engine: Engine, variant: str, work: Path, run: str, installer: str = "uv",
+                 layers: str | None = None):
         self.engine = engine
         self.root = work / f"pinwheel-{installer}"
         (self.root / "images").mkdir(parents=True)
         text = (ROOT / "wheels_manifest.yaml").read_text()
-        if installer != "uv":
+        settings = {k: v for k, v in (("installer", None if installer == "uv" else installer), ("layers", layers)) if v}
+        if settings:  # image: settings of the bench's own, in the manifest's image block
             if not IMAGE_BLOCK.search(text):
                 raise SystemExit("wheels_manifest.yaml has no `image:` block to set the installer in")
-            text = IMAGE_BLOCK.sub(lambda m: m.group(0) + f"  installer: {installer}\n", text, count=1)
+            text = IMAGE_BLOCK.sub(lambda m: m.group(0) + "".join(f"  {k}: {v}\n" for k, v in settings.items()),
+                                   text, count=1)
         (self.root / "wheels_manifest.yaml").write_text(text)
         m = manifest_mod.load(self.root / "wheels_manifest.yaml")
         shutil.copytree(ROOT / "images" / m.image.name, self.root / "images" / m.image.name)
         (self.root / "wheels").mkdir()
         self.plans = [plan_variant(m, v) for v in m.variants]
-        if installer != "uv":  # the same lock, installed by pip
+        if settings:  # the same lock, rendered with those settings
             for name, text in render_dockerfiles(self.plans).items():
                 (self.root / "images" / m.image.name / name).write_text(text)
         plan = plan_variant(m, variant)
@@ -323,7 +330,7 @@ def run(args: argparse.Namespace) -> dict:
         raise SystemExit(f"no engine: {reason}")
     run_id = uuid.uuid4().hex[:8]
     results: dict = {"variant": args.variant, "engine": str(engine.docker.version().server.version), "run": run_id,
-                     "pairs": args.pairs, "images": {}}
+                     "pairs": args.pairs, "layers": args.layers or "as the manifest says", "images": {}}
 
     def save(partial: dict) -> None:  # after every round: an interrupted run keeps what it measured
         if args.json:
@@ -332,11 +339,12 @@ def run(args: argparse.Namespace) -> dict:
 
     with tempfile.TemporaryDirectory(prefix="pinwheel-bench-") as tmp:
         work = Path(tmp)
-        pw = Pinwheel(engine, args.variant, work, run_id)
+        pw = Pinwheel(engine, args.variant, work, run_id, layers=args.layers)
         base = pw.plan.variant.base
         if not engine.image_exists(base):
             raise SystemExit(f"base image {base} is missing: run `make base`")
-        subjects = {"pinwheel": pw, "pinwheel-pip": Pinwheel(engine, args.variant, work, run_id, installer="pip"),
+        subjects = {"pinwheel": pw,
+                    "pinwheel-pip": Pinwheel(engine, args.variant, work, run_id, installer="pip", layers=args.layers),
                     "seed": Seed(engine, work, run_id, base)}
         stub = stub_wheel(work, "fast-hadamard-transform", "1.0.4.post1") if args.local_wheel else None
         try:
@@ -428,6 +436,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--local-wheel", action="store_true", help="also time a new in-house wheel in wheels/")
     ap.add_argument("--keep", action="store_true", help="keep the benchmark images")
     ap.add_argument("--repeat", type=int, default=3, help="no-op and last-pin rebuilds per image (median reported)")
+    ap.add_argument("--layers", choices=["parent-free", "chained"],
+                    help="image.layers for pinwheel's two images (default: the manifest's own)")
     ap.add_argument("--pairs", type=int, default=3, help="rounds of cold builds, one per image each (median reported)")
     args = ap.parse_args(argv)
     results = run(args)
