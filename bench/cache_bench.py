@@ -133,8 +133,8 @@ def timed_build(engine: LoggedEngine, plans, plan, root: Path, base: str, cache:
 
 
 def registry_bytes(engine: Engine, ref: str) -> int | None:
-    sizes = engine._manifest_layer_sizes(ref, len(engine.layers(ref)))
-    return sum(sizes) if sizes else None
+    blobs = engine._manifest_layers(ref, len(engine.layers(ref)))
+    return sum(size for _, size in blobs) if blobs else None
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -417,13 +417,14 @@ class Engine:
         digest = self.repo_digest(ref)
         if digest is None:
             raise EngineError(f"push of {ref} reported no digest")
-        blob_sizes = self._manifest_layer_sizes(ref, len(diff_ids))
+        blobs = self._manifest_layers(ref, len(diff_ids))
         layers = []
         for index, diff_id in enumerate(diff_ids):
-            short = _short_id(diff_id)
-            size = blob_sizes[index] if blob_sizes is not None else totals.get(short)
-            layers.append(PushedLayer(diff_id, states.get(short, "exists"), size))
-        return PushResult(ref, digest, tuple(layers), "registry" if blob_sizes is not None else "progress")
+            short, blob = _short_id(diff_id), blobs[index] if blobs is not None else None
+            # the classic store's push names a layer by its diff id, the containerd store's by its blob's digest
+            state = states.get(short) or (states.get(_short_id(blob[0])) if blob else None) or "exists"
+            layers.append(PushedLayer(diff_id, state, blob[1] if blob else totals.get(short)))
+        return PushResult(ref, digest, tuple(layers), "registry" if blobs is not None else "progress")
 
     def push_index(self, ref: str, images: Sequence[str]) -> str:
         """Push one multi-platform index as ``ref``, of ``images`` (each already pushed to the same registry, one
@@ -468,8 +469,9 @@ class Engine:
         parser.close()
         return code, parser.messages
 
-    def _manifest_layer_sizes(self, ref: str, count: int) -> list[int] | None:
-        """The layer blob sizes of ``ref``'s manifest in its registry, bottom first; None when unreadable."""
+    def _manifest_layers(self, ref: str, count: int) -> list[tuple[str, int]] | None:
+        """The (digest, size) of each layer blob of ``ref``'s manifest in its registry, bottom first; None when
+        unreadable."""
         command = [*self._client_call, "manifest", "inspect"]
         if _loopback_registry(ref):  # the engine trusts loopback registries without TLS; so must the CLI
             command.append("--insecure")
@@ -488,7 +490,7 @@ class Engine:
         if not isinstance(layers, list) or len(layers) != count:
             return None
         try:
-            return [int(layer["size"]) for layer in layers]
+            return [(str(layer["digest"]), int(layer["size"])) for layer in layers]
         except (KeyError, TypeError, ValueError):
             return None
 

@@ -115,7 +115,8 @@ def fake_engine(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Engine:
 
 
 def test_push_runs_the_cli_on_a_terminal_and_reports_each_layer(fake_engine: Engine, monkeypatch):
-    monkeypatch.setattr(fake_engine, "_manifest_layer_sizes", lambda ref, count: [79_423_770, 3_001_128, 133])
+    blobs = [("sha256:" + "e" * 64, 79_423_770), ("sha256:" + "f" * 64, 3_001_128), ("sha256:" + "d" * 64, 133)]
+    monkeypatch.setattr(fake_engine, "_manifest_layers", lambda ref, count: blobs)
     seen: list[PushEvent] = []
     result = fake_engine.push("127.0.0.1:5000/pwexp/t:1", on_event=seen.append)
     assert any(e.status == "pushing" and e.total == 3_000_000 for e in seen), "no byte counts: not on a terminal?"
@@ -124,8 +125,21 @@ def test_push_runs_the_cli_on_a_terminal_and_reports_each_layer(fake_engine: Eng
     assert result.digest == "sha256:" + "c5" * 32
 
 
+def test_a_push_that_names_layers_by_their_blobs_is_read_by_the_registrys_manifest(fake_engine: Engine, monkeypatch):
+    """The containerd image store's push shows each layer by its compressed blob's digest, not its diff id."""
+    diff_ids = tuple("sha256:" + c * 64 for c in "123")
+    blobs = [("sha256:b2515a7e91cf" + "0" * 52, 79_423_770), ("sha256:9773e58d4c40" + "0" * 52, 3_001_128),
+             ("sha256:ab10f4518ac5" + "0" * 52, 133)]
+    monkeypatch.setattr(fake_engine, "layers", lambda ref: diff_ids)
+    monkeypatch.setattr(fake_engine, "_manifest_layers", lambda ref, count: blobs)
+    result = fake_engine.push("127.0.0.1:5000/pwexp/t:1")
+    assert [(l.diff_id, l.state, l.size) for l in result.layers] == [
+        (diff_ids[0], "exists", 79_423_770), (diff_ids[1], "pushed", 3_001_128), (diff_ids[2], "pushed", 133)]
+    assert result.bytes_pushed == 3_001_261
+
+
 def test_without_the_registrys_sizes_the_progress_totals_are_used(fake_engine: Engine, monkeypatch):
-    monkeypatch.setattr(fake_engine, "_manifest_layer_sizes", lambda ref, count: None)
+    monkeypatch.setattr(fake_engine, "_manifest_layers", lambda ref, count: None)
     result = fake_engine.push("127.0.0.1:5000/pwexp/t:1")
     assert result.sizes_from == "progress"
     assert [(l.state, l.size) for l in result.layers] == [("exists", None), ("pushed", 3_000_000), ("pushed", None)]
@@ -135,7 +149,7 @@ def test_without_a_terminal_the_state_lines_still_arrive(fake_engine: Engine, mo
     import pinwheel.image.engine as engine_mod
 
     monkeypatch.setattr(engine_mod, "_run_in_pty", lambda command, feed: None)
-    monkeypatch.setattr(fake_engine, "_manifest_layer_sizes", lambda ref, count: None)
+    monkeypatch.setattr(fake_engine, "_manifest_layers", lambda ref, count: None)
     seen: list[PushEvent] = []
     fake_engine.push("127.0.0.1:5000/pwexp/t:1", on_event=seen.append)
     assert [(e.layer, e.status) for e in seen] == [("ab10f4518ac5", "preparing"), ("ab10f4518ac5", "pushed")]

@@ -507,6 +507,30 @@ def sha256_file(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
+IMAGE_MANIFEST_TYPES = ("application/vnd.docker.distribution.manifest.v2+json", "application/vnd.oci.image.manifest.v1+json",
+                        "application/vnd.oci.image.index.v1+json")
+
+
+def pushed_image(addr: str, repository: str, reference: str) -> tuple[str, dict, dict, set[str]]:
+    """(the digest ``reference`` names, the image's manifest, its config, the ids an engine may know it by) as
+    the registry serves them. The containerd image store pushes an image as an index (beside its
+    attestations) and knows it by that digest; the classic store pushes the manifest and knows its config's."""
+    status, headers, body = registry_get(addr, f"/v2/{repository}/manifests/{reference}", IMAGE_MANIFEST_TYPES)
+    assert status == 200, body
+    digest, manifest = headers["Docker-Content-Digest"], json.loads(body)
+    ids = {digest}
+    images = [m for m in manifest.get("manifests", []) if m.get("platform", {}).get("os") != "unknown"]
+    if "manifests" in manifest:
+        assert len(images) == 1, manifest  # one image beside its attestations
+        status, _, body = registry_get(addr, f"/v2/{repository}/manifests/{images[0]['digest']}", IMAGE_MANIFEST_TYPES)
+        assert status == 200, body
+        manifest = json.loads(body)
+        ids.add(images[0]["digest"])
+    status, _, blob = registry_get(addr, f"/v2/{repository}/blobs/{manifest['config']['digest']}")
+    assert status == 200, blob
+    return digest, manifest, json.loads(blob), ids | {manifest["config"]["digest"]}
+
+
 def registry_get(addr: str, path: str, accept: Iterable[str] = ()) -> tuple[int, dict, bytes]:
     import urllib.error
     import urllib.request
