@@ -258,9 +258,7 @@ def read_saved(archive: Path, after_layer=None) -> tuple[dict[str, tuple[int, by
                     yield fh
 
             return replay_layers(streams(), after_layer)
-    except (KeyError, IndexError, ValueError) as exc:
-        raise InventoryError(f"{archive.name} is not a docker save archive ({exc})") from None
-    except layer_errors() as exc:
+    except (KeyError, IndexError, ValueError, *layer_errors()) as exc:
         raise InventoryError(f"{archive.name} is not a docker save archive ({exc})") from None
 
 
@@ -303,9 +301,7 @@ def read_save_stream(stream: IO[bytes], where: str) -> tuple[dict[str, tuple[int
                     except tarfile.ReadError:
                         continue  # a blob that is not a layer (an OCI manifest or config)
         order = [str(n) for n in manifest[0]["Layers"]] if manifest else None
-    except (KeyError, IndexError, TypeError, ValueError) as exc:
-        raise InventoryError(f"{where} is not a docker save archive ({exc})") from None
-    except layer_errors() as exc:
+    except (KeyError, IndexError, TypeError, ValueError, *layer_errors()) as exc:
         raise InventoryError(f"{where} is not a docker save archive ({exc})") from None
     if order is None:
         raise InventoryError(f"{where} is not a docker save archive (no manifest.json)")

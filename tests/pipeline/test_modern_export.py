@@ -12,6 +12,7 @@ import uuid
 import pytest
 
 from pinwheel.image.engine import Engine
+from pinwheel.image.inventory import read_image
 
 from tests.support.pipeline import Project, registry_get, steps_in
 
@@ -107,6 +108,15 @@ def test_zstd_layers_push_and_source_date_epoch_clamps_every_layers_file_times(
         assert types == {"application/vnd.oci.image.layer.v1.tar+zstd"}, types
         # the push report has the registry's compressed bytes (read through the index the store pushes)
         assert result.sizes_from == "registry" and [layer.size for layer in result.layers] == [b["size"] for b in blobs]
+        # the inventory reads the zstd layers the containerd store saves
+        inventory = read_image(modern, pushed)
+        assert {"pw-core", "pw-top"} <= {d.name for d in inventory.distributions}, inventory.notes
+        # a candidate pushed by digest: the registry holds it as the image the store knows (its id is the
+        # digest of the index it pushes, not its config's)
+        target = f"{registry}/cand-{uuid.uuid4().hex[:10]}"
+        candidate = project.cli("--engine-host", str(modern.host), "publish", "--variant", "cu130", "--candidate",
+                                "--registry", target)
+        assert candidate.returncode == 0 and f"pushed candidate {target}/" in candidate.stdout, candidate.output[-3000:]
 
         _forget(modern, *built["tags"])  # the first image stays as `pushed`; the build cache goes
         second = project.cli(*build)

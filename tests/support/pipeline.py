@@ -44,6 +44,8 @@ from http.server import ThreadingHTTPServer
 from pathlib import Path
 from typing import Iterable, Iterator, Sequence
 
+from pinwheel.image.inventory import ZSTD_MAGIC
+
 from tests.support.engine import engine_unavailable
 from tests.support.local_index import LocalIndex, _IndexHandler, build_wheel
 
@@ -450,7 +452,7 @@ def _plain(fh):
     """A member's bytes as they are on disk in the image: a compressed layer blob (the containerd image
     store saves layers as pushed: gzip or zstd) decompressed, anything else as it is."""
     head = fh.peek(4)[:4]
-    if head == b"\x28\xb5\x2f\xfd":
+    if head == ZSTD_MAGIC:
         import zstandard
 
         return zstandard.ZstdDecompressor().stream_reader(fh)
