@@ -54,6 +54,11 @@ __all__ = [
 ]
 
 
+def _save_failure(ref: str, code: int, stderr: bytes) -> str:
+    said = stderr.decode(errors="replace").strip().splitlines()
+    return f"docker save {ref}: {said[-1] if said else f'exit {code}'}"
+
+
 class EngineError(RuntimeError):
     """The engine refused or failed an operation."""
 
@@ -521,13 +526,20 @@ class Engine:
             while proc.stdout.read(1 << 20):  # a reader that stopped early still lets the save finish
                 pass
         except BaseException:
-            proc.kill()  # the reader failed: a save blocked on a full pipe would never end
-            proc.wait()
+            # A reader that met a short or empty stream most often met a save that failed (no space for the
+            # daemon's export, a vanished image): that save's own words say why, not the reader's.
+            try:
+                code = proc.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                proc.kill()  # the reader failed: a save blocked on a full pipe would never end
+                proc.wait()
+                raise
+            if code != 0:
+                raise EngineError(_save_failure(ref, code, proc.stderr.read())) from None
             raise
         code = proc.wait()
-        said = proc.stderr.read().decode(errors="replace").strip().splitlines()
         if code != 0:
-            raise EngineError(f"docker save {ref}: {said[-1] if said else f'exit {code}'}")
+            raise EngineError(_save_failure(ref, code, proc.stderr.read()))
 
     def import_tarball(self, tarball: Path, ref: str, changes: Iterable[str] = (), platform: str | None = None) -> str:
         """``docker import`` a root filesystem tarball as ``ref``; return the image id. ``platform`` (linux/arm64)

@@ -3,13 +3,14 @@ from __future__ import annotations
 
 import io
 import json
+import sys
 import tarfile
 import uuid
 from pathlib import Path
 
 import pytest
 
-from pinwheel.image.engine import Engine
+from pinwheel.image.engine import Engine, EngineError
 from pinwheel.distributions import Inventory, InventoryError
 from pinwheel.image.inventory import (
     base_declared, check_inventory, distributions, read_image, read_save_stream, read_saved, write_inventory,
@@ -356,3 +357,15 @@ def test_inspect_classifies_the_installed_shared_objects(engine: Engine, base_im
         assert classes == {"fancy-ext": ("unstable", 1), "stable-ext": ("stable", 1)}
     finally:
         engine.remove(tag, force=True)
+
+
+def test_a_save_that_fails_before_its_first_byte_says_the_engine_s_words(tmp_path: Path):
+    """A daemon out of space for its export writes nothing and exits 1: the reader's "empty file" would
+    hide that, so the engine's own last line is the error."""
+    fake = tmp_path / "docker"
+    fake.write_text("import sys\nsys.stderr.write('Error response from daemon: write /var/lib/docker/tmp/x: "
+                    "no space left on device\\n')\nsys.exit(1)\n")
+    engine = Engine(client_call=(sys.executable, str(fake)))
+    with pytest.raises(EngineError, match="no space left on device"):
+        with engine.save_stream("pinwheel/x:1") as stream:
+            read_save_stream(stream, "image pinwheel/x:1")
