@@ -16,6 +16,7 @@ import pytest
 from pinwheel.image.base import BaseImageError, base_ref, ensure_base
 from pinwheel.image.engine import Engine
 
+from tests.support import disk
 from tests.support.engine import BASE_PYTHON, BASE_SUITE, REGISTRY_ADDR, REPO_ROOT, engine_unavailable
 from tests.support.local_index import LocalIndex
 
@@ -23,6 +24,33 @@ from tests.support.local_index import LocalIndex
 def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addoption("--e2e", action="store_true", default=False,
                      help="run the end-to-end tests too (the real multi-GB images; `make test` passes it)")
+
+
+LEDGER = pytest.StashKey[disk.DiskLedger]()
+LAST_MODULE = pytest.StashKey[str]()
+
+
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    """Before the first test of each module that builds on an engine: the disk budget (tests/support/disk.py)."""
+    if disk.FLOOR_BYTES <= 0 or not any(item.get_closest_marker(m) for m in ("engine", "e2e")):
+        return
+    module = item.nodeid.split("::", 1)[0]
+    if item.config.stash.get(LAST_MODULE, None) == module:
+        return
+    item.config.stash[LAST_MODULE] = module
+    ledger = item.config.stash.setdefault(LEDGER, disk.DiskLedger())
+    if not ledger.start:
+        ledger.start = {name: disk.usage(host) for name, host in disk.answering_engines()}
+    disk.keep_floor(ledger, module)
+
+
+def pytest_terminal_summary(terminalreporter, config: pytest.Config) -> None:
+    ledger = config.stash.get(LEDGER, None)
+    if ledger is None:
+        return
+    ledger.end = {name: disk.usage(host) for name, host in disk.answering_engines()}
+    for line in ledger.summary():
+        terminalreporter.write_line(line)
 
 
 @pytest.fixture

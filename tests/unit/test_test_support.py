@@ -119,3 +119,29 @@ def test_the_test_index_keeps_a_client_s_hangup_off_stderr(tmp_path, capfd):
     finally:
         index.close()
     assert "Traceback" not in capfd.readouterr().err
+
+
+def test_the_disk_budget_reclaims_cheapest_first_and_stops_at_the_floor(monkeypatch):
+    from tests.support import disk
+
+    free = [10 * disk.GIB]
+    done: list[str] = []
+
+    def step(name: str, gain_gib: int):
+        def action() -> None:
+            done.append(name)
+            free[0] += gain_gib * disk.GIB
+        return (name, action)
+
+    monkeypatch.setattr(disk, "FLOOR_BYTES", 32 * disk.GIB)
+    monkeypatch.setattr(disk, "free_bytes", lambda: free[0])
+    monkeypatch.setattr(disk, "answering_engines", lambda: [("main", None)])
+    monkeypatch.setattr(disk, "_reclaim_steps", lambda engines: (step("caches", 5), step("test images", 20),
+                                                                  step("built images", 40)))
+    ledger = disk.DiskLedger()
+    disk.keep_floor(ledger, "tests/e2e/test_x.py")
+    assert done == ["caches", "test images"]
+    assert ledger.reclaims == ["5.0 GiB of caches before tests/e2e/test_x.py (10.0 -> 15.0 GiB free)",
+                               "20.0 GiB of test images before tests/e2e/test_x.py (15.0 -> 35.0 GiB free)"]
+    disk.keep_floor(ledger, "tests/e2e/test_y.py")  # above the floor: nothing more goes
+    assert done == ["caches", "test images"]
