@@ -264,6 +264,14 @@ class PythonEnvironment:
             return f"{shell_quote(self.base_python)} -m venv --system-site-packages {shell_quote(self.venv)}"
         return f"python3 -m venv {shell_quote(self.venv)}"
 
+    @property
+    def skeleton_command(self) -> str:
+        """The first RUN under parent-free layers: the venv without setuptools, as a Python 3.12 venv has
+        none. A set whose slice holds setuptools (torch 2.13 requires it) then adds its files instead of
+        replacing the skeleton's, which a layer joined with COPY --link cannot remove."""
+        pip = shell_quote(posixpath.join(self.venv, "bin", "pip"))
+        return f"{self.first_command} && {pip} uninstall --yes --quiet setuptools"
+
 
 def group_key(plan: Plan) -> tuple:
     """What one Dockerfile cannot vary by ARG: where the steps install."""
@@ -331,6 +339,7 @@ def render_dockerfile(plans: Sequence[Plan], copy_link: bool = True) -> str:
     apart = apart_stages(first, views, layering)
     image_segments = segments(first, views)
     checked = invariant_views(first, views)
+    environment = PythonEnvironment.of(first)
     text = _environment().get_template("Dockerfile.j2").render(
         manifest=first.manifest_path,
         image=first.image,
@@ -339,7 +348,8 @@ def render_dockerfile(plans: Sequence[Plan], copy_link: bool = True) -> str:
         base=first.variant.base,
         base_variant=first.variant.base_variant,
         venv=first.venv,
-        environment=PythonEnvironment.of(first),
+        environment=environment,
+        first_command=environment.skeleton_command if apart else environment.first_command,
         gates=first.gates,
         gate_defaults={g.name: first.build_args[g.name] for g in first.gates},
         build_args=first.build_args,  # a partial's own ARGs default to the first variant's values

@@ -279,7 +279,7 @@ class StepView(KindView):
     @property
     def replaced_message(self) -> str:
         return (f"pinwheel: ERROR: wheel set {self.step.name} removed or replaced files of the venv's skeleton "
-                "(it installs pip or setuptools?); a layer joined with COPY --link cannot remove them: "
+                "(it installs pip?); a layer joined with COPY --link cannot remove them: "
                 "use image.layers: chained")
 
     @property

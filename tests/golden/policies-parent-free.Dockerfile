@@ -54,9 +54,11 @@ ENV VIRTUAL_ENV=/opt/venv \
     PIP_NO_INPUT=1 \
     PIP_ROOT_USER_ACTION=ignore
 
+# The venv's skeleton holds no setuptools (as a Python 3.12 venv): a wheel set that needs it installs it,
+# and a layer joined with COPY --link adds files but cannot replace the skeleton's.
 # The first step waits for the preflight; its marker is all it reads from it.
 RUN --mount=type=bind,from=preflight,source=/tmp/pinwheel/preflight,target=/tmp/pinwheel/preflight \
-    python3 -m venv /opt/venv
+    python3 -m venv /opt/venv && /opt/venv/bin/pip uninstall --yes --quiet setuptools
 
 # ---- wheel set 1/3: core. pure-python base
 #   six==1.16.0: tiny and stable
@@ -74,7 +76,7 @@ RUN --mount=type=bind,from=installer,source=/opt/pinwheel/uv/bin/uv,target=/tmp/
     /tmp/pinwheel/bin/uv pip install --python /opt/venv/bin/python --no-deps --require-hashes -r /tmp/pinwheel/lock/01-core.txt; \
     find /opt/venv | LC_ALL=C sort > /tmp/pinwheel/venv-after; \
     if LC_ALL=C comm -23 /tmp/pinwheel/venv-before /tmp/pinwheel/venv-after | grep -q .; then \
-      echo 'pinwheel: ERROR: wheel set core removed or replaced files of the venv'"'"'s skeleton (it installs pip or setuptools?); a layer joined with COPY --link cannot remove them: use image.layers: chained' >&2; LC_ALL=C comm -23 /tmp/pinwheel/venv-before /tmp/pinwheel/venv-after | head -n 5 >&2; exit 1; \
+      echo 'pinwheel: ERROR: wheel set core removed or replaced files of the venv'"'"'s skeleton (it installs pip?); a layer joined with COPY --link cannot remove them: use image.layers: chained' >&2; LC_ALL=C comm -23 /tmp/pinwheel/venv-before /tmp/pinwheel/venv-after | head -n 5 >&2; exit 1; \
     fi; \
     LC_ALL=C comm -13 /tmp/pinwheel/venv-before /tmp/pinwheel/venv-after | \
       awk 'NR == FNR { old[$0] = 1; next } { d = $0; sub("/[^/]*$", "", d); if (d in old) print }' /tmp/pinwheel/venv-before - | \
@@ -99,7 +101,7 @@ RUN --mount=type=bind,from=installer,source=/opt/pinwheel/uv/bin/uv,target=/tmp/
     /tmp/pinwheel/bin/uv pip install --python /opt/venv/bin/python --no-deps --require-hashes -r /tmp/pinwheel/lock/02-gated.txt; \
     find /opt/venv | LC_ALL=C sort > /tmp/pinwheel/venv-after; \
     if LC_ALL=C comm -23 /tmp/pinwheel/venv-before /tmp/pinwheel/venv-after | grep -q .; then \
-      echo 'pinwheel: ERROR: wheel set gated removed or replaced files of the venv'"'"'s skeleton (it installs pip or setuptools?); a layer joined with COPY --link cannot remove them: use image.layers: chained' >&2; LC_ALL=C comm -23 /tmp/pinwheel/venv-before /tmp/pinwheel/venv-after | head -n 5 >&2; exit 1; \
+      echo 'pinwheel: ERROR: wheel set gated removed or replaced files of the venv'"'"'s skeleton (it installs pip?); a layer joined with COPY --link cannot remove them: use image.layers: chained' >&2; LC_ALL=C comm -23 /tmp/pinwheel/venv-before /tmp/pinwheel/venv-after | head -n 5 >&2; exit 1; \
     fi; \
     LC_ALL=C comm -13 /tmp/pinwheel/venv-before /tmp/pinwheel/venv-after | \
       awk 'NR == FNR { old[$0] = 1; next } { d = $0; sub("/[^/]*$", "", d); if (d in old) print }' /tmp/pinwheel/venv-before - | \
@@ -152,7 +154,7 @@ RUN --mount=type=bind,from=installer,source=/opt/pinwheel/uv/bin/uv,target=/tmp/
     fi; \
     find /opt/venv | LC_ALL=C sort > /tmp/pinwheel/venv-after; \
     if LC_ALL=C comm -23 /tmp/pinwheel/venv-before /tmp/pinwheel/venv-after | grep -q .; then \
-      echo 'pinwheel: ERROR: wheel set local removed or replaced files of the venv'"'"'s skeleton (it installs pip or setuptools?); a layer joined with COPY --link cannot remove them: use image.layers: chained' >&2; LC_ALL=C comm -23 /tmp/pinwheel/venv-before /tmp/pinwheel/venv-after | head -n 5 >&2; exit 1; \
+      echo 'pinwheel: ERROR: wheel set local removed or replaced files of the venv'"'"'s skeleton (it installs pip?); a layer joined with COPY --link cannot remove them: use image.layers: chained' >&2; LC_ALL=C comm -23 /tmp/pinwheel/venv-before /tmp/pinwheel/venv-after | head -n 5 >&2; exit 1; \
     fi; \
     LC_ALL=C comm -13 /tmp/pinwheel/venv-before /tmp/pinwheel/venv-after | \
       awk 'NR == FNR { old[$0] = 1; next } { d = $0; sub("/[^/]*$", "", d); if (d in old) print }' /tmp/pinwheel/venv-before - | \

@@ -1,7 +1,8 @@
 """Parent-free wheel-set layers (image.layers: parent-free) on the modern engine (Docker 26, containerd
 image store, BuildKit with COPY --link), started beside the others by `make engine-modern`.
 
-The pipeline image with a fifth set, `leaf`, whose package has a console script and a .pth file. A pin
+The pipeline image with a fifth set, `leaf`, whose package has a console script and a .pth file, and which
+installs setuptools (the venv's skeleton holds none to replace). A pin
 change in that last set re-runs its own stage only: the build log shows every other set's stage CACHED,
 and the image's other layers keep their digests. The joined image holds the script (its shebang the
 venv's python), the .pth's effect and RECORD paths that all exist; the invariant (pip check and imports)
@@ -30,6 +31,8 @@ LEAF_SET = """
     why: "the last set, whose pin the test changes"
     packages:
       - requirement: "pw-leaf=={version}"
+      - requirement: "setuptools==99.0.0"
+        why: "a set that installs setuptools, as torch 2.13's does: the venv's skeleton has none to replace"
 """
 # What the joined image must show of the leaf set: its script on PATH, run by the venv's python; the .pth
 # read at start-up; every file its RECORD names present (the byte-code too: RECORD paths are relative).
@@ -40,6 +43,7 @@ print("shebang", open(script).readline().strip())
 print("pth", os.environ.get("PW_LEAF_PTH"))
 files = md.distribution("pw-leaf").files
 print("record", len(files), sum(not f.locate().exists() for f in files))
+print("setuptools", md.version("setuptools"), len(list(md.distributions(name="setuptools"))))
 """
 
 
@@ -54,6 +58,7 @@ def _leaf(tls_index, version: str) -> None:
 def leaf_wheels(tls_index) -> None:
     _leaf(tls_index, "1.0.0")
     _leaf(tls_index, "1.1.0")
+    tls_index.add("setuptools", "99.0.0", module_source='__version__ = "99.0.0"\n')
 
 
 @pytest.fixture(scope="module", params=["uv", "pip"])
@@ -119,6 +124,7 @@ def test_a_pin_change_in_the_last_set_rebuilds_its_stage_only(project: Project, 
             lines = dict(line.split(" ", 1) for line in result.stdout.strip().splitlines())
             assert re.fullmatch(r"#!/opt/venv/bin/python(3(\.\d+)?)?", lines["shebang"]), lines  # uv: python, pip: python3
             assert lines["pth"] == "read"
+            assert lines["setuptools"] == "99.0.0 1", lines  # the set's, added: the skeleton held none
             count, missing = map(int, lines["record"].split())
             assert count >= 5 and missing == 0, lines["record"]
             hello = modern.run(second.image_id, ["pw-leaf-hello"])
