@@ -244,6 +244,7 @@ class Engine:
         on_log: Callable[[str], None] | None = None,
         push: bool = False,
         export: ImageExport | None = None,
+        provenance: bool = True,
     ) -> str:
         """Build with buildx into the engine's image store; return the image id.
 
@@ -255,7 +256,8 @@ class Engine:
         line of the plain build log. ``push`` pushes the result to its tags'
         registry instead of loading it into the engine's store (then cached
         layers a registry already holds need not be downloaded). ``export``: the image exporter's compression
-        and rewrite-timestamp (builder_features); None, as buildx has them.
+        and rewrite-timestamp (builder_features); None, as buildx has them. ``provenance`` False: no provenance
+        attestation beside the image (its build times would make each build of the same inputs another image).
 
         ``platform`` (linux/arm64) builds for that container platform; one that
         is not the host's runs its RUN steps through QEMU (scripts/qemu-up).
@@ -273,9 +275,11 @@ class Engine:
             build_args=dict(build_args or {}), secrets=secret_specs, target=target,
             platforms=[platform] if platform else None, builder=self.builder, cache=cache,
             cache_from=[{"type": "registry", "ref": ref} for ref in cache_from] or None,
-            cache_to=_cache_export(cache_to, cache_kind, cache_mode))
+            cache_to=_cache_export(cache_to, cache_kind, cache_mode), **({} if provenance else {"provenance": False}))
         if image_id is None and push:
             raise BuildFailed("build pushed but reported no image id", "\n".join(tail))
+        if image_id is not None and tags and not push and self.local_image_id(image_id) is None:
+            image_id = None  # the config's digest names no image where the store's id is the manifest's (containerd)
         if image_id is None:
             if not tags:
                 raise BuildFailed("build finished but reported no image id", "\n".join(tail))

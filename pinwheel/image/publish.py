@@ -389,7 +389,10 @@ def derive(engine: Engine, image_id: str, refs: Sequence[str], labels: Mapping[s
         with tempfile.TemporaryDirectory(prefix="pinwheel-publish-") as tmp:
             dockerfile = Path(tmp) / "Dockerfile"
             dockerfile.write_text(f"FROM {source}\n")
-            derived = engine.build(Path(tmp), dockerfile, tags=list(refs), labels=dict(labels),
+            # No provenance attestation: on the containerd image store an image's id is its index's digest,
+            # which holds the attestation and its build times, so labelling the same image again would give
+            # another image, and a republish would find its content tag naming "another image".
+            derived = engine.build(Path(tmp), dockerfile, tags=list(refs), labels=dict(labels), provenance=False,
                                    platform=engine.platform(image_id))  # an arm64 image stays arm64
     except EngineError as exc:
         raise PublishRefused(f"could not add the allowance labels to image {image_id[:19]}: {exc}") from None

@@ -191,7 +191,7 @@ class FakeEngine:
 
     def build(self, context, dockerfile, tags=(), labels=None, **kw):
         text = Path(dockerfile).read_text()
-        self.calls.append(("build", text, tuple(tags), dict(labels or {})))
+        self.calls.append(("build", text, tuple(tags), dict(labels or {}), kw.get("provenance", True)))
         source = text.split()[1]
         derived = "sha256:" + "cd" * 32
         self.image_layers[derived] = self.layers(source)
@@ -246,6 +246,17 @@ def test_a_derived_image_with_other_layers_is_not_pushed(tmp_path: Path):
         publish(engine, ["repo:a"], "reg:5000", tmp_path, declared=ALL, allowed={"import": "x", "gpu": "x"})
     assert not any(c[0] == "push" for c in engine.calls)
     assert "reg:5000/repo:a" not in engine.images
+
+
+def test_a_derived_image_carries_no_provenance_attestation(tmp_path: Path):
+    """Labelling the same image twice must give the same image where the image's id is its index's digest
+    (the containerd image store): a provenance attestation holds the build's times."""
+    from pinwheel.image.publish import derive
+
+    engine = FakeEngine()
+    derive(engine, IMAGE, ["reg:5000/repo:a"], {"io.pinwheel.allowed": "gpu"})
+    builds = [c for c in engine.calls if c[0] == "build"]
+    assert len(builds) == 1 and builds[0][4] is False, builds
 
 
 # ------------------------------------------------------------------ showing the push
