@@ -80,3 +80,12 @@ def _as_argument_error(text: str, writing: bool) -> CacheSpec:
         return parse_cache_spec(text, writing)
     except ValueError as exc:
         raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def buildx_cache_to(cache_to: str | None, cache_kind: str | None, cache_mode: str) -> dict[str, str] | None:
+    """buildx's --cache-to: a registry cache where the builder exports one, else the inline cache."""
+    if cache_to and cache_kind == "registry":
+        return {"type": "registry", "ref": cache_to, "mode": cache_mode}
+    if cache_to:
+        return {"type": "inline"}
+    return None

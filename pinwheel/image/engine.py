@@ -35,6 +35,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Callable, Iterable, Iterator, Mapping, Sequence, cast
 
+from .cache_spec import buildx_cache_to
 from .builder_features import ImageExport, buildx_output, loopback_registry as _loopback_registry
 from .push_output import PushedLayer, PushEvent, PushResult, _PushOutputParser, _run_in_pty
 
@@ -246,27 +247,16 @@ class Engine:
         export: ImageExport | None = None,
         provenance: bool = True,
     ) -> str:
-        """Build with buildx into the engine's image store; return the image id.
+        """Build with buildx into the engine's image store (``push``: to its tags' registry, so layers it holds
+        need no download); return the image id. On failure raise :class:`BuildFailed` with the log's tail.
 
-        ``cache_from`` are cache refs to read (a registry cache manifest or an
-        image with inline cache, either works); ``cache_to`` the ref this
-        build's cache goes to, as :meth:`cache_kind` says: a registry cache
-        (``cache_mode``: max, every stage; min, the image's layers), or the inline cache with the built image pushed to that
-        ref. ``on_cache_export`` is told where it went; ``on_log`` sees each
-        line of the plain build log. ``push`` pushes the result to its tags'
-        registry instead of loading it into the engine's store (then cached
-        layers a registry already holds need not be downloaded). ``export``: the image exporter's compression
-        and rewrite-timestamp (builder_features); None, as buildx has them. ``provenance`` False: no provenance
-        attestation beside the image (its build times would make each build of the same inputs another image).
-
-        ``platform`` (linux/arm64) builds for that container platform; one that
-        is not the host's runs its RUN steps through QEMU (scripts/qemu-up).
-        None: the engine's own platform.
-
-        ``secrets`` maps a BuildKit secret id to a host file (used with
-        ``RUN --mount=type=secret,id=...``); secrets never land in a layer.
-        With ``progress`` the plain build log streams to stderr. On failure
-        raises :class:`BuildFailed` carrying the tail of the log.
+        ``cache_from``: cache refs to read (a registry cache or an image with inline cache); ``cache_to``: where
+        this build's cache goes, as :meth:`cache_kind` says (``cache_mode`` max: every stage; min: the image's
+        layers), told to ``on_cache_export``. ``export``: the exporter's compression and rewrite-timestamp
+        (builder_features; None: buildx's own). ``provenance`` False: no provenance attestation (its build
+        times make each build of the same inputs another image). ``platform`` (linux/arm64) runs a foreign
+        platform's RUN steps through QEMU. ``secrets`` maps a BuildKit secret id to a host file, never in a
+        layer. ``progress`` streams the plain log to stderr; ``on_log`` sees each of its lines.
         """
         secret_specs = _secret_specs(secrets)
         cache_kind = self.cache_kind() if cache_to else None
@@ -275,20 +265,23 @@ class Engine:
             build_args=dict(build_args or {}), secrets=secret_specs, target=target,
             platforms=[platform] if platform else None, builder=self.builder, cache=cache,
             cache_from=[{"type": "registry", "ref": ref} for ref in cache_from] or None,
-            cache_to=_cache_export(cache_to, cache_kind, cache_mode), **({} if provenance else {"provenance": False}))
+            cache_to=buildx_cache_to(cache_to, cache_kind, cache_mode), **({} if provenance else {"provenance": False}))
         if image_id is None and push:
             raise BuildFailed("build pushed but reported no image id", "\n".join(tail))
-        if image_id is not None and tags and not push and self.local_image_id(image_id) is None:
-            image_id = None  # the config's digest names no image where the store's id is the manifest's (containerd)
-        if image_id is None:
-            if not tags:
-                raise BuildFailed("build finished but reported no image id", "\n".join(tail))
-            image_id = self.image_id(tags[0])
+        image_id = self._read_back(image_id, tags, push, tail)
         for tag in tags[1:] if exported else ():  # an exporter's output names the first tag only
             self.tag(tags[0], tag)
         if cache_to:
             self._export_cache(image_id, cache_to, cache_kind, push, on_cache_export)
         return image_id
+
+    def _read_back(self, image_id: str | None, tags: Sequence[str], push: bool, tail: Iterable[str]) -> str:
+        """The metadata's config digest, else (on the containerd store it names no image) the first tag's id."""
+        if image_id is not None and (push or not tags or self.local_image_id(image_id) is not None):
+            return image_id
+        if not tags:
+            raise BuildFailed("build finished but reported no image id", "\n".join(tail))
+        return self.image_id(tags[0])
 
     def _exported_build(self, context: Path, dockerfile: Path, progress: bool, on_log: Callable[[str], None] | None,
                         export: ImageExport | None, push: bool, **options):
@@ -530,8 +523,8 @@ class Engine:
             while proc.stdout.read(1 << 20):  # a reader that stopped early still lets the save finish
                 pass
         except BaseException:
-            # A reader that met a short or empty stream most often met a save that failed (no space for the
-            # daemon's export, a vanished image): that save's own words say why, not the reader's.
+            # A reader that met a short or empty stream most often met a failed save (no room for the daemon's
+            # export, a vanished image): its words say why.
             try:
                 code = proc.wait(timeout=5)
             except subprocess.TimeoutExpired:
@@ -613,15 +606,6 @@ def _secret_specs(secrets: Mapping[str, Path] | None) -> list[str]:
         if not Path(src).is_file():
             raise BuildFailed(f"secret {sid!r}: {src} is not a file", "")
     return specs
-
-
-def _cache_export(cache_to: str | None, cache_kind: str | None, cache_mode: str) -> dict[str, str] | None:
-    """buildx's --cache-to: a registry cache where the builder exports one, else the inline cache."""
-    if cache_to and cache_kind == "registry":
-        return {"type": "registry", "ref": cache_to, "mode": cache_mode}
-    if cache_to:
-        return {"type": "inline"}
-    return None
 
 
 def _major_minor(version: str) -> tuple[int, int]:
