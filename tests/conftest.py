@@ -30,6 +30,7 @@ LEDGER = pytest.StashKey[disk.DiskLedger]()
 LAST_MODULE = pytest.StashKey[str]()
 
 
+@pytest.hookimpl(tryfirst=True)  # before the runner sets up the module's fixtures, which may build
 def pytest_runtest_setup(item: pytest.Item) -> None:
     """Before the first test of each module that builds on an engine: the disk budget (tests/support/disk.py)."""
     if disk.FLOOR_BYTES <= 0 or not any(item.get_closest_marker(m) for m in ("engine", "e2e")):
