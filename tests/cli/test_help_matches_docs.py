@@ -1,4 +1,4 @@
-"""Each command's --help against the README's command table: the same options, the same exit codes,
+"""Each command's --help against docs/commands.md's command table: the same options, the same exit codes,
 and every command in the table. The options every command has (--manifest, --version, -q/-v, --color)
 and the engine options are described once, below the table."""
 from __future__ import annotations
@@ -28,9 +28,9 @@ def commands() -> dict[str, argparse.ArgumentParser]:
 
 
 def readme_rows() -> dict[str, tuple[str, str]]:
-    """command -> (its synopsis, its exit codes column), from the README's command table."""
+    """command -> (its synopsis, its exit codes column), from docs/commands.md's command table."""
     rows = {}
-    for line in (ROOT / "README.md").read_text().splitlines():
+    for line in (ROOT / "docs" / "commands.md").read_text().splitlines():
         found = re.match(r"^\| `([a-z]+)([^`]*)` \| (.*) \|\s*([^|]*?)\s*\|$", line.replace("\\|", "/"))
         if found:
             rows[found.group(1)] = (found.group(2), found.group(4))
@@ -61,8 +61,8 @@ def test_the_readme_synopsis_names_the_options_of_the_command(name):
     written = set(re.findall(r"(?<![\w-])(--?[a-z][a-z0-9-]*)", synopsis)) - COMMON
     if written & {"--variant", "--cuda"}:  # one choice, written either way: --cuda 13 or --variant cu130
         written |= {"--variant", "--cuda"}
-    assert sorted(written - options(commands()[name])) == [], "the README names options the command lacks"
-    assert sorted(options(commands()[name]) - written) == [], "the command has options the README leaves out"
+    assert sorted(written - options(commands()[name])) == [], "docs/commands.md names options the command lacks"
+    assert sorted(options(commands()[name]) - written) == [], "the command has options docs/commands.md leaves out"
 
 
 @pytest.mark.parametrize("name", sorted(commands()))
@@ -70,7 +70,7 @@ def test_the_exit_codes_in_help_are_the_readmes(name):
     help_codes = codes(commands()[name].format_help().replace("\n", " "))
     table = {int(n) for n in re.findall(r"(?:^|,\s*)(\d)\s", readme_rows()[name][1].strip())}
     assert table <= help_codes, f"{name} --help does not give exit code(s) {sorted(table - help_codes)}"
-    assert help_codes - {0, 2} <= table, f"the README does not give {name}'s exit code(s) {sorted(help_codes - table - {0, 2})}"
+    assert help_codes - {0, 2} <= table, f"docs/commands.md does not give {name}'s exit code(s) {sorted(help_codes - table - {0, 2})}"
 
 
 @pytest.mark.parametrize("name", sorted(commands()))
