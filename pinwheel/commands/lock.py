@@ -31,9 +31,6 @@ def default_engine(plan: Plan, root: Path) -> str:
 
 
 def cmd_lock(args: argparse.Namespace) -> int:
-    from ..index import IndexClientError
-    from ..lock import LockUnavailable, lock_variant
-    from ..lock.pylock import write_pylock
     m = manifest_mod.load(args.manifest)
     root = m.path.parent
     plans = select_platform_plans(m, args)
@@ -57,30 +54,15 @@ def cmd_lock(args: argparse.Namespace) -> int:
     unavailable: list[str] = []
     plans = [require_fresh_inventory(plan, root) for plan in plans]
     for plan in plans:
-        try:
-            res = lock_variant(plan, root, engine=args.resolver or default_engine(plan, root), upgrade=args.upgrade,
-                               log=lambda msg: err().print(escape(msg)))
-        except LockUnavailable as exc:
+        outcome = _lock_one(args, m, plan, root)
+        if outcome == "stale-hashes" and not args.refresh:
+            err().print(f"{plan.label}: the resolver answered from a cached index page older than the index; "
+                        f"locking again with --refresh")
+            outcome = _lock_one(argparse.Namespace(**{**vars(args), "refresh": True}), m, plan, root)
+        if outcome == "unavailable":
             unavailable.append(plan.label)
-            err().print(f"[red]{plan.label}: cannot lock here:[/red] {escape(str(exc))}")
-            continue
-        except LockError as exc:
+        elif outcome != "locked":
             failed.append(plan.label)
-            err().print(f"[red]{plan.label}: lock failed:[/red] {escape(str(exc))}")
-            continue
-        for w in res.warnings:
-            err().print(f"[yellow]{res.variant}: {escape(w)}[/yellow]")
-        rel = res.dir.relative_to(root).as_posix()
-        out().print(f"{plan.label}: locked {res.packages} packages with {res.engine} into {rel} "
-                    f"(resolve {res.compile_seconds:.1f}s, total {res.total_seconds:.1f}s)")
-        for file, names in res.slices.items():
-            out().print(f"  {file}: {len(names)} package(s)")
-        try:  # the same lock in the standard format (PEP 751), beside the build outputs
-            pylock = write_pylock(plan, root, index_client(args, m, plan).indexes)
-            out().print(f"  {Workspace.of(m).relative(pylock)}: PEP 751")
-        except (LockError, IndexClientError) as exc:
-            failed.append(plan.label)
-            err().print(f"[red]{plan.label}: pylock not written:[/red] {escape(str(exc))}")
     if failed:
         err().print(f"[red]not locked (resolver failure): {', '.join(failed)}[/red]")
     if unavailable:
@@ -88,6 +70,41 @@ def cmd_lock(args: argparse.Namespace) -> int:
     if unavailable:
         return EXIT_BAD_INPUT
     return EXIT_PROBLEM if failed else EXIT_OK
+
+
+def _lock_one(args: argparse.Namespace, m, plan: Plan, root: Path) -> str:
+    """Lock one plan and write its pylock: "locked", "unavailable", "failed", or "stale-hashes" (the resolver
+    locked hashes the index no longer lists)."""
+    from ..index import IndexClientError
+    from ..lock import LockUnavailable, StaleLockHashes, lock_variant
+    from ..lock.pylock import write_pylock
+    try:
+        res = lock_variant(plan, root, engine=args.resolver or default_engine(plan, root), upgrade=args.upgrade,
+                           refresh=args.refresh, log=lambda msg: err().print(escape(msg)))
+    except LockUnavailable as exc:
+        err().print(f"[red]{plan.label}: cannot lock here:[/red] {escape(str(exc))}")
+        return "unavailable"
+    except LockError as exc:
+        err().print(f"[red]{plan.label}: lock failed:[/red] {escape(str(exc))}")
+        return "failed"
+    for w in res.warnings:
+        err().print(f"[yellow]{res.variant}: {escape(w)}[/yellow]")
+    rel = res.dir.relative_to(root).as_posix()
+    out().print(f"{plan.label}: locked {res.packages} packages with {res.engine} into {rel} "
+                f"(resolve {res.compile_seconds:.1f}s, total {res.total_seconds:.1f}s)")
+    for file, names in res.slices.items():
+        out().print(f"  {file}: {len(names)} package(s)")
+    try:  # the same lock in the standard format (PEP 751), beside the build outputs
+        pylock = write_pylock(plan, root, index_client(args, m, plan).indexes)
+        out().print(f"  {Workspace.of(m).relative(pylock)}: PEP 751")
+    except StaleLockHashes as exc:  # made again with --refresh when this run did not refresh
+        colour = "red" if args.refresh else "yellow"
+        err().print(f"[{colour}]{plan.label}: pylock not written:[/{colour}] {escape(str(exc))}")
+        return "stale-hashes"
+    except (LockError, IndexClientError) as exc:
+        err().print(f"[red]{plan.label}: pylock not written:[/red] {escape(str(exc))}")
+        return "failed"
+    return "locked"
 
 
 def add_lock_parser(sub) -> None:
@@ -109,4 +126,7 @@ def add_lock_parser(sub) -> None:
                     help=argparse.SUPPRESS)
     lk.add_argument("--check", action="store_true", help="exit 1 naming the variants whose lock is stale (no network)")
     lk.add_argument("--upgrade", action="store_true", help="re-resolve from scratch instead of keeping earlier pins")
+    lk.add_argument("--refresh", action="store_true",
+                    help="re-read every index page; no cached page or metadata is trusted (a lock whose hashes the "
+                         "index no longer lists is made again this way by itself)")
     lk.set_defaults(func=cmd_lock)

@@ -22,7 +22,9 @@ its own packages with ``pip install --no-deps --require-hashes``. The files of
 - ``check``: is a committed lock made from the manifest as it is now (no network).
 """
 from .check import LockCheck, check_lock
-from .format import DEFAULT_ENGINE, ENGINES, LockedPackage, LockError, LockUnavailable, parse_requirements
+from .format import (
+    DEFAULT_ENGINE, ENGINES, LockedPackage, LockError, LockUnavailable, StaleLockHashes, parse_requirements,
+)
 from .inputs import LOCK_FORMAT, LockInputs, lock_inputs, lock_inputs_digest
 from .read import Lock, LockSlice, lock_installs, lock_sha256, locked_versions, missing_local_wheels, read_lock
 from .slicing import Assignment, assign_slices
@@ -40,6 +42,7 @@ __all__ = [
     "LockSlice",
     "LockUnavailable",
     "LockedPackage",
+    "StaleLockHashes",
     "assign_slices",
     "check_lock",
     "lock_inputs",

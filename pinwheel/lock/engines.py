@@ -112,7 +112,8 @@ def check_host_for_pip_compile(plan: Plan) -> None:
 
 
 def compile_command(plan: Plan, engine: str, index_url: str, extra_index: str | None, upgrade: bool,
-                     overrides: bool = False, source: str = LockFiles.REQUIREMENTS_IN) -> list[str]:
+                     overrides: bool = False, source: str = LockFiles.REQUIREMENTS_IN,
+                     refresh: bool = False) -> list[str]:
     v = plan.variant
     if engine == "pip-compile":
         cmd = [
@@ -133,6 +134,8 @@ def compile_command(plan: Plan, engine: str, index_url: str, extra_index: str | 
         cmd += ["--extra-index-url", extra_index]
     if upgrade:
         cmd += ["--upgrade"]
+    if refresh:  # no cached page or metadata stands in for the index's answer now
+        cmd += ["--refresh"] if engine == "uv" else ["--rebuild", "--pip-args", "--no-cache-dir"]
     if overrides:  # uv only: every other requirement on an overridden package gives way to its pin
         cmd += ["--override", LockFiles.OVERRIDES]
     cmd += ["--constraint", LockFiles.CONSTRAINTS, "--output-file", LockFiles.REQUIREMENTS, source]
@@ -157,7 +160,7 @@ class Compiled:
 
 def compile_lock(plan: Plan, engine: str, inputs: LockInputs, *, index_url: str, extra_index: str | None,
                  upgrade: bool, named: bool, kept: Mapping[str, str], previous: Path, custom: str,
-                 log: Callable[[str], None]) -> Compiled:
+                 log: Callable[[str], None], refresh: bool = False) -> Compiled:
     """Resolve the variant once, in a scratch directory. ``previous``: the committed requirements.txt, whose
     pins are kept where they still fit (unless ``upgrade``); ``kept``: the base's versions, preferred where
     nothing asks for others; ``named``: some packages come from named indexes (a uv project file)."""
@@ -169,12 +172,15 @@ def compile_lock(plan: Plan, engine: str, inputs: LockInputs, *, index_url: str,
             (work / LockFiles.OVERRIDES).write_text(overrides_file(plan, inputs))
         if named:  # in the scratch dir only: the lock names no index URL
             (work / PROJECT).write_text(project_file(plan, inputs))
-        if previous.exists() and not upgrade:
+        if previous.exists() and not upgrade and refresh:  # the pins, not their hashes: uv reuses those
+            _prefer(work / LockFiles.REQUIREMENTS, {n: p.version for n, p in
+                                                    parse_requirements(previous.read_text(), "previous lock").items()})
+        elif previous.exists() and not upgrade:
             shutil.copyfile(previous, work / LockFiles.REQUIREMENTS)  # keep earlier pins where they still fit
         if kept:  # and the base's versions, where nothing asks for others: preferences of the resolve
             _prefer(work / LockFiles.REQUIREMENTS, kept)
         cmd = compile_command(plan, engine, index_url, extra_index, upgrade, bool(inputs.overrides),
-                              PROJECT if named else LockFiles.REQUIREMENTS_IN)
+                              PROJECT if named else LockFiles.REQUIREMENTS_IN, refresh)
         log(f"{plan.variant.name}: resolving with {engine}")
         t0 = time.monotonic()
         proc = subprocess.run(cmd, cwd=work, env=engine_env(custom), capture_output=True, text=True)

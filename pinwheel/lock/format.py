@@ -28,6 +28,11 @@ class LockUnavailable(LockError):
     """The lock cannot be made here (missing extra index, wrong interpreter, no engine)."""
 
 
+class StaleLockHashes(LockError):
+    """The resolver locked hashes the index no longer lists: it answered from a cached page, older than a file
+    replaced in place (an index that lets a version be uploaded again). Locking with a refresh mends it."""
+
+
 _REQ_LINE = re.compile(
     r"^(?P<name>[A-Za-z0-9](?:[A-Za-z0-9._-]*[A-Za-z0-9])?)(?:\[[^\]]*\])?\s*===?\s*"
     r"(?P<version>[^\s;\\]+)[^\\]*?(?P<cont>\\)?\s*$"

@@ -175,6 +175,7 @@ def lock_variant(
     engine: str = DEFAULT_ENGINE,
     index_url: str | None = None,
     upgrade: bool = False,
+    refresh: bool = False,
     source: RoutedSource | None = None,
     log: Callable[[str], None] = lambda _m: None,
 ) -> LockResult:
@@ -197,7 +198,8 @@ def lock_variant(
 
     # 1. resolve, in a scratch dir with relative names so annotations carry no paths
     run = compile_lock(plan, engine, inputs, index_url=index_url, extra_index=extra_index, upgrade=upgrade,
-                       named=bool(named), kept=kept, previous=out_dir / LockFiles.REQUIREMENTS, custom=custom, log=log)
+                       named=bool(named), kept=kept, previous=out_dir / LockFiles.REQUIREMENTS, custom=custom, log=log,
+                       refresh=refresh)
     compiled, resolved, indexes = _read_compiled(plan, engine, run.text, source, kept, index_url, ws.index_cache)
 
     # 2. the --no-deps packages and fallbacks: pinned as given, hashes from the index listing

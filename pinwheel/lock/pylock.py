@@ -23,7 +23,7 @@ from packaging.version import Version
 from ..index import IndexClientError
 from ..plan import Plan
 from ..workspace import Workspace
-from .format import LockError
+from .format import LockError, StaleLockHashes
 from .read import Lock, read_lock
 
 CREATED_BY = "pinwheel"
@@ -88,8 +88,8 @@ def make_pylock(plan: Plan, lock: Lock, files: Mapping[str, Iterable]) -> Pylock
                 sdist = PackageSdist(name=f.filename, url=f.url, size=f.size, hashes={"sha256": f.sha256.lower()})
         found = {w.hashes["sha256"] for w in wheels} | ({sdist.hashes["sha256"]} if sdist else set())
         if want - found:
-            raise LockError(f"{name}=={locked.version}: {len(want - found)} locked hash(es) match no file on the index "
-                            f"(e.g. sha256:{sorted(want - found)[0]}); run `build.py lock` again")
+            raise StaleLockHashes(f"{name}=={locked.version}: {len(want - found)} locked hash(es) match no file on the "
+                                  f"index (e.g. sha256:{sorted(want - found)[0]}); run `build.py lock --refresh`")
         tool = {k: v for k, v in {**where.get(name, {}), "why": why.get(name, "")}.items() if v}
         packages.append(Package(name=canonicalize_name(name), version=version, sdist=sdist,
                                 wheels=sorted(wheels, key=lambda w: w.name or "") or None,

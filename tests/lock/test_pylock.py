@@ -4,6 +4,7 @@ the pins' reasons in [packages.tool.pinwheel]."""
 from __future__ import annotations
 
 import hashlib
+import shutil
 import sys
 import tomllib
 from pathlib import Path
@@ -86,3 +87,35 @@ def test_lock_writes_a_valid_pylock_with_the_reasons(project: Path, local_index)
     assert tools["pyl-frontend"] == {"step": "frontend", "lock-file": "02-frontend.txt",
                                      "reason": "--no-deps: its extra pins an older pyl-torchy",
                                      "why": "its extra pins an older pyl-torchy"}
+
+
+
+@pytest.mark.parametrize("resolver, earlier_lock", [("uv", "kept"), ("uv", "gone"), ("pip-compile", "kept"),
+                                                     ("pip-compile", "gone")])
+def test_a_version_uploaded_again_is_locked_with_its_new_hash_though_the_resolver_cached_the_page(
+        project: Path, local_index, tmp_path, monkeypatch, capsys, resolver, earlier_lock):
+    """An index that lets a version be uploaded again (devpi, a private mirror) serves pages a resolver caches
+    for minutes. Locking again, the resolver answers with the old hash, from the earlier lock's hash lines
+    ("kept") or from its cached page (a fresh checkout: "gone"). The pylock step finds that hash on no file,
+    and `lock` makes the lock again with --refresh by itself, with the new hash."""
+    local_index.page_max_age = 600  # what a real index sends for its pages
+    monkeypatch.setenv("UV_CACHE_DIR", str(tmp_path / "uv-cache"))
+    monkeypatch.setenv("PIP_CACHE_DIR", str(tmp_path / "pip-cache"))
+    args = ["--manifest", str(project / "wheels_manifest.yaml"), "lock", "--variant", "cu130", "--resolver", resolver]
+    assert cli.main(args) == 0
+    workspace = Workspace.of(manifest.load(project / "wheels_manifest.yaml"))
+    old = read_lock(workspace.lock_dir("cu130")).packages["pyl-util"].hashes
+    wheel = local_index.add("pyl-util", "1.0", payload_size=64)  # the same file name, other bytes
+    new = f"sha256:{hashlib.sha256(wheel.read_bytes()).hexdigest()}"
+    assert new not in old
+    if earlier_lock == "gone":
+        shutil.rmtree(workspace.lock_dir("cu130"))
+        shutil.rmtree(tmp_path / "pinwheel-cache")
+    capsys.readouterr()
+    assert cli.main(args) == 0
+    retried = "locking again with --refresh" in " ".join(capsys.readouterr().err.split())
+    assert retried == ((resolver, earlier_lock) != ("pip-compile", "gone"))  # pip revalidates every index page
+    assert read_lock(workspace.lock_dir("cu130")).packages["pyl-util"].hashes == (new,)
+    util = next(p for p in tomllib.loads(workspace.pylock_file("cu130").read_text())["packages"]
+                if p["name"] == "pyl-util")
+    assert [w["hashes"]["sha256"] for w in util["wheels"]] == [new.removeprefix("sha256:")]

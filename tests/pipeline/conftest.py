@@ -65,6 +65,8 @@ def pipeline_env(tls_index: TLSIndex, tmp_path_factory: pytest.TempPathFactory) 
         "REQUESTS_CA_BUNDLE": str(tls_index.ca.ca_pem),
         "SSL_CERT_FILE": str(tls_index.ca.ca_pem),
         "PINWHEEL_CACHE_DIR": str(tmp_path_factory.mktemp("pinwheel-cache")),
+        # the module's own: a page another module's index served at the same loopback port is no answer here
+        "UV_CACHE_DIR": str(tmp_path_factory.mktemp("uv-cache")),
     }
     with pytest.MonkeyPatch.context() as mp:
         for key, value in env.items():

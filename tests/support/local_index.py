@@ -241,6 +241,7 @@ class LocalIndex:
         # server behaviour, changeable while serving
         self.formats: tuple[str, ...] = ("json", "html")
         self.ignore_range = False
+        self.page_max_age: int | None = None  # pages say Cache-Control: max-age=N, as a real index's do
         self._fail: list[list] = []  # [count, status, path substring or None]
         self.requests: list[Request] = []
         self._write_root()
@@ -544,7 +545,10 @@ class _IndexHandler(BaseHTTPRequestHandler):
         if self.headers.get("If-None-Match") == etag:
             self._send(304, b"", ctype, [("ETag", etag), ("Last-Modified", mtime)])
             return
-        self._send(200, body, ctype, [("ETag", etag), ("Last-Modified", mtime)])
+        headers = [("ETag", etag), ("Last-Modified", mtime)]
+        if index.page_max_age is not None:
+            headers.append(("Cache-Control", f"max-age={index.page_max_age}, public"))
+        self._send(200, body, ctype, headers)
 
     def _file(self, path: str) -> None:
         index = self.local_index
