@@ -12,6 +12,8 @@ IMAGE ?= train
 # the image reference `make smoke` runs in (default: the variant's newest build)
 REF ?=
 PYTEST_ARGS ?=
+# `make test`'s pytest workers (each module whole on one, see tests/support/scheduling.py); 0: one process
+TEST_WORKERS ?= 2
 PUBLISH_ARGS ?=
 # e.g. linux/amd64,linux/arm64: build (and lock) each of the variant's platforms
 PLATFORMS ?=
@@ -107,7 +109,7 @@ e2e: deps engine registry tools
 
 # every test, the end-to-end ones included (they build the real images: most of the run's time)
 test: deps engine engine2 engine-modern qemu registry tools
-	$(PY) -m pytest --e2e $(PYTEST_ARGS)
+	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadgroup --e2e $(PYTEST_ARGS)
 
 bench: deps engine
 	$(PY) bench/run.py

@@ -4,6 +4,7 @@ when CI is set, because CI must provide them: scripts/engine-up, scripts/registr
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import subprocess
 import urllib.request
@@ -16,7 +17,7 @@ import pytest
 from pinwheel.image.base import BaseImageError, base_ref, ensure_base
 from pinwheel.image.engine import Engine
 
-from tests.support import disk
+from tests.support import disk, scheduling
 from tests.support.engine import BASE_PYTHON, BASE_SUITE, REGISTRY_ADDR, REPO_ROOT, engine_unavailable
 from tests.support.local_index import LocalIndex
 
@@ -26,14 +27,71 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                      help="run the end-to-end tests too (the real multi-GB images; `make test` passes it)")
 
 
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", "holds(name): the module changes engine state others read (see "
+                                       "tests/support/scheduling.py): modules holding the same run one at a time")
+
+
+GROUPS = pytest.StashKey[Path]()
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_configure_node(node) -> None:
+    """xdist's controller, starting a worker: where the workers write the module groups."""
+    node.workerinput[scheduling.GROUPS_FILE] = str(_groups_file(node.config))
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log):
+    """--dist loadgroup: each module whole on one worker, modules sharing engine state together
+    (tests/support/scheduling.py)."""
+    if config.getoption("dist", "no") != "loadgroup":
+        return None
+    return scheduling.scheduler(config, log, _groups_file(config))
+
+
+def _groups_file(config: pytest.Config) -> Path:
+    if GROUPS not in config.stash:
+        config.stash[GROUPS] = scheduling.new_groups_file()
+    return config.stash[GROUPS]
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    path = config.stash.get(GROUPS, None)
+    if path is not None and not hasattr(config, "workerinput"):
+        shutil.rmtree(path.parent, ignore_errors=True)
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """On an xdist worker under --dist loadgroup: the groups written for the scheduler, the slowest first."""
+    path = getattr(config, "workerinput", {}).get(scheduling.GROUPS_FILE)
+    if path:
+        scheduling.write_groups(Path(path), scheduling.plan(items))
+
+
 LEDGER = pytest.StashKey[disk.DiskLedger]()
 LAST_MODULE = pytest.StashKey[str]()
 
 
+@pytest.hookimpl(tryfirst=True)  # before xdist starts its workers
+def pytest_sessionstart(session: pytest.Session) -> None:
+    """With workers (-n): the disk budget once, before any of them starts. A worker must not reclaim while
+    the other one builds: what it removed could be the other's base or cache."""
+    config = session.config
+    if disk.FLOOR_BYTES <= 0 or hasattr(config, "workerinput") or not config.getoption("numprocesses", None):
+        return
+    ledger = config.stash.setdefault(LEDGER, disk.DiskLedger())
+    ledger.start = {name: disk.usage(host) for name, host in disk.answering_engines()}
+    disk.keep_floor(ledger, "the run")
+
+
 @pytest.hookimpl(tryfirst=True)  # before the runner sets up the module's fixtures, which may build
 def pytest_runtest_setup(item: pytest.Item) -> None:
-    """Before the first test of each module that builds on an engine: the disk budget (tests/support/disk.py)."""
-    if disk.FLOOR_BYTES <= 0 or not any(item.get_closest_marker(m) for m in ("engine", "e2e")):
+    """Before the first test of each module that builds on an engine: the disk budget (tests/support/disk.py).
+    On an xdist worker, none: the budget ran once before the workers started."""
+    if disk.FLOOR_BYTES <= 0 or hasattr(item.config, "workerinput"):
+        return
+    if not any(item.get_closest_marker(m) for m in ("engine", "e2e")):
         return
     module = item.nodeid.split("::", 1)[0]
     if item.config.stash.get(LAST_MODULE, None) == module:

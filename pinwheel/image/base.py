@@ -8,6 +8,7 @@ second bootstrap only re-imports it.
 
 from __future__ import annotations
 
+import fcntl
 import os
 import shutil
 import subprocess
@@ -333,13 +334,28 @@ def ensure_base(
     cache = Path(cache_dir)
     cache.mkdir(parents=True, exist_ok=True)
     stem = f"{suite}-py{expected.replace('.', '')}" + (f"-{arch}" if arch else "")
-    tarball = cache / f"{stem}.tar"
-    version_file = cache / f"{stem}.python"
 
     def note(msg: str) -> None:
         if progress:
             print(f"base: {msg}", file=sys.stderr, flush=True)  # progress, never the command's output
 
+    # Two builds on one machine (CI jobs, test workers) may both find the base missing: one makes it, and
+    # the other, once the lock is its, finds it there.
+    with open(cache / f"{stem}.lock", "a") as held:
+        fcntl.flock(held, fcntl.LOCK_EX)
+        if engine.image_exists(ref):
+            return False
+        tarball, version_file = _rootfs_tarball(suite, expected, cache, stem, arch, note)
+        _import_base(engine, ref, suite, tarball, version_file, arch)
+    note(f"imported {ref}")
+    return True
+
+
+def _rootfs_tarball(suite: str, expected: str, cache: Path, stem: str, arch: str | None,
+                    note) -> tuple[Path, Path]:
+    """The cached root filesystem tarball of ``stem`` and its Python version file, bootstrapped when missing."""
+    tarball = cache / f"{stem}.tar"
+    version_file = cache / f"{stem}.python"
     if not (tarball.is_file() and version_file.is_file()):
         mirror, keyring = debian_mirror(suite)
         note(f"debootstrap {suite} (python3 {expected}) from the host's Debian archive")
@@ -356,6 +372,10 @@ def ensure_base(
         finally:
             shutil.rmtree(rootfs, ignore_errors=True)
         note(f"root filesystem ready in {time.monotonic() - started:.0f}s: {tarball}")
+    return tarball, version_file
+
+
+def _import_base(engine: Engine, ref: str, suite: str, tarball: Path, version_file: Path, arch: str | None) -> None:
     full_version = version_file.read_text().strip()
     changes = [
         "ENV PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
@@ -364,5 +384,3 @@ def ensure_base(
         'CMD ["/bin/bash"]',
     ]
     engine.import_tarball(tarball, ref, changes, platform=f"linux/{arch}" if arch else None)
-    note(f"imported {ref}")
-    return True

@@ -14,7 +14,8 @@ from pinwheel.image.engine import Engine
 
 from .examples import Example, run_in, tail
 
-pytestmark = [pytest.mark.e2e, pytest.mark.engine, pytest.mark.network]
+# the sglang-base module removes this stand-in base and builds it again; miles builds on it
+pytestmark = [pytest.mark.e2e, pytest.mark.engine, pytest.mark.network, pytest.mark.holds("sglang-base:v0.5.16")]
 
 EXAMPLE = Example("miles-cu13")
 cli = EXAMPLE.cli

@@ -8,8 +8,9 @@ that keeps everything it built runs out of space part way (the daemon's export t
 So, before each module that uses an engine, when the data roots' filesystem has less than the floor free,
 what the tests can rebuild is reclaimed, cheapest first, until the floor holds: build caches and dangling
 images on every engine, then images under the tests' own repositories, then the example images (never the
-bootstrap base, which debootstrap makes). Each engine's use is measured at the start and the end of the run
-and printed in the run's summary.
+bootstrap base, which debootstrap makes). With workers (`make test` runs two), the budget runs once, before
+they start: a worker reclaiming mid-run could remove the base or cache the other is building on. Each engine's
+use is measured at the start and the end of the run and printed in the run's summary.
 """
 from __future__ import annotations
 
