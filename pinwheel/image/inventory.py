@@ -19,6 +19,7 @@ import io
 import json
 import posixpath
 import re
+import sys
 import tarfile
 import tempfile
 from dataclasses import dataclass
@@ -403,6 +404,8 @@ def _read_again(path: Path, inv: Inventory, engine: Engine, base: str, current: 
     same = f"{len(inv.distributions)} distributions, base {current[:19]} (rebuilt; it holds what the inventory says)"
     if memo is not None and memo.exists():
         return "ok", same
+    # a large base takes minutes here (Docker 20.10 writes the whole image out before streaming it): say why
+    print(f"inventory: {moved}; reading it again to compare", file=sys.stderr, flush=True)
     fresh = read_image(engine, base)
     if _content(fresh) != _content(inv):
         was = {(d.name, d.version) for d in inv.distributions}

@@ -9,6 +9,10 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
+# The modules that build on the sglang stand-in bases run one after the other (tests/support/scheduling.py):
+# one removes a stand-in and builds it again while miles builds on it, and each reads a 10 GB stand-in's
+# inventory through `docker save`, which on Docker 20.10 first writes the whole image to disk.
+STAND_IN_BASES = "the sglang stand-in bases"
 
 
 def tail(proc: subprocess.CompletedProcess) -> str:

@@ -12,10 +12,9 @@ import pytest
 
 from pinwheel.image.engine import Engine
 
-from .examples import Example, run_in, tail
+from .examples import STAND_IN_BASES, Example, run_in, tail
 
-# the sglang-base module removes this stand-in base and builds it again; miles builds on it
-pytestmark = [pytest.mark.e2e, pytest.mark.engine, pytest.mark.network, pytest.mark.holds("sglang-base:v0.5.16")]
+pytestmark = [pytest.mark.e2e, pytest.mark.engine, pytest.mark.network, pytest.mark.holds(STAND_IN_BASES)]
 
 EXAMPLE = Example("miles-cu13")
 cli = EXAMPLE.cli

@@ -18,8 +18,9 @@ import pytest
 
 from pinwheel.image.engine import Engine
 
-# the sglang-base module removes this stand-in base and builds it again; miles builds on it
-pytestmark = [pytest.mark.e2e, pytest.mark.engine, pytest.mark.network, pytest.mark.holds("sglang-base:v0.5.16")]
+from .examples import STAND_IN_BASES
+
+pytestmark = [pytest.mark.e2e, pytest.mark.engine, pytest.mark.network, pytest.mark.holds(STAND_IN_BASES)]
 
 ROOT = Path(__file__).resolve().parents[2]
 MANIFEST = ROOT / "images" / "sglang-base" / "wheels_manifest.yaml"

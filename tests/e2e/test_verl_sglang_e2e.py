@@ -12,9 +12,9 @@ import pytest
 
 from pinwheel.image.engine import Engine
 
-from .examples import Example, run_in, tail
+from .examples import STAND_IN_BASES, Example, run_in, tail
 
-pytestmark = [pytest.mark.e2e, pytest.mark.engine, pytest.mark.network]
+pytestmark = [pytest.mark.e2e, pytest.mark.engine, pytest.mark.network, pytest.mark.holds(STAND_IN_BASES)]
 
 EXAMPLE = Example("verl-sglang")
 cli = EXAMPLE.cli

@@ -212,7 +212,7 @@ def test_read_a_real_image_without_running_it(engine: Engine, base_image: str, t
 
 @pytest.mark.engine
 def test_a_rebuilt_base_that_holds_the_same_keeps_its_inventory_and_a_changed_one_is_stale(
-        engine: Engine, base_image: str, tmp_path: Path):
+        engine: Engine, base_image: str, tmp_path: Path, capsys):
     """A new machine rebuilds a bootstrap or stand-in base under a new image id: the committed inventory
     still stands when the layers hold what it says (kept per id), and is stale when they do not."""
     tag = f"pinwheel-test/inventory-rebuilt:{uuid.uuid4().hex[:8]}"
@@ -227,7 +227,10 @@ def test_a_rebuilt_base_that_holds_the_same_keeps_its_inventory_and_a_changed_on
         engine.build(tmp_path, dockerfile, tags=[tag])  # a new id, the same distributions
         status, detail = check_inventory(committed, tag, engine, verified)
         assert status == "ok" and "rebuilt; it holds what the inventory says" in detail, detail
+        assert "the inventory was read from" in capsys.readouterr().err  # the minutes a large base takes, said
         assert len(list(verified.iterdir())) == 1  # the next check of this id reads nothing
+        assert check_inventory(committed, tag, engine, verified)[0] == "ok"
+        assert capsys.readouterr().err == ""
         dockerfile.write_text(BASE_DOCKERFILE.format(base=base_image, site=SITE).replace("0.1.9", "0.1.7"))
         engine.build(tmp_path, dockerfile, tags=[tag])
         status, detail = check_inventory(committed, tag, engine, verified)

@@ -3,7 +3,7 @@
 A module runs whole on one worker, so its module-scoped fixtures (a test index, a project, an example's
 multi-GB image) are set up once. Modules that change something others read run on the same worker, one after
 the other: the second and modern engines (tests empty them or prune their build cache), and whatever a module
-declares with ``pytest.mark.holds("name")`` (the sglang stand-in base one test removes and rebuilds). The
+declares with ``pytest.mark.holds("name")`` (the sglang stand-in bases: tests/e2e/examples.py says why). The
 slowest kinds of module go first, so that no worker is left alone with a long e2e build at the end.
 
 The groups are worked out where the items are, on the workers (which fixtures a module uses), and written to
