@@ -80,7 +80,7 @@ def pytest_sessionstart(session: pytest.Session) -> None:
     config = session.config
     if disk.FLOOR_BYTES <= 0 or hasattr(config, "workerinput") or not config.getoption("numprocesses", None):
         return
-    ledger = config.stash.setdefault(LEDGER, disk.DiskLedger())
+    ledger = config.stash.setdefault(LEDGER, disk.DiskLedger(when="before the run"))
     ledger.start = {name: disk.usage(host) for name, host in disk.answering_engines()}
     disk.keep_floor(ledger, "the run")
 

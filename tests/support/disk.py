@@ -45,10 +45,10 @@ class DiskLedger:
     start: dict[str, str] = field(default_factory=dict)
     end: dict[str, str] = field(default_factory=dict)
     reclaims: list[str] = field(default_factory=list)
+    when: str = "before each engine module"  # or, with workers, "before the run"
 
     def summary(self) -> list[str]:
-        lines = [f"disk: {free_gib():.1f} GiB free at the end; floor {FLOOR_BYTES / GIB:.0f} GiB before each "
-                 f"engine module"]
+        lines = [f"disk: {free_gib():.1f} GiB free at the end; floor {FLOOR_BYTES / GIB:.0f} GiB {self.when}"]
         for name in self.end or self.start:
             lines.append(f"disk: engine {name}: {self.start.get(name, '-')} at the start, "
                          f"{self.end.get(name, '-')} at the end")
