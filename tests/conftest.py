@@ -37,8 +37,9 @@ GROUPS = pytest.StashKey[Path]()
 
 @pytest.hookimpl(optionalhook=True)
 def pytest_configure_node(node) -> None:
-    """xdist's controller, starting a worker: where the workers write the module groups."""
-    node.workerinput[scheduling.GROUPS_FILE] = str(_groups_file(node.config))
+    """xdist's controller, starting a worker under --dist loadgroup: where the workers write the module groups."""
+    if node.config.getoption("dist", "no") == "loadgroup":
+        node.workerinput[scheduling.GROUPS_FILE] = str(_groups_file(node.config))
 
 
 @pytest.hookimpl(optionalhook=True)

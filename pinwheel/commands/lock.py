@@ -56,8 +56,8 @@ def cmd_lock(args: argparse.Namespace) -> int:
     for plan in plans:
         outcome = _lock_one(args, m, plan, root)
         if outcome == "stale-hashes" and not args.refresh:
-            err().print(f"{plan.label}: the resolver answered from a cached index page older than the index; "
-                        f"locking again with --refresh")
+            err().print(f"{plan.label}: the lock names hashes the index no longer lists (from a cached index page "
+                        f"or the earlier lock's hash lines); locking again with --refresh")
             outcome = _lock_one(argparse.Namespace(**{**vars(args), "refresh": True}), m, plan, root)
         if outcome == "unavailable":
             unavailable.append(plan.label)

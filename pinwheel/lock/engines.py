@@ -172,11 +172,12 @@ def compile_lock(plan: Plan, engine: str, inputs: LockInputs, *, index_url: str,
             (work / LockFiles.OVERRIDES).write_text(overrides_file(plan, inputs))
         if named:  # in the scratch dir only: the lock names no index URL
             (work / PROJECT).write_text(project_file(plan, inputs))
-        if previous.exists() and not upgrade and refresh:  # the pins, not their hashes: uv reuses those
-            _prefer(work / LockFiles.REQUIREMENTS, {n: p.version for n, p in
-                                                    parse_requirements(previous.read_text(), "previous lock").items()})
-        elif previous.exists() and not upgrade:
-            shutil.copyfile(previous, work / LockFiles.REQUIREMENTS)  # keep earlier pins where they still fit
+        if previous.exists() and not upgrade:  # keep earlier pins where they still fit
+            if refresh:  # the pins without their hashes, which both resolvers would reuse
+                earlier = parse_requirements(previous.read_text(), "previous lock")
+                _prefer(work / LockFiles.REQUIREMENTS, {n: p.version for n, p in earlier.items()})
+            else:
+                shutil.copyfile(previous, work / LockFiles.REQUIREMENTS)
         if kept:  # and the base's versions, where nothing asks for others: preferences of the resolve
             _prefer(work / LockFiles.REQUIREMENTS, kept)
         cmd = compile_command(plan, engine, index_url, extra_index, upgrade, bool(inputs.overrides),
